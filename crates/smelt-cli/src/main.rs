@@ -1,0 +1,3 @@
+//! The `smelt` command line.
+
+fn main() {}

@@ -1,0 +1,195 @@
+//! The reference executor: runs a graph node by node with straightforward kernels.
+//!
+//! One module per op family mirrors `smelt_ir::op`. Kernels see their inputs through
+//! [`Inputs`] and the running graph through [`Ctx`] (for subgraphs and output counts).
+
+pub mod broadcast;
+pub mod control;
+pub mod elementwise;
+pub mod layout;
+pub mod misc;
+pub mod nn;
+pub mod quant;
+pub mod recurrent;
+pub mod reduce;
+pub mod sequence;
+
+use smelt_ir::{bail, err, Graph, Op, Result, Tensor, Value, ValueId};
+use std::collections::HashMap;
+
+/// Values known while a graph runs, by id.
+pub type Env = HashMap<ValueId, Value>;
+
+/// The inputs of one node, some possibly omitted.
+pub struct Inputs<'a> {
+    vals: Vec<Option<&'a Value>>,
+}
+
+impl<'a> Inputs<'a> {
+    /// Wraps resolved input values.
+    pub fn new(vals: Vec<Option<&'a Value>>) -> Self {
+        Inputs { vals }
+    }
+
+    /// Number of input slots (omitted ones count).
+    pub fn len(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// True when the node has no inputs.
+    pub fn is_empty(&self) -> bool {
+        self.vals.is_empty()
+    }
+
+    /// Input `i` if present (any kind of value).
+    pub fn value(&self, i: usize) -> Option<&'a Value> {
+        self.vals.get(i).copied().flatten()
+    }
+
+    /// Input `i` as a tensor; an error when missing or not a tensor.
+    pub fn tensor(&self, i: usize) -> Result<&'a Tensor> {
+        let v = self.value(i).ok_or_else(|| err!("input {i} is required"))?;
+        v.tensor().map_err(|e| e.context(format!("input {i}")))
+    }
+
+    /// Input `i` as a tensor when present; an error when present but not a tensor.
+    pub fn opt_tensor(&self, i: usize) -> Result<Option<&'a Tensor>> {
+        match self.value(i) {
+            None => Ok(None),
+            Some(v) => Ok(Some(v.tensor().map_err(|e| e.context(format!("input {i}")))?)),
+        }
+    }
+
+    /// Input `i` (when present) as integers, e.g. axes or shape inputs.
+    pub fn opt_ints(&self, i: usize) -> Result<Option<Vec<i64>>> {
+        match self.opt_tensor(i)? {
+            None => Ok(None),
+            Some(t) => Ok(Some(t.to_i64().map_err(|e| e.context(format!("input {i}")))?)),
+        }
+    }
+
+    /// The present input values, in order (for variadic ops).
+    pub fn present(&self) -> impl Iterator<Item = &'a Value> + '_ {
+        self.vals.iter().flatten().copied()
+    }
+}
+
+/// What a kernel may know about the node and graph it runs in.
+pub struct Ctx<'a> {
+    /// Number of output slots of the node.
+    pub n_outputs: usize,
+    /// Which output slots the graph uses.
+    pub outputs_used: Vec<bool>,
+    /// Values visible at this point (for subgraph captures).
+    pub env: &'a Env,
+}
+
+impl Ctx<'_> {
+    /// Runs a subgraph with positional inputs; its captures read from the current values.
+    pub fn run_subgraph(&self, g: &Graph, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        let mut env = Env::new();
+        for c in &g.captures {
+            let v = self.env.get(&c.outer).ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
+            env.insert(c.inner, v.clone());
+        }
+        execute(g, inputs.into_iter().map(Some).collect(), env)
+    }
+}
+
+/// Runs a graph on inputs given by name; missing inputs take their defaults.
+/// Returns the outputs in graph order.
+pub fn run_graph_named(g: &Graph, mut inputs: HashMap<String, Value>) -> Result<Vec<Value>> {
+    let mut pos = Vec::with_capacity(g.inputs.len());
+    for inp in &g.inputs {
+        pos.push(inputs.remove(g.name_of(inp.id)));
+    }
+    if let Some(extra) = inputs.keys().next() {
+        bail!("the model has no input named '{extra}'");
+    }
+    execute(g, pos, Env::new())
+}
+
+/// Runs a graph on positional inputs (None takes the input's default).
+pub fn run_graph(g: &Graph, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
+    execute(g, inputs, Env::new())
+}
+
+fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Value>> {
+    if inputs.len() > g.inputs.len() {
+        bail!("graph '{}' takes {} inputs, got {}", g.name, g.inputs.len(), inputs.len());
+    }
+    let mut inputs = inputs;
+    inputs.resize(g.inputs.len(), None);
+    for (inp, v) in g.inputs.iter().zip(inputs) {
+        let v = match (v, &inp.default) {
+            (Some(v), _) => v,
+            (None, Some(d)) => Value::Tensor(d.clone()),
+            (None, None) => bail!("missing required input '{}'", g.name_of(inp.id)),
+        };
+        env.insert(inp.id, v);
+    }
+    for c in &g.constants {
+        env.insert(c.id, Value::Tensor(c.tensor.clone()));
+    }
+    // Free intermediate values after their last use.
+    let mut last_use: HashMap<ValueId, usize> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for id in n.inputs.iter().flatten() {
+            last_use.insert(*id, i);
+        }
+        for sub in n.op.subgraphs() {
+            for c in &sub.captures {
+                last_use.insert(c.outer, i);
+            }
+        }
+    }
+    for o in &g.outputs {
+        last_use.insert(*o, usize::MAX);
+    }
+    for (i, node) in g.nodes.iter().enumerate() {
+        let outs = {
+            let vals = node.inputs.iter().map(|id| id.and_then(|id| env.get(&id))).collect();
+            let cx = Ctx {
+                n_outputs: node.outputs.len(),
+                outputs_used: node.outputs.iter().map(|o| o.is_some()).collect(),
+                env: &env,
+            };
+            run_op(&node.op, &Inputs::new(vals), &cx)
+                .map_err(|e| e.context(format!("node {} ({})", node.name, node.op.name())))?
+        };
+        for (slot, v) in node.outputs.iter().zip(outs) {
+            if let Some(id) = slot {
+                env.insert(*id, v);
+            }
+        }
+        for id in node.inputs.iter().flatten() {
+            if last_use.get(id) == Some(&i) {
+                env.remove(id);
+            }
+        }
+    }
+    g.outputs
+        .iter()
+        .map(|o| env.get(o).cloned().ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o))))
+        .collect()
+}
+
+/// Runs one op.
+pub fn run_op(op: &Op, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
+    match op {
+        Op::Elementwise(o) => elementwise::run(o, x, cx),
+        Op::Reduce(o) => reduce::run(o, x, cx),
+        Op::Layout(o) => layout::run(o, x, cx),
+        Op::Nn(o) => nn::run(o, x, cx),
+        Op::Control(o) => control::run(o, x, cx),
+        Op::Sequence(o) => sequence::run(o, x, cx),
+        Op::Quant(o) => quant::run(o, x, cx),
+        Op::Recurrent(o) => recurrent::run(o, x, cx),
+        Op::Misc(o) => misc::run(o, x, cx),
+    }
+}
+
+/// Wraps one tensor as a node's only output.
+pub fn one(t: Tensor) -> Result<Vec<Value>> {
+    Ok(vec![Value::Tensor(t)])
+}

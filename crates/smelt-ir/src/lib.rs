@@ -1,0 +1,23 @@
+//! smelt's intermediate representation: a typed SSA dataflow graph of tensor values.
+//!
+//! Nothing here knows ONNX: the frontend translates into these types, passes rewrite
+//! them, backends lower them.
+
+pub mod dim;
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod lowp;
+pub mod op;
+pub mod tensor;
+pub mod text;
+pub mod value;
+pub mod verify;
+
+pub use dim::{Dim, DimExpr, Shape};
+pub use dtype::DType;
+pub use error::{Error, Result, ResultExt};
+pub use graph::{Capture, Constant, Graph, GraphInput, Model, Node, ValueId, ValueInfo};
+pub use op::Op;
+pub use tensor::{numel, strides, Data, Tensor};
+pub use value::{Optional, Sequence, Value, ValueType};

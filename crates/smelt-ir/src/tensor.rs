@@ -1,0 +1,462 @@
+//! Tensors: an element type, a concrete shape and the elements in row-major order.
+
+use crate::{bail, ensure, lowp, DType, Result};
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+/// Element storage. Several logical types share one storage: 4- and 2-bit integers are held
+/// one per byte (`I8`/`U8`), float8/float4/e8m0 as their raw codes (`U8`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Data {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// f64 elements.
+    F64(Vec<f64>),
+    /// f16 elements.
+    F16(Vec<f16>),
+    /// bf16 elements.
+    BF16(Vec<bf16>),
+    /// i8 elements (also i4, i2).
+    I8(Vec<i8>),
+    /// i16 elements.
+    I16(Vec<i16>),
+    /// i32 elements.
+    I32(Vec<i32>),
+    /// i64 elements.
+    I64(Vec<i64>),
+    /// u8 elements (also u4, u2, and raw float8/float4/e8m0 codes).
+    U8(Vec<u8>),
+    /// u16 elements.
+    U16(Vec<u16>),
+    /// u32 elements.
+    U32(Vec<u32>),
+    /// u64 elements.
+    U64(Vec<u64>),
+    /// Booleans.
+    Bool(Vec<bool>),
+    /// Strings.
+    Str(Vec<String>),
+    /// complex64 as [re, im].
+    C64(Vec<[f32; 2]>),
+    /// complex128 as [re, im].
+    C128(Vec<[f64; 2]>),
+}
+
+/// Applies an expression to the vector inside any [`Data`] variant, binding it to `$v`.
+#[macro_export]
+macro_rules! with_data {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::Data::F32($v) => $body,
+            $crate::Data::F64($v) => $body,
+            $crate::Data::F16($v) => $body,
+            $crate::Data::BF16($v) => $body,
+            $crate::Data::I8($v) => $body,
+            $crate::Data::I16($v) => $body,
+            $crate::Data::I32($v) => $body,
+            $crate::Data::I64($v) => $body,
+            $crate::Data::U8($v) => $body,
+            $crate::Data::U16($v) => $body,
+            $crate::Data::U32($v) => $body,
+            $crate::Data::U64($v) => $body,
+            $crate::Data::Bool($v) => $body,
+            $crate::Data::Str($v) => $body,
+            $crate::Data::C64($v) => $body,
+            $crate::Data::C128($v) => $body,
+        }
+    };
+}
+
+/// Like [`with_data!`], but the body builds a new `Data` of the same variant from `$v`.
+#[macro_export]
+macro_rules! map_data {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::Data::F32($v) => $crate::Data::F32($body),
+            $crate::Data::F64($v) => $crate::Data::F64($body),
+            $crate::Data::F16($v) => $crate::Data::F16($body),
+            $crate::Data::BF16($v) => $crate::Data::BF16($body),
+            $crate::Data::I8($v) => $crate::Data::I8($body),
+            $crate::Data::I16($v) => $crate::Data::I16($body),
+            $crate::Data::I32($v) => $crate::Data::I32($body),
+            $crate::Data::I64($v) => $crate::Data::I64($body),
+            $crate::Data::U8($v) => $crate::Data::U8($body),
+            $crate::Data::U16($v) => $crate::Data::U16($body),
+            $crate::Data::U32($v) => $crate::Data::U32($body),
+            $crate::Data::U64($v) => $crate::Data::U64($body),
+            $crate::Data::Bool($v) => $crate::Data::Bool($body),
+            $crate::Data::Str($v) => $crate::Data::Str($body),
+            $crate::Data::C64($v) => $crate::Data::C64($body),
+            $crate::Data::C128($v) => $crate::Data::C128($body),
+        }
+    };
+}
+
+impl Data {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        with_data!(self, v => v.len())
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Zero-filled storage for a logical type.
+    pub fn zeros(dtype: DType, n: usize) -> Data {
+        use DType::*;
+        match dtype {
+            F32 => Data::F32(vec![0.0; n]),
+            F64 => Data::F64(vec![0.0; n]),
+            F16 => Data::F16(vec![f16::ZERO; n]),
+            BF16 => Data::BF16(vec![bf16::ZERO; n]),
+            I8 | I4 | I2 => Data::I8(vec![0; n]),
+            I16 => Data::I16(vec![0; n]),
+            I32 => Data::I32(vec![0; n]),
+            I64 => Data::I64(vec![0; n]),
+            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => Data::U8(vec![0; n]),
+            F8E8M0 => Data::U8(vec![127; n]),
+            U16 => Data::U16(vec![0; n]),
+            U32 => Data::U32(vec![0; n]),
+            U64 => Data::U64(vec![0; n]),
+            Bool => Data::Bool(vec![false; n]),
+            Str => Data::Str(vec![String::new(); n]),
+            C64 => Data::C64(vec![[0.0; 2]; n]),
+            C128 => Data::C128(vec![[0.0; 2]; n]),
+        }
+    }
+
+    /// True when this storage variant is the one used for `dtype`.
+    pub fn holds(&self, dtype: DType) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(&Data::zeros(dtype, 0))
+    }
+
+    /// Elements at the given flat indices, in that order (the basis of every data-movement op).
+    /// Panics if an index is out of range; callers check indices they got from users.
+    pub fn take(&self, idx: &[usize]) -> Data {
+        map_data!(self, v => idx.iter().map(|&i| v[i].clone()).collect())
+    }
+
+    /// Concatenation of several storages of the same variant.
+    pub fn concat(parts: &[&Data]) -> Result<Data> {
+        let Some(first) = parts.first() else { bail!("concat of no parts") };
+        let mut out = (*first).clone();
+        for p in &parts[1..] {
+            match (&mut out, *p) {
+                (Data::F32(a), Data::F32(b)) => a.extend_from_slice(b),
+                (Data::F64(a), Data::F64(b)) => a.extend_from_slice(b),
+                (Data::F16(a), Data::F16(b)) => a.extend_from_slice(b),
+                (Data::BF16(a), Data::BF16(b)) => a.extend_from_slice(b),
+                (Data::I8(a), Data::I8(b)) => a.extend_from_slice(b),
+                (Data::I16(a), Data::I16(b)) => a.extend_from_slice(b),
+                (Data::I32(a), Data::I32(b)) => a.extend_from_slice(b),
+                (Data::I64(a), Data::I64(b)) => a.extend_from_slice(b),
+                (Data::U8(a), Data::U8(b)) => a.extend_from_slice(b),
+                (Data::U16(a), Data::U16(b)) => a.extend_from_slice(b),
+                (Data::U32(a), Data::U32(b)) => a.extend_from_slice(b),
+                (Data::U64(a), Data::U64(b)) => a.extend_from_slice(b),
+                (Data::Bool(a), Data::Bool(b)) => a.extend_from_slice(b),
+                (Data::Str(a), Data::Str(b)) => a.extend_from_slice(b),
+                (Data::C64(a), Data::C64(b)) => a.extend_from_slice(b),
+                (Data::C128(a), Data::C128(b)) => a.extend_from_slice(b),
+                _ => bail!("concat of storages of different types"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `src[k]` to flat position `idx[k]` (later writes win). Panics on out-of-range indices.
+    pub fn scatter(&mut self, idx: &[usize], src: &Data) -> Result<()> {
+        macro_rules! sc {
+            ($($var:ident),*) => {
+                match (self, src) {
+                    $((Data::$var(a), Data::$var(b)) => {
+                        for (k, &i) in idx.iter().enumerate() {
+                            a[i] = b[k].clone();
+                        }
+                    })*
+                    _ => bail!("scatter between storages of different types"),
+                }
+            };
+        }
+        sc!(F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool, Str, C64, C128);
+        Ok(())
+    }
+}
+
+/// A dense tensor with a concrete shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Data,
+}
+
+/// Row-major strides (in elements) of a shape.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Number of elements of a shape, or an error when it overflows.
+pub fn numel(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| crate::err!("shape {shape:?} has too many elements"))
+}
+
+impl Tensor {
+    /// A tensor from its parts; checks that the storage fits the type and the shape.
+    pub fn new(dtype: DType, shape: Vec<usize>, data: Data) -> Result<Tensor> {
+        ensure!(data.holds(dtype), "storage {:?} does not hold {dtype}", std::mem::discriminant(&data));
+        let n = numel(&shape)?;
+        ensure!(data.len() == n, "shape {shape:?} needs {n} elements, got {}", data.len());
+        Ok(Tensor { dtype, shape, data })
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
+        let n = numel(&shape)?;
+        Ok(Tensor { dtype, shape, data: Data::zeros(dtype, n) })
+    }
+
+    /// An f32 tensor.
+    pub fn from_f32(shape: Vec<usize>, v: Vec<f32>) -> Result<Tensor> {
+        Tensor::new(DType::F32, shape, Data::F32(v))
+    }
+
+    /// An i64 tensor.
+    pub fn from_i64_vec(shape: Vec<usize>, v: Vec<i64>) -> Result<Tensor> {
+        Tensor::new(DType::I64, shape, Data::I64(v))
+    }
+
+    /// A bool tensor.
+    pub fn from_bools(shape: Vec<usize>, v: Vec<bool>) -> Result<Tensor> {
+        Tensor::new(DType::Bool, shape, Data::Bool(v))
+    }
+
+    /// A string tensor.
+    pub fn from_strings(shape: Vec<usize>, v: Vec<String>) -> Result<Tensor> {
+        Tensor::new(DType::Str, shape, Data::Str(v))
+    }
+
+    /// A rank-0 i64 tensor.
+    pub fn scalar_i64(x: i64) -> Tensor {
+        Tensor { dtype: DType::I64, shape: vec![], data: Data::I64(vec![x]) }
+    }
+
+    /// A rank-0 f32 tensor.
+    pub fn scalar_f32(x: f32) -> Tensor {
+        Tensor { dtype: DType::F32, shape: vec![], data: Data::F32(vec![x]) }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The rank (number of dimensions).
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The storage.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    /// Mutable storage (the length must not change).
+    pub fn data_mut(&mut self) -> &mut Data {
+        &mut self.data
+    }
+
+    /// Takes the storage.
+    pub fn into_data(self) -> Data {
+        self.data
+    }
+
+    /// Same elements, another shape with the same element count.
+    pub fn reshape(mut self, shape: Vec<usize>) -> Result<Tensor> {
+        let n = numel(&shape)?;
+        ensure!(n == self.len(), "cannot reshape {:?} to {shape:?}", self.shape);
+        self.shape = shape;
+        Ok(self)
+    }
+
+    /// Same storage relabelled with another logical type that shares it (e.g. u8 to f8e4m3fn).
+    pub fn with_dtype(mut self, dtype: DType) -> Result<Tensor> {
+        ensure!(self.data.holds(dtype), "cannot relabel {} as {dtype}", self.dtype);
+        self.dtype = dtype;
+        Ok(self)
+    }
+
+    /// The f32 elements, when the type is f32.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match &self.data {
+            Data::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The i64 elements, when the type is i64.
+    pub fn as_i64(&self) -> Option<&[i64]> {
+        match &self.data {
+            Data::I64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The elements as f64, for every real numeric type and bool.
+    pub fn to_f64(&self) -> Result<Vec<f64>> {
+        let d = self.dtype;
+        Ok(match &self.data {
+            Data::F32(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::F64(v) => v.clone(),
+            Data::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            Data::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            Data::I8(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::I16(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::I32(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U8(v) if d.is_low_precision_float() => v.iter().map(|&x| lowp::decode(d, x) as f64).collect(),
+            Data::U8(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U16(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U32(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U64(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
+            Data::Str(_) | Data::C64(_) | Data::C128(_) => bail!("{d} elements are not real numbers"),
+        })
+    }
+
+    /// The elements as i64, for integer types and bool (u64 above i64::MAX wraps).
+    pub fn to_i64(&self) -> Result<Vec<i64>> {
+        Ok(match &self.data {
+            Data::I8(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::I16(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::I32(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::I64(v) => v.clone(),
+            Data::U8(v) if !self.dtype.is_low_precision_float() => v.iter().map(|&x| x as i64).collect(),
+            Data::U16(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::U32(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::U64(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::Bool(v) => v.iter().map(|&x| x as i64).collect(),
+            _ => bail!("expected integer elements, got {}", self.dtype),
+        })
+    }
+
+    /// The elements as bool (non-zero is true) for bool and numeric types.
+    pub fn to_bool(&self) -> Result<Vec<bool>> {
+        match &self.data {
+            Data::Bool(v) => Ok(v.clone()),
+            _ => Ok(self.to_f64()?.into_iter().map(|x| x != 0.0).collect()),
+        }
+    }
+
+    /// A tensor of `dtype` from f64 values: floats round to nearest, integers truncate toward
+    /// zero and saturate, NaN becomes 0 for integers.
+    pub fn from_f64(dtype: DType, shape: Vec<usize>, v: &[f64]) -> Result<Tensor> {
+        use DType::*;
+        let data = match dtype {
+            F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
+            F64 => Data::F64(v.to_vec()),
+            F16 => Data::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
+            BF16 => Data::BF16(v.iter().map(|&x| bf16::from_f64(x)).collect()),
+            I8 => Data::I8(v.iter().map(|&x| x as i8).collect()),
+            I16 => Data::I16(v.iter().map(|&x| x as i16).collect()),
+            I32 => Data::I32(v.iter().map(|&x| x as i32).collect()),
+            I64 => Data::I64(v.iter().map(|&x| x as i64).collect()),
+            U8 => Data::U8(v.iter().map(|&x| x as u8).collect()),
+            U16 => Data::U16(v.iter().map(|&x| x as u16).collect()),
+            U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
+            U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
+            I4 => Data::I8(v.iter().map(|&x| x.round_ties_even().clamp(-8.0, 7.0) as i8).collect()),
+            I2 => Data::I8(v.iter().map(|&x| x.round_ties_even().clamp(-2.0, 1.0) as i8).collect()),
+            U4 => Data::U8(v.iter().map(|&x| x.round_ties_even().clamp(0.0, 15.0) as u8).collect()),
+            U2 => Data::U8(v.iter().map(|&x| x.round_ties_even().clamp(0.0, 3.0) as u8).collect()),
+            F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => {
+                Data::U8(v.iter().map(|&x| lowp::encode(dtype, x as f32, true)).collect())
+            }
+            Bool => Data::Bool(v.iter().map(|&x| x != 0.0).collect()),
+            Str | C64 | C128 => bail!("cannot build {dtype} elements from real numbers"),
+        };
+        Tensor::new(dtype, shape, data)
+    }
+
+    /// A tensor of an integer (or bool) `dtype` from i64 values, wrapping like a C cast.
+    pub fn from_i64(dtype: DType, shape: Vec<usize>, v: &[i64]) -> Result<Tensor> {
+        use DType::*;
+        let data = match dtype {
+            I8 | I4 | I2 => Data::I8(v.iter().map(|&x| x as i8).collect()),
+            I16 => Data::I16(v.iter().map(|&x| x as i16).collect()),
+            I32 => Data::I32(v.iter().map(|&x| x as i32).collect()),
+            I64 => Data::I64(v.to_vec()),
+            U8 | U4 | U2 => Data::U8(v.iter().map(|&x| x as u8).collect()),
+            U16 => Data::U16(v.iter().map(|&x| x as u16).collect()),
+            U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
+            U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
+            Bool => Data::Bool(v.iter().map(|&x| x != 0).collect()),
+            _ => return Tensor::from_f64(dtype, shape, &v.iter().map(|&x| x as f64).collect::<Vec<_>>()),
+        };
+        Tensor::new(dtype, shape, data)
+    }
+
+    /// Elements at the given flat indices, as a tensor of the given shape.
+    pub fn take(&self, shape: Vec<usize>, idx: &[usize]) -> Result<Tensor> {
+        Tensor::new(self.dtype, shape, self.data.take(idx))
+    }
+
+    /// Bytes the elements occupy when packed as ONNX packs them.
+    pub fn nbytes(&self) -> usize {
+        match &self.data {
+            Data::Str(v) => v.iter().map(|s| s.len()).sum(),
+            _ => (self.len() * self.dtype.bits()).div_ceil(8),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_checks_shape_and_storage() {
+        assert!(Tensor::new(DType::F32, vec![2, 2], Data::F32(vec![0.0; 4])).is_ok());
+        assert!(Tensor::new(DType::F32, vec![2, 3], Data::F32(vec![0.0; 4])).is_err());
+        assert!(Tensor::new(DType::I64, vec![1], Data::F32(vec![0.0])).is_err());
+        assert!(Tensor::new(DType::F8E4M3FN, vec![1], Data::U8(vec![0])).is_ok());
+    }
+
+    #[test]
+    fn strides_are_row_major() {
+        assert_eq!(strides(&[2, 3, 4]), vec![12, 4, 1]);
+        assert_eq!(strides(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn numeric_round_trip() {
+        let t = Tensor::from_f64(DType::I32, vec![3], &[1.9, -2.7, 3.0]).unwrap();
+        assert_eq!(t.to_i64().unwrap(), vec![1, -2, 3]);
+        let h = Tensor::from_f64(DType::F16, vec![1], &[0.1]).unwrap();
+        assert!((h.to_f64().unwrap()[0] - 0.1).abs() < 1e-4);
+    }
+}

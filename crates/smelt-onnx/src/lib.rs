@@ -1,0 +1,11 @@
+//! The ONNX frontend: decodes `.onnx` files (protobuf messages written from the ONNX IR
+//! spec) and imports them into smelt's IR. This is the only crate that knows ONNX
+//! attribute names and opset differences.
+
+pub mod external;
+pub mod import;
+pub mod proto;
+pub mod tensor;
+
+pub use import::{import_model, load_model, load_model_lenient, Imported};
+pub use tensor::{decode_tensor, decode_type, decode_value_file};
