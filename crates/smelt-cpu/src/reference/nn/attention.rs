@@ -215,9 +215,23 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 } else {
                     let mx = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                     let mx = if mx == f64::NEG_INFINITY { 0.0 } else { mx };
-                    scores.iter_mut().for_each(|s| *s = (*s - mx).exp());
-                    let sum: f64 = scores.iter().sum();
-                    let sum = if sum == 0.0 { 1.0 } else { sum };
+                    // Round after each step like the reference's elementwise numpy ops.
+                    scores.iter_mut().for_each(|s| *s -= mx);
+                    round_to(sm_type, &mut scores)?;
+                    scores.iter_mut().for_each(|s| *s = s.exp());
+                    round_to(sm_type, &mut scores)?;
+                    let mut sum = [0.0];
+                    if sm_type == DType::BF16 {
+                        // ml_dtypes' bfloat16 sum rounds after every addition.
+                        for &s in &scores {
+                            sum[0] += s;
+                            round_to(sm_type, &mut sum)?;
+                        }
+                    } else {
+                        sum[0] = scores.iter().sum::<f64>();
+                        round_to(sm_type, &mut sum)?;
+                    }
+                    let sum = if sum[0] == 0.0 { 1.0 } else { sum[0] };
                     scores.iter_mut().for_each(|s| *s /= sum);
                     round_to(sm_type, &mut scores)?;
                 }

@@ -228,21 +228,12 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let ks = spatial(kernel_shape, nd, 1, "kernel_shape")?;
     let st = spatial(strides, nd, 1, "strides")?;
     let (pb, pe) = resolve_pads(&AutoPad::NotSet, pads, &xt.shape()[2..], &ks, &st, &vec![1; nd])?;
-    let shape: Vec<usize> = match x.opt_ints(2)? {
-        Some(s) => {
-            ensure!(s.len() == xt.rank() && s.iter().all(|&d| d >= 0), "invalid output_shape {s:?}");
-            s.iter().map(|&d| d as usize).collect()
-        }
-        None => {
-            let mut s = xt.shape()[..2].to_vec();
-            for i in 0..nd {
-                let o = (xt.shape()[i + 2] as i64 - 1) * st[i] as i64 + ks[i] as i64 - pb[i] - pe[i];
-                ensure!(o >= 0, "MaxUnpool output size on axis {i} is negative");
-                s.push(o as usize);
-            }
-            s
-        }
-    };
+    let mut shape = xt.shape()[..2].to_vec();
+    for i in 0..nd {
+        let o = (xt.shape()[i + 2] as i64 - 1) * st[i] as i64 + ks[i] as i64 - pb[i] - pe[i];
+        ensure!(o >= 0, "MaxUnpool output size on axis {i} is negative");
+        shape.push(o as usize);
+    }
     let total = numel(&shape)?;
     let iv = it.to_i64()?;
     let mut flat = Vec::with_capacity(iv.len());
@@ -250,8 +241,26 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         ensure!(i >= 0 && (i as usize) < total, "MaxUnpool index {i} is outside the output of {total} elements");
         flat.push(i as usize);
     }
-    let mut out = Tensor::zeros(xt.dtype(), shape)?;
+    let mut out = Tensor::zeros(xt.dtype(), shape.clone())?;
     out.data_mut().scatter(&flat, xt.data())?;
+    // An explicit output_shape embeds the inferred result at its origin (as the reference does).
+    if let Some(os) = x.opt_ints(2)? {
+        ensure!(os.len() == xt.rank() && os.iter().all(|&d| d >= 0), "invalid output_shape {os:?}");
+        let os: Vec<usize> = os.iter().map(|&d| d as usize).collect();
+        ensure!(os.iter().zip(&shape).all(|(a, b)| a >= b), "output_shape {os:?} is smaller than the unpooled shape {shape:?}");
+        let n_out = numel(&os)?;
+        let ost = smelt_ir::strides(&os);
+        let mut dst = Vec::with_capacity(total);
+        let mut pos = vec![0usize; shape.len()];
+        for i in 0..total {
+            unravel(i, &shape, &mut pos);
+            dst.push(pos.iter().zip(&ost).map(|(p, s)| p * s).sum());
+        }
+        let mut big = Tensor::zeros(xt.dtype(), os)?;
+        debug_assert_eq!(big.len(), n_out);
+        big.data_mut().scatter(&dst, out.data())?;
+        return one(big);
+    }
     one(out)
 }
 
