@@ -81,13 +81,22 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "GlobalAveragePool" => NnOp::GlobalAveragePool,
         "GlobalMaxPool" => NnOp::GlobalMaxPool,
         "GlobalLpPool" => NnOp::GlobalLpPool { p: p_attr(n)? },
-        "MaxUnpool" => NnOp::MaxUnpool { kernel_shape: kernel(n)?, pads: ints(n, "pads")?, strides: ints(n, "strides")? },
+        "MaxUnpool" => NnOp::MaxUnpool {
+            kernel_shape: kernel(n)?,
+            pads: ints(n, "pads")?,
+            strides: ints(n, "strides")?,
+        },
         "MaxRoiPool" => {
-            let pooled_shape = n.opt_ints("pooled_shape")?.ok_or_else(|| err!("MaxRoiPool needs 'pooled_shape'"))?;
+            let pooled_shape = n
+                .opt_ints("pooled_shape")?
+                .ok_or_else(|| err!("MaxRoiPool needs 'pooled_shape'"))?;
             if pooled_shape.len() != 2 || pooled_shape.iter().any(|&d| d < 1) {
                 bail!("pooled_shape must be two positive sizes, got {pooled_shape:?}");
             }
-            NnOp::MaxRoiPool { pooled_shape, spatial_scale: n.f("spatial_scale", 1.0)? }
+            NnOp::MaxRoiPool {
+                pooled_shape,
+                spatial_scale: n.f("spatial_scale", 1.0)?,
+            }
         }
         "BatchNormalization" => {
             // opset < 7 had is_test (0 = training); opset 14+ has training_mode.
@@ -102,17 +111,25 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 epsilon: n.f("epsilon", 1e-5)?,
                 momentum: n.f("momentum", 0.9)?,
                 training_mode,
-                spatial: if n.opset < 9 { n.flag("spatial", true)? } else { true },
+                spatial: if n.opset < 9 {
+                    n.flag("spatial", true)?
+                } else {
+                    true
+                },
             }
         }
-        "InstanceNormalization" => NnOp::InstanceNormalization { epsilon: n.f("epsilon", 1e-5)? },
+        "InstanceNormalization" => NnOp::InstanceNormalization {
+            epsilon: n.f("epsilon", 1e-5)?,
+        },
         "LayerNormalization" => NnOp::LayerNormalization {
             axis: n.i("axis", -1)?,
             epsilon: n.f("epsilon", 1e-5)?,
             stash_type: stash(n)?,
         },
         "GroupNormalization" => {
-            let num_groups = n.opt_i("num_groups")?.ok_or_else(|| err!("GroupNormalization needs 'num_groups'"))?;
+            let num_groups = n
+                .opt_i("num_groups")?
+                .ok_or_else(|| err!("GroupNormalization needs 'num_groups'"))?;
             if num_groups < 1 {
                 bail!("num_groups must be positive, got {num_groups}");
             }
@@ -135,9 +152,17 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 if !n.flag("normalize_variance", true)? {
                     bail!("MeanVarianceNormalization with normalize_variance=0 is not supported");
                 }
-                NnOp::MeanVarianceNormalization { axes: if across { vec![0, 1, 2, 3] } else { vec![0, 2, 3] } }
+                NnOp::MeanVarianceNormalization {
+                    axes: if across {
+                        vec![0, 1, 2, 3]
+                    } else {
+                        vec![0, 2, 3]
+                    },
+                }
             } else {
-                NnOp::MeanVarianceNormalization { axes: n.opt_ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]) }
+                NnOp::MeanVarianceNormalization {
+                    axes: n.opt_ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]),
+                }
             }
         }
         "LRN" => {
@@ -145,19 +170,32 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             if size < 1 {
                 bail!("LRN size must be positive, got {size}");
             }
-            NnOp::Lrn { alpha: n.f("alpha", 1e-4)?, beta: n.f("beta", 0.75)?, bias: n.f("bias", 1.0)?, size }
+            NnOp::Lrn {
+                alpha: n.f("alpha", 1e-4)?,
+                beta: n.f("beta", 0.75)?,
+                bias: n.f("bias", 1.0)?,
+                size,
+            }
         }
         "Dropout" => {
             let mode = if n.opset >= 12 {
                 DropoutMode::FromInputs
             } else {
                 let training = n.opset < 7 && !n.flag("is_test", false)?;
-                DropoutMode::Fixed { ratio: n.f("ratio", 0.5)?, training }
+                DropoutMode::Fixed {
+                    ratio: n.f("ratio", 0.5)?,
+                    training,
+                }
             };
-            NnOp::Dropout { mode, seed: n.opt_i("seed")? }
+            NnOp::Dropout {
+                mode,
+                seed: n.opt_i("seed")?,
+            }
         }
         "Einsum" => {
-            let equation = n.opt_s("equation")?.ok_or_else(|| err!("Einsum needs 'equation'"))?;
+            let equation = n
+                .opt_s("equation")?
+                .ok_or_else(|| err!("Einsum needs 'equation'"))?;
             NnOp::Einsum { equation }
         }
         "Attention" => {
@@ -206,7 +244,9 @@ fn ints(n: &NodeCtx, name: &str) -> Result<Vec<i64>> {
 }
 
 fn kernel(n: &NodeCtx) -> Result<Vec<i64>> {
-    let k = n.opt_ints("kernel_shape")?.ok_or_else(|| err!("{} needs 'kernel_shape'", n.op_type()))?;
+    let k = n
+        .opt_ints("kernel_shape")?
+        .ok_or_else(|| err!("{} needs 'kernel_shape'", n.op_type()))?;
     if k.is_empty() || k.iter().any(|&d| d < 1) {
         bail!("kernel_shape must hold positive sizes, got {k:?}");
     }

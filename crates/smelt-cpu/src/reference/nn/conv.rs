@@ -29,7 +29,10 @@ impl Geom {
     }
     /// True when im2col is the identity (1x1 kernel, stride 1, no padding).
     fn trivial(&self) -> bool {
-        self.ks.iter().all(|&k| k == 1) && self.st.iter().all(|&s| s == 1) && self.pb.iter().all(|&p| p == 0) && self.ins == self.outs
+        self.ks.iter().all(|&k| k == 1)
+            && self.st.iter().all(|&s| s == 1)
+            && self.pb.iter().all(|&p| p == 0)
+            && self.ins == self.outs
     }
 }
 
@@ -61,7 +64,11 @@ fn im2col<T: Copy + Default>(x: &[T], cg: usize, g: &Geom, cols: &mut [T]) {
             let off = kpos[nd - 1] as i64 * g.dil[nd - 1] as i64 - g.pb[nd - 1];
             // i = o*s + off in [0, last_in)
             let lo = if off >= 0 { 0 } else { ((-off) + s - 1) / s } as usize;
-            let hi = if last_in - off <= 0 { 0 } else { ((last_in - off + s - 1) / s) as usize };
+            let hi = if last_in - off <= 0 {
+                0
+            } else {
+                ((last_in - off + s - 1) / s) as usize
+            };
             let (lo, hi) = (lo.min(last_out), hi.min(last_out).max(lo.min(last_out)));
             for oo in 0..outer_out {
                 let dst = &mut row[oo * last_out..(oo + 1) * last_out];
@@ -69,7 +76,8 @@ fn im2col<T: Copy + Default>(x: &[T], cg: usize, g: &Geom, cols: &mut [T]) {
                 let mut base = 0i64;
                 let mut valid = true;
                 for d in 0..nd - 1 {
-                    let i = opos[d] as i64 * g.st[d] as i64 + kpos[d] as i64 * g.dil[d] as i64 - g.pb[d];
+                    let i = opos[d] as i64 * g.st[d] as i64 + kpos[d] as i64 * g.dil[d] as i64
+                        - g.pb[d];
                     if i < 0 || i >= g.ins[d] as i64 {
                         valid = false;
                         break;
@@ -113,7 +121,8 @@ fn col2im<T: Copy + std::ops::AddAssign>(cols: &[T], mg: usize, g: &Geom, y: &mu
                 let mut off = 0usize;
                 let mut valid = true;
                 for d in 0..nd {
-                    let o = ipos[d] as i64 * g.st[d] as i64 + kpos[d] as i64 * g.dil[d] as i64 - g.pb[d];
+                    let o = ipos[d] as i64 * g.st[d] as i64 + kpos[d] as i64 * g.dil[d] as i64
+                        - g.pb[d];
                     if o < 0 || o >= g.outs[d] as i64 {
                         valid = false;
                         break;
@@ -141,7 +150,8 @@ fn check_kernel(kernel_shape: &[i64], w: &Tensor) -> Result<Vec<usize>> {
     let ks: Vec<usize> = w.shape()[2..].to_vec();
     if !kernel_shape.is_empty() {
         ensure!(
-            kernel_shape.len() == ks.len() && kernel_shape.iter().zip(&ks).all(|(&a, &b)| a == b as i64),
+            kernel_shape.len() == ks.len()
+                && kernel_shape.iter().zip(&ks).all(|(&a, &b)| a == b as i64),
             "kernel_shape {kernel_shape:?} does not match the weights {:?}",
             w.shape()
         );
@@ -151,21 +161,59 @@ fn check_kernel(kernel_shape: &[i64], w: &Tensor) -> Result<Vec<usize>> {
 
 /// Convolution.
 pub fn conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::Conv { auto_pad, dilations, group, kernel_shape, pads, strides } = op else { bail!("internal: not Conv") };
-    let a = ConvAttrs { auto_pad, dilations, group: *group, kernel_shape, pads, strides };
-    one(conv_tensor(&a, x.tensor(0)?, x.tensor(1)?, x.opt_tensor(2)?)?)
+    let NnOp::Conv {
+        auto_pad,
+        dilations,
+        group,
+        kernel_shape,
+        pads,
+        strides,
+    } = op
+    else {
+        bail!("internal: not Conv")
+    };
+    let a = ConvAttrs {
+        auto_pad,
+        dilations,
+        group: *group,
+        kernel_shape,
+        pads,
+        strides,
+    };
+    one(conv_tensor(
+        &a,
+        x.tensor(0)?,
+        x.tensor(1)?,
+        x.opt_tensor(2)?,
+    )?)
 }
 
 fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
-    ensure!(xt.rank() >= 3, "Conv input must have rank >= 3, got {:?}", xt.shape());
-    ensure!(w.rank() == xt.rank(), "Conv weights {:?} do not match the input {:?}", w.shape(), xt.shape());
+    ensure!(
+        xt.rank() >= 3,
+        "Conv input must have rank >= 3, got {:?}",
+        xt.shape()
+    );
+    ensure!(
+        w.rank() == xt.rank(),
+        "Conv weights {:?} do not match the input {:?}",
+        w.shape(),
+        xt.shape()
+    );
     let nd = xt.rank() - 2;
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let m = w.shape()[0];
     let grp = a.group as usize;
-    ensure!(c % grp == 0 && m % grp == 0, "channels {c} / {m} are not divisible by group {grp}");
+    ensure!(
+        c % grp == 0 && m.is_multiple_of(grp),
+        "channels {c} / {m} are not divisible by group {grp}"
+    );
     let (cg, mg) = (c / grp, m / grp);
-    ensure!(w.shape()[1] == cg, "Conv weights {:?} need {cg} input channels per group", w.shape());
+    ensure!(
+        w.shape()[1] == cg,
+        "Conv weights {:?} need {cg} input channels per group",
+        w.shape()
+    );
     let ks = check_kernel(a.kernel_shape, w)?;
     let st = spatial(a.strides, nd, 1, "strides")?;
     let dil = spatial(a.dilations, nd, 1, "dilations")?;
@@ -175,23 +223,45 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     for i in 0..nd {
         let eff = ((ks[i] as i64 - 1) * dil[i] as i64) + 1;
         let span = ins[i] as i64 + pb[i] + pe[i] - eff;
-        ensure!(span >= 0, "Conv kernel (dilated {eff}) is larger than the padded input on axis {i}");
+        ensure!(
+            span >= 0,
+            "Conv kernel (dilated {eff}) is larger than the padded input on axis {i}"
+        );
         outs.push((span / st[i] as i64) as usize + 1);
     }
-    let g = Geom { ins, ks, outs, st, dil, pb };
+    let g = Geom {
+        ins,
+        ks,
+        outs,
+        st,
+        dil,
+        pb,
+    };
     let (in_sp, k_sp, out_sp) = (g.in_sp(), g.k_sp(), g.out_sp());
     let kk = cg * k_sp;
     let mut out_shape = vec![n, m];
     out_shape.extend(&g.outs);
     let total = numel(&out_shape)?;
     if let Some(b) = b {
-        ensure!(b.len() == m, "Conv bias has {} elements, expected {m}", b.len());
+        ensure!(
+            b.len() == m,
+            "Conv bias has {} elements, expected {m}",
+            b.len()
+        );
     }
-    let kind = if kind_of(xt.dtype())? == Kind::F32 { Kind::F32 } else { Kind::F64 };
+    let kind = if kind_of(xt.dtype())? == Kind::F32 {
+        Kind::F32
+    } else {
+        Kind::F64
+    };
     let out = match (load(xt, kind)?, load(w, kind)?) {
         (Num::F32(xv), Num::F32(wv)) => {
             let mut y = vec![0f32; total];
-            let mut cols = if g.trivial() { Vec::new() } else { vec![0f32; kk * out_sp] };
+            let mut cols = if g.trivial() {
+                Vec::new()
+            } else {
+                vec![0f32; kk * out_sp]
+            };
             for ni in 0..n {
                 for gi in 0..grp {
                     let xs = &xv[(ni * c + gi * cg) * in_sp..(ni * c + (gi + 1) * cg) * in_sp];
@@ -211,13 +281,15 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
                 }
             }
             if let Some(b) = b {
-                let Num::F32(bv) = load(b, Kind::F32)? else { bail!("internal") };
+                let Num::F32(bv) = load(b, Kind::F32)? else {
+                    bail!("internal")
+                };
                 for (i, ych) in y.chunks_mut(out_sp.max(1)).enumerate() {
                     let bias = bv[i % m];
                     ych.iter_mut().for_each(|v| *v += bias);
                 }
             }
-            Num::F32(y)
+            Num::F32(std::borrow::Cow::Owned(y))
         }
         (Num::F64(xv), Num::F64(wv)) => {
             let mut y = vec![0f64; total];
@@ -261,35 +333,77 @@ fn small_gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32])
 
 /// Transposed convolution.
 pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::ConvTranspose { auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides } = op
+    let NnOp::ConvTranspose {
+        auto_pad,
+        dilations,
+        group,
+        kernel_shape,
+        output_padding,
+        output_shape,
+        pads,
+        strides,
+    } = op
     else {
         bail!("internal: not ConvTranspose")
     };
     let (xt, w, b) = (x.tensor(0)?, x.tensor(1)?, x.opt_tensor(2)?);
-    ensure!(xt.rank() >= 3, "ConvTranspose input must have rank >= 3, got {:?}", xt.shape());
-    ensure!(w.rank() == xt.rank(), "ConvTranspose weights {:?} do not match the input {:?}", w.shape(), xt.shape());
+    ensure!(
+        xt.rank() >= 3,
+        "ConvTranspose input must have rank >= 3, got {:?}",
+        xt.shape()
+    );
+    ensure!(
+        w.rank() == xt.rank(),
+        "ConvTranspose weights {:?} do not match the input {:?}",
+        w.shape(),
+        xt.shape()
+    );
     let nd = xt.rank() - 2;
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let grp = *group as usize;
-    ensure!(w.shape()[0] == c, "ConvTranspose weights {:?} need {c} input channels", w.shape());
-    ensure!(c % grp == 0, "channels {c} are not divisible by group {grp}");
+    ensure!(
+        w.shape()[0] == c,
+        "ConvTranspose weights {:?} need {c} input channels",
+        w.shape()
+    );
+    ensure!(
+        c % grp == 0,
+        "channels {c} are not divisible by group {grp}"
+    );
     let (cg, mg) = (c / grp, w.shape()[1]);
     let m = mg * grp;
     let ks = check_kernel(kernel_shape, w)?;
     let st = spatial(strides, nd, 1, "strides")?;
     let dil = spatial(dilations, nd, 1, "dilations")?;
-    let opad: Vec<i64> = if output_padding.is_empty() { vec![0; nd] } else { output_padding.clone() };
-    ensure!(opad.len() == nd, "output_padding has {} values, expected {nd}", opad.len());
+    let opad: Vec<i64> = if output_padding.is_empty() {
+        vec![0; nd]
+    } else {
+        output_padding.clone()
+    };
+    ensure!(
+        opad.len() == nd,
+        "output_padding has {} values, expected {nd}",
+        opad.len()
+    );
     let ins = xt.shape()[2..].to_vec();
-    let full = |i: usize| st[i] as i64 * (ins[i] as i64 - 1) + opad[i] + (ks[i] as i64 - 1) * dil[i] as i64 + 1;
+    let full = |i: usize| {
+        st[i] as i64 * (ins[i] as i64 - 1) + opad[i] + (ks[i] as i64 - 1) * dil[i] as i64 + 1
+    };
     let mut pb = vec![0i64; nd];
     let mut outs = vec![0usize; nd];
     let same = matches!(auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
     if !output_shape.is_empty() || (same && pads.is_empty()) {
         let target: Vec<i64> = if !output_shape.is_empty() {
             // output_shape may hold the full shape or only the spatial part.
-            let sp = if output_shape.len() == nd + 2 { &output_shape[2..] } else { &output_shape[..] };
-            ensure!(sp.len() == nd, "output_shape {output_shape:?} does not have {nd} spatial sizes");
+            let sp = if output_shape.len() == nd + 2 {
+                &output_shape[2..]
+            } else {
+                &output_shape[..]
+            };
+            ensure!(
+                sp.len() == nd,
+                "output_shape {output_shape:?} does not have {nd} spatial sizes"
+            );
             sp.to_vec()
         } else {
             (0..nd).map(|i| ins[i] as i64 * st[i] as i64).collect()
@@ -298,19 +412,33 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             ensure!(target[i] >= 0, "negative output_shape {target:?}");
             outs[i] = target[i] as usize;
             if !pads.is_empty() && !same {
-                ensure!(pads.len() == 2 * nd, "pads has {} values, expected {}", pads.len(), 2 * nd);
+                ensure!(
+                    pads.len() == 2 * nd,
+                    "pads has {} values, expected {}",
+                    pads.len(),
+                    2 * nd
+                );
                 pb[i] = pads[i];
             } else {
                 let total = full(i) - target[i];
                 let half = total.div_euclid(2);
-                pb[i] = if matches!(auto_pad, AutoPad::SameUpper) { half } else { total - half };
+                pb[i] = if matches!(auto_pad, AutoPad::SameUpper) {
+                    half
+                } else {
+                    total - half
+                };
             }
         }
     } else {
         let (b_, e_) = if pads.is_empty() {
             (vec![0; nd], vec![0; nd])
         } else {
-            ensure!(pads.len() == 2 * nd, "pads has {} values, expected {}", pads.len(), 2 * nd);
+            ensure!(
+                pads.len() == 2 * nd,
+                "pads has {} values, expected {}",
+                pads.len(),
+                2 * nd
+            );
             (pads[..nd].to_vec(), pads[nd..].to_vec())
         };
         for i in 0..nd {
@@ -321,16 +449,31 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         pb = b_;
     }
     // The column geometry: `ins` = input (columns), `outs` = output image.
-    let g = Geom { ins, ks, outs, st, dil, pb };
+    let g = Geom {
+        ins,
+        ks,
+        outs,
+        st,
+        dil,
+        pb,
+    };
     let (in_sp, k_sp, out_sp) = (g.in_sp(), g.k_sp(), g.out_sp());
     let rows = mg * k_sp;
     let mut out_shape_full = vec![n, m];
     out_shape_full.extend(&g.outs);
     let total = numel(&out_shape_full)?;
     if let Some(b) = b {
-        ensure!(b.len() == m, "ConvTranspose bias has {} elements, expected {m}", b.len());
+        ensure!(
+            b.len() == m,
+            "ConvTranspose bias has {} elements, expected {m}",
+            b.len()
+        );
     }
-    let kind = if kind_of(xt.dtype())? == Kind::F32 { Kind::F32 } else { Kind::F64 };
+    let kind = if kind_of(xt.dtype())? == Kind::F32 {
+        Kind::F32
+    } else {
+        Kind::F64
+    };
     let out = match (load(xt, kind)?, load(w, kind)?) {
         (Num::F32(xv), Num::F32(wv)) => {
             let mut y = vec![0f32; total];
@@ -347,13 +490,15 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
                 }
             }
             if let Some(b) = b {
-                let Num::F32(bv) = load(b, Kind::F32)? else { bail!("internal") };
+                let Num::F32(bv) = load(b, Kind::F32)? else {
+                    bail!("internal")
+                };
                 for (i, ych) in y.chunks_mut(out_sp.max(1)).enumerate() {
                     let bias = bv[i % m];
                     ych.iter_mut().for_each(|v| *v += bias);
                 }
             }
-            Num::F32(y)
+            Num::F32(std::borrow::Cow::Owned(y))
         }
         (Num::F64(xv), Num::F64(wv)) => {
             let mut y = vec![0f64; total];
@@ -394,19 +539,36 @@ fn transpose<T: Copy>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
 
 /// Deformable convolution (2-D and N-D), computed in f64 with bilinear sampling (zeros outside).
 pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::DeformConv { dilations, group, kernel_shape, offset_group, pads, strides } = op else {
+    let NnOp::DeformConv {
+        dilations,
+        group,
+        kernel_shape,
+        offset_group,
+        pads,
+        strides,
+    } = op
+    else {
         bail!("internal: not DeformConv")
     };
     let (xt, w, off) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
     let (b, mask) = (x.opt_tensor(3)?, x.opt_tensor(4)?);
-    ensure!(xt.rank() >= 3 && w.rank() == xt.rank() && off.rank() == xt.rank(), "DeformConv input ranks do not match");
+    ensure!(
+        xt.rank() >= 3 && w.rank() == xt.rank() && off.rank() == xt.rank(),
+        "DeformConv input ranks do not match"
+    );
     let nd = xt.rank() - 2;
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let m = w.shape()[0];
     let grp = *group as usize;
     let og = *offset_group as usize;
-    ensure!(c % grp == 0 && m % grp == 0 && w.shape()[1] * grp == c, "DeformConv channels do not match group {grp}");
-    ensure!(c % og == 0, "channels {c} are not divisible by offset_group {og}");
+    ensure!(
+        c % grp == 0 && m % grp == 0 && w.shape()[1] * grp == c,
+        "DeformConv channels do not match group {grp}"
+    );
+    ensure!(
+        c % og == 0,
+        "channels {c} are not divisible by offset_group {og}"
+    );
     let (cg, mg, cog) = (c / grp, m / grp, c / og);
     let ks = check_kernel(kernel_shape, w)?;
     let st = spatial(strides, nd, 1, "strides")?;
@@ -417,16 +579,31 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     for i in 0..nd {
         let eff = ((ks[i] as i64 - 1) * dil[i] as i64) + 1;
         let span = ins[i] as i64 + pb[i] + pe[i] - eff;
-        ensure!(span >= 0, "DeformConv kernel is larger than the padded input on axis {i}");
+        ensure!(
+            span >= 0,
+            "DeformConv kernel is larger than the padded input on axis {i}"
+        );
         outs.push((span / st[i] as i64) as usize + 1);
     }
-    let (k_sp, out_sp, in_sp) = (ks.iter().product::<usize>(), outs.iter().product::<usize>(), ins.iter().product::<usize>());
+    let (k_sp, out_sp, in_sp) = (
+        ks.iter().product::<usize>(),
+        outs.iter().product::<usize>(),
+        ins.iter().product::<usize>(),
+    );
     let mut want_off = vec![n, og * k_sp * nd];
     want_off.extend(&outs);
-    ensure!(off.shape() == want_off.as_slice(), "offset shape {:?} should be {want_off:?}", off.shape());
+    ensure!(
+        off.shape() == want_off.as_slice(),
+        "offset shape {:?} should be {want_off:?}",
+        off.shape()
+    );
     let mv = match mask {
         Some(mk) => {
-            ensure!(mk.len() == n * og * k_sp * out_sp, "mask shape {:?} does not match", mk.shape());
+            ensure!(
+                mk.len() == n * og * k_sp * out_sp,
+                "mask shape {:?} does not match",
+                mk.shape()
+            );
             Some(mk.to_f64()?)
         }
         None => None,
@@ -434,7 +611,11 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let (xv, wv, ov) = (xt.to_f64()?, w.to_f64()?, off.to_f64()?);
     let bv = match b {
         Some(b) => {
-            ensure!(b.len() == m, "DeformConv bias has {} elements, expected {m}", b.len());
+            ensure!(
+                b.len() == m,
+                "DeformConv bias has {} elements, expected {m}",
+                b.len()
+            );
             Some(b.to_f64()?)
         }
         None => None,
@@ -458,7 +639,9 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
                     unravel(o, &outs, &mut opos);
                     for d in 0..nd {
                         let oi = (((ni * og + gi) * k_sp + kidx) * nd + d) * out_sp + o;
-                        coord[d] = (opos[d] * st[d]) as f64 - pb[d] as f64 + (kpos[d] * dil[d]) as f64 + ov[oi];
+                        coord[d] = (opos[d] * st[d]) as f64 - pb[d] as f64
+                            + (kpos[d] * dil[d]) as f64
+                            + ov[oi];
                     }
                     let mut v = sample(xc, &ins, &in_strides, &coord);
                     if let Some(mv) = &mv {
@@ -495,7 +678,11 @@ fn sample(x: &[f64], ins: &[usize], strides: &[usize], coord: &[f64]) -> f64 {
             let f = coord[d].floor();
             let hi = corner >> d & 1 == 1;
             let idx = if hi { f + 1.0 } else { f };
-            let wt = if hi { coord[d] - f } else { 1.0 - (coord[d] - f) };
+            let wt = if hi {
+                coord[d] - f
+            } else {
+                1.0 - (coord[d] - f)
+            };
             if !(idx >= 0.0 && idx < ins[d] as f64) {
                 valid = false;
                 break;
@@ -516,10 +703,20 @@ mod tests {
 
     #[test]
     fn conv_3x3_pad1() {
-        let a = ConvAttrs { auto_pad: &AutoPad::NotSet, dilations: &[], group: 1, kernel_shape: &[], pads: &[1, 1, 1, 1], strides: &[] };
+        let a = ConvAttrs {
+            auto_pad: &AutoPad::NotSet,
+            dilations: &[],
+            group: 1,
+            kernel_shape: &[],
+            pads: &[1, 1, 1, 1],
+            strides: &[],
+        };
         let xt = Tensor::from_f32(vec![1, 1, 3, 3], (0..9).map(|v| v as f32).collect()).unwrap();
         let w = Tensor::from_f32(vec![1, 1, 3, 3], vec![1.0; 9]).unwrap();
         let y = conv_tensor(&a, &xt, &w, None).unwrap();
-        assert_eq!(y.as_f32().unwrap(), &[8., 15., 12., 21., 36., 27., 20., 33., 24.]);
+        assert_eq!(
+            y.as_f32().unwrap(),
+            &[8., 15., 12., 21., 36., 27., 20., 33., 24.]
+        );
     }
 }

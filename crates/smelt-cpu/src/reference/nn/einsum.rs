@@ -11,11 +11,17 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
     let term = term.trim();
     let letters = term.chars().filter(|c| c.is_ascii_alphabetic()).count();
     let has_ell = term.contains("...");
-    ensure!(term.matches("...").count() <= 1, "einsum term '{term}' has several ellipses");
+    ensure!(
+        term.matches("...").count() <= 1,
+        "einsum term '{term}' has several ellipses"
+    );
     let ell = if has_ell {
         match rank {
             Some(r) => {
-                ensure!(r >= letters, "einsum term '{term}' has more labels than the operand's rank {r}");
+                ensure!(
+                    r >= letters,
+                    "einsum term '{term}' has more labels than the operand's rank {r}"
+                );
                 r - letters
             }
             None => *ell_rank,
@@ -26,7 +32,11 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
     if rank.is_some() {
         *ell_rank = (*ell_rank).max(ell);
         if !has_ell {
-            ensure!(rank == Some(letters), "einsum term '{term}' does not match the operand's rank {}", rank.unwrap_or(0));
+            ensure!(
+                rank == Some(letters),
+                "einsum term '{term}' does not match the operand's rank {}",
+                rank.unwrap_or(0)
+            );
         }
     }
     let mut out = Vec::new();
@@ -40,7 +50,10 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
             continue;
         }
         let c = rest.chars().next().unwrap_or(' ');
-        ensure!(c.is_ascii_alphabetic() || c == ' ', "invalid character '{c}' in einsum equation");
+        ensure!(
+            c.is_ascii_alphabetic() || c == ' ',
+            "invalid character '{c}' in einsum equation"
+        );
         if c != ' ' {
             out.push(c as u32);
         }
@@ -59,7 +72,12 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
         None => (eq.as_str(), None),
     };
     let terms: Vec<&str> = lhs.split(',').collect();
-    ensure!(terms.len() == ops.len(), "Einsum equation has {} operands, got {} inputs", terms.len(), ops.len());
+    ensure!(
+        terms.len() == ops.len(),
+        "Einsum equation has {} operands, got {} inputs",
+        terms.len(),
+        ops.len()
+    );
     let mut ell_rank = 0;
     let mut labels = Vec::new();
     for (t, o) in terms.iter().zip(&ops) {
@@ -89,16 +107,28 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
                     letters.push(l);
                 }
             }
-            let mut once: Vec<Label> = letters.iter().copied().filter(|l| letters.iter().filter(|m| *m == l).count() == 1).collect();
+            let mut once: Vec<Label> = letters
+                .iter()
+                .copied()
+                .filter(|l| letters.iter().filter(|m| *m == l).count() == 1)
+                .collect();
             once.sort();
             v.extend(once);
             v
         }
     };
     for l in &out_labels {
-        ensure!(sizes.contains_key(l), "Einsum output label '{}' is not in any input", char::from_u32(*l).unwrap_or('?'));
+        ensure!(
+            sizes.contains_key(l),
+            "Einsum output label '{}' is not in any input",
+            char::from_u32(*l).unwrap_or('?')
+        );
     }
-    let sum_labels: Vec<Label> = sizes.keys().copied().filter(|l| !out_labels.contains(l)).collect();
+    let sum_labels: Vec<Label> = sizes
+        .keys()
+        .copied()
+        .filter(|l| !out_labels.contains(l))
+        .collect();
     let all: Vec<Label> = out_labels.iter().chain(&sum_labels).copied().collect();
     let dims: Vec<usize> = all.iter().map(|l| sizes[l]).collect();
     // Stride of each loop label in each operand (0 when broadcast or absent).
@@ -108,7 +138,13 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
         .map(|(ls, o)| {
             let st = smelt_ir::strides(o.shape());
             all.iter()
-                .map(|l| ls.iter().enumerate().filter(|(_, m)| *m == l).map(|(i, _)| if o.shape()[i] == 1 { 0 } else { st[i] }).sum())
+                .map(|l| {
+                    ls.iter()
+                        .enumerate()
+                        .filter(|(_, m)| *m == l)
+                        .map(|(i, _)| if o.shape()[i] == 1 { 0 } else { st[i] })
+                        .sum()
+                })
                 .collect()
         })
         .collect();

@@ -15,7 +15,18 @@ const NC: usize = 2048;
 /// `C[m x n] (+)= A[m x k] * B[k x n]`, all row-major with leading dimensions `lda`, `ldb`, `ldc`.
 /// When `accumulate` is false C is overwritten.
 #[allow(clippy::too_many_arguments)]
-pub fn sgemm(m: usize, n: usize, k: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize, accumulate: bool) {
+pub fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -39,7 +50,11 @@ pub fn sgemm(m: usize, n: usize, k: usize, a: &[f32], lda: usize, b: &[f32], ldb
         let mut row = 0;
         while row < m {
             let rows = per.min(m - row);
-            let take = if row + rows >= m { rest.len() } else { rows * ldc };
+            let take = if row + rows >= m {
+                rest.len()
+            } else {
+                rows * ldc
+            };
             let (mine, tail) = rest.split_at_mut(take);
             rest = tail;
             let a_part = &a[row * lda..];
@@ -54,12 +69,24 @@ fn thread_count(m: usize, n: usize, k: usize) -> usize {
     if work < 4.0e6 || m < 2 * MR {
         return 1;
     }
-    let hw = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let hw = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     hw.min(m / MR).min((work / 2.0e6) as usize).clamp(1, 64)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn sgemm_serial(m: usize, n: usize, k: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
+fn sgemm_serial(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
     let fma = has_fma();
     let mut bpack = vec![0f32; KC * NC.min(n.div_ceil(NR) * NR)];
     let mut apack = vec![0f32; MC.min(m.div_ceil(MR) * MR) * KC];
@@ -119,24 +146,57 @@ fn pack_a(a: &[f32], lda: usize, mc: usize, kc: usize, out: &mut [f32]) {
     }
 }
 
-#[inline(always)]
-fn micro_body<const FMA: bool>(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]) {
+/// The portable register tile (auto-vectorized).
+fn micro_body(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]) {
     let ap = &ap[..kc * MR];
     let bp = &bp[..kc * NR];
     for (a, b) in ap.chunks_exact(MR).zip(bp.chunks_exact(NR)) {
         for r in 0..MR {
             let ar = a[r];
             for j in 0..NR {
-                acc[r][j] = if FMA { ar.mul_add(b[j], acc[r][j]) } else { acc[r][j] + ar * b[j] };
+                acc[r][j] += ar * b[j];
             }
         }
     }
 }
 
+/// The 6x16 register tile with AVX2 FMA intrinsics: 12 accumulators stay in registers.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn micro_avx2(kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]) {
-    micro_body::<true>(kc, ap, bp, acc)
+    use std::arch::x86_64::*;
+    assert!(ap.len() >= kc * MR && bp.len() >= kc * NR);
+    let (a, b) = (ap.as_ptr(), bp.as_ptr());
+    let mut c = [_mm256_setzero_ps(); 12];
+    for p in 0..kc {
+        // SAFETY: p < kc and the asserts above bound every read.
+        let (b0, b1) = unsafe {
+            (
+                _mm256_loadu_ps(b.add(p * NR)),
+                _mm256_loadu_ps(b.add(p * NR + 8)),
+            )
+        };
+        macro_rules! row {
+            ($r:expr) => {{
+                let ar = _mm256_set1_ps(unsafe { *a.add(p * MR + $r) });
+                c[2 * $r] = _mm256_fmadd_ps(ar, b0, c[2 * $r]);
+                c[2 * $r + 1] = _mm256_fmadd_ps(ar, b1, c[2 * $r + 1]);
+            }};
+        }
+        row!(0);
+        row!(1);
+        row!(2);
+        row!(3);
+        row!(4);
+        row!(5);
+    }
+    for r in 0..MR {
+        // SAFETY: each row of `acc` holds NR = 16 floats.
+        unsafe {
+            _mm256_storeu_ps(acc[r].as_mut_ptr(), c[2 * r]);
+            _mm256_storeu_ps(acc[r].as_mut_ptr().add(8), c[2 * r + 1]);
+        }
+    }
 }
 
 fn micro(fma: bool, kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]) {
@@ -147,7 +207,7 @@ fn micro(fma: bool, kc: usize, ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]
         return;
     }
     let _ = fma;
-    micro_body::<false>(kc, ap, bp, acc)
+    micro_body(kc, ap, bp, acc)
 }
 
 fn has_fma() -> bool {
@@ -204,6 +264,39 @@ mod tests {
                     assert_eq!(c[i * n + j], want, "{m}x{n}x{k} at {i},{j}");
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    use super::*;
+
+    /// `cargo test --release -p smelt-cpu sgemm_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn sgemm_speed() {
+        for &(m, n, k) in &[
+            (64, 3136, 576),
+            (256, 784, 1152),
+            (512, 196, 4608),
+            (1024, 1536, 384),
+            (2048, 49, 512),
+        ] {
+            let a = vec![0.5f32; m * k];
+            let b = vec![0.25f32; k * n];
+            let mut c = vec![0f32; m * n];
+            let t = std::time::Instant::now();
+            let reps = 5;
+            for _ in 0..reps {
+                sgemm(m, n, k, &a, k, &b, n, &mut c, n, false);
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            println!(
+                "{m}x{n}x{k}: {:.2} ms, {:.1} GFLOP/s",
+                s * 1e3,
+                2.0 * (m * n * k) as f64 / s / 1e9
+            );
         }
     }
 }

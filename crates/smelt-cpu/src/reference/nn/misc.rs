@@ -8,7 +8,9 @@ use smelt_ir::{bail, ensure, Result, Tensor, Value};
 
 /// Dropout: identity (mask all true) unless training with a positive ratio.
 pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
-    let NnOp::Dropout { mode, seed } = op else { bail!("internal: not Dropout") };
+    let NnOp::Dropout { mode, seed } = op else {
+        bail!("internal: not Dropout")
+    };
     let xt = x.tensor(0)?;
     let (ratio, training) = match mode {
         DropoutMode::Fixed { ratio, training } => (*ratio as f64, *training),
@@ -33,21 +35,42 @@ pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     if !training || ratio == 0.0 {
         let mut res = vec![Value::Tensor(xt.clone())];
         if cx.n_outputs > 1 {
-            res.push(Value::Tensor(Tensor::from_bools(xt.shape().to_vec(), vec![true; xt.len()])?));
+            res.push(Value::Tensor(Tensor::from_bools(
+                xt.shape().to_vec(),
+                vec![true; xt.len()],
+            )?));
         }
         return Ok(res);
     }
-    ensure!((0.0..1.0).contains(&ratio), "Dropout ratio must be in [0, 1), got {ratio}");
+    ensure!(
+        (0.0..1.0).contains(&ratio),
+        "Dropout ratio must be in [0, 1), got {ratio}"
+    );
     let s = seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0)
     });
     let mut rng = Mt19937::new(s as u32);
     let mask: Vec<bool> = (0..xt.len()).map(|_| rng.next_f64() >= ratio).collect();
     let scale = 1.0 / (1.0 - ratio);
-    let y: Vec<f64> = xt.to_f64()?.iter().zip(&mask).map(|(v, &m)| if m { v * scale } else { 0.0 }).collect();
-    let mut res = vec![Value::Tensor(Tensor::from_f64(xt.dtype(), xt.shape().to_vec(), &y)?)];
+    let y: Vec<f64> = xt
+        .to_f64()?
+        .iter()
+        .zip(&mask)
+        .map(|(v, &m)| if m { v * scale } else { 0.0 })
+        .collect();
+    let mut res = vec![Value::Tensor(Tensor::from_f64(
+        xt.dtype(),
+        xt.shape().to_vec(),
+        &y,
+    )?)];
     if cx.n_outputs > 1 {
-        res.push(Value::Tensor(Tensor::from_bools(xt.shape().to_vec(), mask)?));
+        res.push(Value::Tensor(Tensor::from_bools(
+            xt.shape().to_vec(),
+            mask,
+        )?));
     }
     Ok(res)
 }
@@ -63,7 +86,9 @@ impl Mt19937 {
         let mut mt = [0u32; 624];
         mt[0] = seed;
         for i in 1..624 {
-            mt[i] = 1812433253u32.wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_add(i as u32);
+            mt[i] = 1812433253u32
+                .wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30))
+                .wrapping_add(i as u32);
         }
         Mt19937 { mt, i: 624 }
     }

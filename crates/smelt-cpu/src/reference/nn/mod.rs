@@ -23,8 +23,12 @@ pub fn run(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         NnOp::Conv { .. } => conv::conv(op, x),
         NnOp::ConvTranspose { .. } => conv::conv_transpose(op, x),
         NnOp::DeformConv { .. } => conv::deform_conv(op, x),
-        NnOp::MaxPool { .. } | NnOp::AveragePool { .. } | NnOp::LpPool { .. } => pool::pool(op, x, cx),
-        NnOp::GlobalAveragePool | NnOp::GlobalMaxPool | NnOp::GlobalLpPool { .. } => pool::global_pool(op, x),
+        NnOp::MaxPool { .. } | NnOp::AveragePool { .. } | NnOp::LpPool { .. } => {
+            pool::pool(op, x, cx)
+        }
+        NnOp::GlobalAveragePool | NnOp::GlobalMaxPool | NnOp::GlobalLpPool { .. } => {
+            pool::global_pool(op, x)
+        }
         NnOp::MaxUnpool { .. } => pool::max_unpool(op, x),
         NnOp::MaxRoiPool { .. } => pool::max_roi_pool(op, x),
         NnOp::BatchNormalization { .. } => norm::batch_norm(op, x, cx),
@@ -59,7 +63,13 @@ fn spatial(v: &[i64], n: usize, default: usize, what: &str) -> Result<Vec<usize>
         bail!("{what} has {} values, expected {n}", v.len());
     }
     v.iter()
-        .map(|&x| if x < 0 || (default == 1 && x == 0) { Err(smelt_ir::err!("{what} has an invalid value {x}")) } else { Ok(x as usize) })
+        .map(|&x| {
+            if x < 0 || (default == 1 && x == 0) {
+                Err(smelt_ir::err!("{what} has an invalid value {x}"))
+            } else {
+                Ok(x as usize)
+            }
+        })
         .collect()
 }
 

@@ -8,16 +8,32 @@ use smelt_ir::op::NnOp;
 use smelt_ir::{bail, ensure, DType, Result, Tensor, Value};
 
 fn per_channel(t: &Tensor, c: usize, what: &str) -> Result<Vec<f64>> {
-    ensure!(t.len() == c, "{what} has {} elements, expected {c}", t.len());
+    ensure!(
+        t.len() == c,
+        "{what} has {} elements, expected {c}",
+        t.len()
+    );
     t.to_f64()
 }
 
 /// BatchNormalization (inference, or training mode with batch statistics).
 pub fn batch_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
-    let NnOp::BatchNormalization { epsilon, momentum, training_mode, spatial } = op else { bail!("internal: not BatchNormalization") };
+    let NnOp::BatchNormalization {
+        epsilon,
+        momentum,
+        training_mode,
+        spatial,
+    } = op
+    else {
+        bail!("internal: not BatchNormalization")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "BatchNormalization input")?;
-    ensure!(xt.rank() >= 2, "BatchNormalization input must have rank >= 2, got {:?}", xt.shape());
+    ensure!(
+        xt.rank() >= 2,
+        "BatchNormalization input must have rank >= 2, got {:?}",
+        xt.shape()
+    );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let sp: usize = xt.shape()[2..].iter().product();
     // Legacy per-activation statistics: the "channel" is every non-batch element.
@@ -40,10 +56,22 @@ pub fn batch_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             bv[ci] = vals.map(|v| (v - m) * (v - m)).sum::<f64>() / cnt;
         }
         let mom = *momentum as f64;
-        let run_mean: Vec<f64> = mean.iter().zip(&bm).map(|(r, b)| r * mom + b * (1.0 - mom)).collect();
-        let run_var: Vec<f64> = var.iter().zip(&bv).map(|(r, b)| r * mom + b * (1.0 - mom)).collect();
+        let run_mean: Vec<f64> = mean
+            .iter()
+            .zip(&bm)
+            .map(|(r, b)| r * mom + b * (1.0 - mom))
+            .collect();
+        let run_var: Vec<f64> = var
+            .iter()
+            .zip(&bv)
+            .map(|(r, b)| r * mom + b * (1.0 - mom))
+            .collect();
         let st = x.tensor(3)?;
-        outs.push(Tensor::from_f64(st.dtype(), st.shape().to_vec(), &run_mean)?);
+        outs.push(Tensor::from_f64(
+            st.dtype(),
+            st.shape().to_vec(),
+            &run_mean,
+        )?);
         outs.push(Tensor::from_f64(st.dtype(), st.shape().to_vec(), &run_var)?);
         // Legacy opsets also output the saved batch mean and variance.
         outs.push(Tensor::from_f64(st.dtype(), st.shape().to_vec(), &bm)?);
@@ -77,10 +105,15 @@ pub fn batch_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 
 /// InstanceNormalization.
 pub fn instance_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::InstanceNormalization { epsilon } = op else { bail!("internal: not InstanceNormalization") };
+    let NnOp::InstanceNormalization { epsilon } = op else {
+        bail!("internal: not InstanceNormalization")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "InstanceNormalization input")?;
-    ensure!(xt.rank() >= 2, "InstanceNormalization input must have rank >= 2");
+    ensure!(
+        xt.rank() >= 2,
+        "InstanceNormalization input must have rank >= 2"
+    );
     let c = xt.shape()[1];
     let sp: usize = xt.shape()[2..].iter().product();
     let scale = per_channel(x.tensor(1)?, c, "scale")?;
@@ -98,26 +131,44 @@ fn normalize(v: &mut [f64], eps: f64, scale: f64, bias: f64) {
     let m = v.iter().sum::<f64>() / n;
     let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n;
     let inv = 1.0 / (var + eps).sqrt();
-    v.iter_mut().for_each(|x| *x = (*x - m) * inv * scale + bias);
+    v.iter_mut()
+        .for_each(|x| *x = (*x - m) * inv * scale + bias);
 }
 
 fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
-    ensure!(a >= 0 && a <= rank as i64, "axis {axis} is out of range for rank {rank}");
+    ensure!(
+        a >= 0 && a <= rank as i64,
+        "axis {axis} is out of range for rank {rank}"
+    );
     Ok(a as usize)
 }
 
 /// Reads a tensor broadcast (unidirectionally) to `shape`.
 fn bcast(t: &Tensor, shape: &[usize], what: &str) -> Result<Vec<f64>> {
     let b = broadcast_shapes(&[t.shape(), shape])?;
-    ensure!(b == shape, "{what} of shape {:?} does not broadcast to {shape:?}", t.shape());
+    ensure!(
+        b == shape,
+        "{what} of shape {:?} does not broadcast to {shape:?}",
+        t.shape()
+    );
     let v = t.to_f64()?;
-    Ok(index_map(t.shape(), shape).into_iter().map(|i| v[i]).collect())
+    Ok(index_map(t.shape(), shape)
+        .into_iter()
+        .map(|i| v[i])
+        .collect())
 }
 
 /// LayerNormalization with optional Mean and InvStdDev outputs.
 pub fn layer_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
-    let NnOp::LayerNormalization { axis, epsilon, stash_type } = op else { bail!("internal: not LayerNormalization") };
+    let NnOp::LayerNormalization {
+        axis,
+        epsilon,
+        stash_type,
+    } = op
+    else {
+        bail!("internal: not LayerNormalization")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "LayerNormalization input")?;
     let a = norm_axis(*axis, xt.rank())?;
@@ -144,10 +195,18 @@ pub fn layer_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         means.push(m);
         invs.push(inv);
     }
-    let mut res = vec![Value::Tensor(Tensor::from_f64(xt.dtype(), shape.to_vec(), &y)?)];
+    let mut res = vec![Value::Tensor(Tensor::from_f64(
+        xt.dtype(),
+        shape.to_vec(),
+        &y,
+    )?)];
     let mut rshape = shape[..a].to_vec();
     rshape.extend(std::iter::repeat_n(1, shape.len() - a));
-    let st = if stash_type.is_float() { *stash_type } else { DType::F32 };
+    let st = if stash_type.is_float() {
+        *stash_type
+    } else {
+        DType::F32
+    };
     if cx.n_outputs > 1 {
         res.push(Value::Tensor(Tensor::from_f64(st, rshape.clone(), &means)?));
     }
@@ -159,7 +218,9 @@ pub fn layer_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 
 /// RMSNormalization.
 pub fn rms_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::RmsNormalization { axis, epsilon, .. } = op else { bail!("internal: not RMSNormalization") };
+    let NnOp::RmsNormalization { axis, epsilon, .. } = op else {
+        bail!("internal: not RMSNormalization")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "RMSNormalization input")?;
     let a = norm_axis(*axis, xt.rank())?;
@@ -179,13 +240,27 @@ pub fn rms_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 
 /// GroupNormalization (scale/bias per channel, or per group for opset 18).
 pub fn group_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::GroupNormalization { epsilon, num_groups, per_group_affine, .. } = op else { bail!("internal: not GroupNormalization") };
+    let NnOp::GroupNormalization {
+        epsilon,
+        num_groups,
+        per_group_affine,
+        ..
+    } = op
+    else {
+        bail!("internal: not GroupNormalization")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "GroupNormalization input")?;
-    ensure!(xt.rank() >= 2, "GroupNormalization input must have rank >= 2");
+    ensure!(
+        xt.rank() >= 2,
+        "GroupNormalization input must have rank >= 2"
+    );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let g = *num_groups as usize;
-    ensure!(c % g == 0, "channels {c} are not divisible by num_groups {g}");
+    ensure!(
+        c % g == 0,
+        "channels {c} are not divisible by num_groups {g}"
+    );
     let sp: usize = xt.shape()[2..].iter().product();
     let na = if *per_group_affine { g } else { c };
     let scale = per_channel(x.tensor(1)?, na, "scale")?;
@@ -209,18 +284,27 @@ pub fn group_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 
 /// MeanVarianceNormalization: `(x - mean) / (std + 1e-9)` over the axes.
 pub fn mvn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::MeanVarianceNormalization { axes } = op else { bail!("internal: not MeanVarianceNormalization") };
+    let NnOp::MeanVarianceNormalization { axes } = op else {
+        bail!("internal: not MeanVarianceNormalization")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "MeanVarianceNormalization input")?;
     let rank = xt.rank();
     let mut red = vec![false; rank];
     for &a in axes {
         let a = if a < 0 { a + rank as i64 } else { a };
-        ensure!(a >= 0 && (a as usize) < rank, "axis out of range for rank {rank}");
+        ensure!(
+            a >= 0 && (a as usize) < rank,
+            "axis out of range for rank {rank}"
+        );
         red[a as usize] = true;
     }
     let shape = xt.shape();
-    let kept: Vec<usize> = shape.iter().zip(&red).map(|(&d, &r)| if r { 1 } else { d }).collect();
+    let kept: Vec<usize> = shape
+        .iter()
+        .zip(&red)
+        .map(|(&d, &r)| if r { 1 } else { d })
+        .collect();
     let map = index_map(&kept, shape);
     let nk: usize = kept.iter().product();
     let xv = xt.to_f64()?;
@@ -246,7 +330,15 @@ pub fn mvn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 
 /// LRN across channels.
 pub fn lrn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::Lrn { alpha, beta, bias, size } = op else { bail!("internal: not LRN") };
+    let NnOp::Lrn {
+        alpha,
+        beta,
+        bias,
+        size,
+    } = op
+    else {
+        bail!("internal: not LRN")
+    };
     let xt = x.tensor(0)?;
     check_float(xt, "LRN input")?;
     ensure!(xt.rank() >= 3, "LRN input must have rank >= 3");

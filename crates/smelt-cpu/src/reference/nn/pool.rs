@@ -25,11 +25,18 @@ enum Kind {
 /// MaxPool, AveragePool and LpPool.
 pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let (kind, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides) = match op {
-        NnOp::MaxPool { auto_pad, ceil_mode, dilations, kernel_shape, pads, storage_order, strides } => {
-            (Kind::Max { storage_order: *storage_order }, auto_pad, *ceil_mode, dilations, kernel_shape, pads, strides)
-        }
-        NnOp::AveragePool { auto_pad, ceil_mode, count_include_pad, dilations, kernel_shape, pads, strides } => (
-            Kind::Avg { count_include_pad: *count_include_pad },
+        NnOp::MaxPool {
+            auto_pad,
+            ceil_mode,
+            dilations,
+            kernel_shape,
+            pads,
+            storage_order,
+            strides,
+        } => (
+            Kind::Max {
+                storage_order: *storage_order,
+            },
             auto_pad,
             *ceil_mode,
             dilations,
@@ -37,14 +44,51 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             pads,
             strides,
         ),
-        NnOp::LpPool { auto_pad, ceil_mode, dilations, kernel_shape, p, pads, strides } => {
-            (Kind::Lp { p: *p as f64 }, auto_pad, *ceil_mode, dilations, kernel_shape, pads, strides)
-        }
+        NnOp::AveragePool {
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+        } => (
+            Kind::Avg {
+                count_include_pad: *count_include_pad,
+            },
+            auto_pad,
+            *ceil_mode,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+        ),
+        NnOp::LpPool {
+            auto_pad,
+            ceil_mode,
+            dilations,
+            kernel_shape,
+            p,
+            pads,
+            strides,
+        } => (
+            Kind::Lp { p: *p as f64 },
+            auto_pad,
+            *ceil_mode,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+        ),
         _ => bail!("internal: not a pooling op"),
     };
     let xt = x.tensor(0)?;
     check_float(xt, "pooling input")?;
-    ensure!(xt.rank() >= 3, "pooling input must have rank >= 3, got {:?}", xt.shape());
+    ensure!(
+        xt.rank() >= 3,
+        "pooling input must have rank >= 3, got {:?}",
+        xt.shape()
+    );
     let nd = xt.rank() - 2;
     let ks = spatial(kernel_shape, nd, 1, "kernel_shape")?;
     ensure!(!kernel_shape.is_empty(), "kernel_shape is required");
@@ -59,7 +103,10 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             AutoPad::SameUpper | AutoPad::SameLower => ins[i].div_ceil(st[i]) as i64,
             _ => {
                 let span = ins[i] as i64 + pb[i] + pe[i] - eff;
-                ensure!(span >= 0, "pooling window (dilated {eff}) is larger than the padded input on axis {i}");
+                ensure!(
+                    span >= 0,
+                    "pooling window (dilated {eff}) is larger than the padded input on axis {i}"
+                );
                 let s = st[i] as i64;
                 if ceil_mode {
                     let mut o = (span + s - 1) / s + 1;
@@ -108,7 +155,11 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     }
     let mut y = vec![0f64; n * c * out_sp];
     let want_idx = matches!(kind, Kind::Max { .. }) && cx.n_outputs > 1;
-    let mut idx = if want_idx { vec![0i64; n * c * out_sp] } else { Vec::new() };
+    let mut idx = if want_idx {
+        vec![0i64; n * c * out_sp]
+    } else {
+        Vec::new()
+    };
     let mut opos = vec![0usize; nd];
     let mut kpos = vec![0usize; nd];
     for o in 0..out_sp {
@@ -160,11 +211,18 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 }
                 Kind::Avg { count_include_pad } => {
                     let s: f64 = real.iter().map(|&(off, _)| xv[base + off]).sum();
-                    let cnt = if count_include_pad { real.len() + pad_count } else { real.len() };
+                    let cnt = if count_include_pad {
+                        real.len() + pad_count
+                    } else {
+                        real.len()
+                    };
                     y[out_i] = if cnt == 0 { f64::NAN } else { s / cnt as f64 };
                 }
                 Kind::Lp { p } => {
-                    let s: f64 = real.iter().map(|&(off, _)| xv[base + off].abs().powf(p)).sum();
+                    let s: f64 = real
+                        .iter()
+                        .map(|&(off, _)| xv[base + off].abs().powf(p))
+                        .sum();
                     y[out_i] = s.powf(1.0 / p);
                 }
             }
@@ -172,7 +230,11 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     }
     let mut shape = vec![n, c];
     shape.extend(&outs);
-    let mut res = vec![Value::Tensor(Tensor::from_f64(xt.dtype(), shape.clone(), &y)?)];
+    let mut res = vec![Value::Tensor(Tensor::from_f64(
+        xt.dtype(),
+        shape.clone(),
+        &y,
+    )?)];
     if cx.n_outputs > 1 {
         res.push(Value::Tensor(Tensor::from_i64_vec(shape, idx)?));
     }
@@ -190,14 +252,21 @@ fn unravel(mut i: usize, shape: &[usize], out: &mut [usize]) {
 pub fn global_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let xt = x.tensor(0)?;
     check_float(xt, "pooling input")?;
-    ensure!(xt.rank() >= 2, "global pooling input must have rank >= 2, got {:?}", xt.shape());
+    ensure!(
+        xt.rank() >= 2,
+        "global pooling input must have rank >= 2, got {:?}",
+        xt.shape()
+    );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let sp: usize = xt.shape()[2..].iter().product();
     let mut shape = vec![n, c];
     shape.extend(std::iter::repeat_n(1, xt.rank() - 2));
     if let Some(xv) = xt.as_f32() {
         if matches!(op, NnOp::GlobalAveragePool) && sp > 0 {
-            let y: Vec<f32> = xv.chunks(sp).map(|ch| (ch.iter().map(|&v| v as f64).sum::<f64>() / sp as f64) as f32).collect();
+            let y: Vec<f32> = xv
+                .chunks(sp)
+                .map(|ch| (ch.iter().map(|&v| v as f64).sum::<f64>() / sp as f64) as f32)
+                .collect();
             return one(Tensor::from_f32(shape, y)?);
         }
     }
@@ -207,10 +276,18 @@ pub fn global_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         let ch = &xv[i * sp..(i + 1) * sp];
         y.push(match op {
             NnOp::GlobalAveragePool => ch.iter().sum::<f64>() / sp as f64,
-            NnOp::GlobalMaxPool => ch.iter().copied().fold(f64::NEG_INFINITY, |a, b| if b > a || b.is_nan() { b } else { a }),
+            NnOp::GlobalMaxPool => {
+                ch.iter().copied().fold(
+                    f64::NEG_INFINITY,
+                    |a, b| if b > a || b.is_nan() { b } else { a },
+                )
+            }
             NnOp::GlobalLpPool { p } => {
                 let p = *p as f64;
-                ch.iter().map(|v| v.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+                ch.iter()
+                    .map(|v| v.abs().powf(p))
+                    .sum::<f64>()
+                    .powf(1.0 / p)
             }
             _ => bail!("internal: not a global pool"),
         });
@@ -220,14 +297,33 @@ pub fn global_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 
 /// MaxUnpool: scatters X to the flat positions in I of a zero output.
 pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::MaxUnpool { kernel_shape, pads, strides } = op else { bail!("internal: not MaxUnpool") };
+    let NnOp::MaxUnpool {
+        kernel_shape,
+        pads,
+        strides,
+    } = op
+    else {
+        bail!("internal: not MaxUnpool")
+    };
     let (xt, it) = (x.tensor(0)?, x.tensor(1)?);
     ensure!(xt.rank() >= 3, "MaxUnpool input must have rank >= 3");
-    ensure!(it.shape() == xt.shape(), "MaxUnpool indices {:?} do not match X {:?}", it.shape(), xt.shape());
+    ensure!(
+        it.shape() == xt.shape(),
+        "MaxUnpool indices {:?} do not match X {:?}",
+        it.shape(),
+        xt.shape()
+    );
     let nd = xt.rank() - 2;
     let ks = spatial(kernel_shape, nd, 1, "kernel_shape")?;
     let st = spatial(strides, nd, 1, "strides")?;
-    let (pb, pe) = resolve_pads(&AutoPad::NotSet, pads, &xt.shape()[2..], &ks, &st, &vec![1; nd])?;
+    let (pb, pe) = resolve_pads(
+        &AutoPad::NotSet,
+        pads,
+        &xt.shape()[2..],
+        &ks,
+        &st,
+        &vec![1; nd],
+    )?;
     let mut shape = xt.shape()[..2].to_vec();
     for i in 0..nd {
         let o = (xt.shape()[i + 2] as i64 - 1) * st[i] as i64 + ks[i] as i64 - pb[i] - pe[i];
@@ -238,16 +334,25 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let iv = it.to_i64()?;
     let mut flat = Vec::with_capacity(iv.len());
     for &i in &iv {
-        ensure!(i >= 0 && (i as usize) < total, "MaxUnpool index {i} is outside the output of {total} elements");
+        ensure!(
+            i >= 0 && (i as usize) < total,
+            "MaxUnpool index {i} is outside the output of {total} elements"
+        );
         flat.push(i as usize);
     }
     let mut out = Tensor::zeros(xt.dtype(), shape.clone())?;
     out.data_mut().scatter(&flat, xt.data())?;
     // An explicit output_shape embeds the inferred result at its origin (as the reference does).
     if let Some(os) = x.opt_ints(2)? {
-        ensure!(os.len() == xt.rank() && os.iter().all(|&d| d >= 0), "invalid output_shape {os:?}");
+        ensure!(
+            os.len() == xt.rank() && os.iter().all(|&d| d >= 0),
+            "invalid output_shape {os:?}"
+        );
         let os: Vec<usize> = os.iter().map(|&d| d as usize).collect();
-        ensure!(os.iter().zip(&shape).all(|(a, b)| a >= b), "output_shape {os:?} is smaller than the unpooled shape {shape:?}");
+        ensure!(
+            os.iter().zip(&shape).all(|(a, b)| a >= b),
+            "output_shape {os:?} is smaller than the unpooled shape {shape:?}"
+        );
         let n_out = numel(&os)?;
         let ost = smelt_ir::strides(&os);
         let mut dst = Vec::with_capacity(total);
@@ -266,10 +371,24 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 
 /// MaxRoiPool (Caffe semantics): max over bins of each region of interest.
 pub fn max_roi_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::MaxRoiPool { pooled_shape, spatial_scale } = op else { bail!("internal: not MaxRoiPool") };
+    let NnOp::MaxRoiPool {
+        pooled_shape,
+        spatial_scale,
+    } = op
+    else {
+        bail!("internal: not MaxRoiPool")
+    };
     let (xt, rt) = (x.tensor(0)?, x.tensor(1)?);
-    ensure!(xt.rank() == 4, "MaxRoiPool input must be 4-D, got {:?}", xt.shape());
-    ensure!(rt.rank() == 2 && rt.shape()[1] == 5, "rois must be (num_rois, 5), got {:?}", rt.shape());
+    ensure!(
+        xt.rank() == 4,
+        "MaxRoiPool input must be 4-D, got {:?}",
+        xt.shape()
+    );
+    ensure!(
+        rt.rank() == 2 && rt.shape()[1] == 5,
+        "rois must be (num_rois, 5), got {:?}",
+        rt.shape()
+    );
     let (n, c, h, w) = (xt.shape()[0], xt.shape()[1], xt.shape()[2], xt.shape()[3]);
     let (ph, pw) = (pooled_shape[0] as usize, pooled_shape[1] as usize);
     let xv = xt.to_f64()?;
@@ -280,9 +399,18 @@ pub fn max_roi_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     for r in 0..nr {
         let roi = &rv[r * 5..r * 5 + 5];
         let b = roi[0] as i64;
-        ensure!(b >= 0 && (b as usize) < n, "roi batch index {b} is out of range");
-        let (x1, y1) = ((roi[1] * scale).round() as i64, (roi[2] * scale).round() as i64);
-        let (x2, y2) = ((roi[3] * scale).round() as i64, (roi[4] * scale).round() as i64);
+        ensure!(
+            b >= 0 && (b as usize) < n,
+            "roi batch index {b} is out of range"
+        );
+        let (x1, y1) = (
+            (roi[1] * scale).round() as i64,
+            (roi[2] * scale).round() as i64,
+        );
+        let (x2, y2) = (
+            (roi[3] * scale).round() as i64,
+            (roi[4] * scale).round() as i64,
+        );
         let rh = (y2 - y1 + 1).max(1) as f64;
         let rw = (x2 - x1 + 1).max(1) as f64;
         let (bh, bw) = (rh / ph as f64, rw / pw as f64);
@@ -300,7 +428,8 @@ pub fn max_roi_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
                             best = best.max(plane[yy * w + xx]);
                         }
                     }
-                    y[((r * c + ci) * ph + i) * pw + j] = if he <= hs || we <= ws { 0.0 } else { best };
+                    y[((r * c + ci) * ph + i) * pw + j] =
+                        if he <= hs || we <= ws { 0.0 } else { best };
                 }
             }
         }
