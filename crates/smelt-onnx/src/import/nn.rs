@@ -181,7 +181,9 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let mode = if n.opset >= 12 {
                 DropoutMode::FromInputs
             } else {
-                let training = n.opset < 7 && !n.flag("is_test", false)?;
+                // Opsets < 7 default to `is_test=0` (training), but exported models that
+                // carry it are inference graphs; like onnxruntime, run them as identity.
+                let training = false;
                 DropoutMode::Fixed {
                     ratio: n.f("ratio", 0.5)?,
                     training,

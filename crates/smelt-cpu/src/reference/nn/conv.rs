@@ -109,28 +109,55 @@ fn col2im<T: Copy + std::ops::AddAssign>(cols: &[T], mg: usize, g: &Geom, y: &mu
     let nd = g.ins.len();
     let (in_sp, k_sp, out_sp) = (g.in_sp(), g.k_sp(), g.out_sp());
     let mut kpos = vec![0usize; nd];
-    let mut ipos = vec![0usize; nd];
+    let mut ipos = vec![0usize; nd.saturating_sub(1)];
     let out_strides = smelt_ir::strides(&g.outs);
+    let last_in = g.ins[nd - 1];
+    let last_out = g.outs[nd - 1] as i64;
+    let outer_in: usize = g.ins[..nd - 1].iter().product();
+    let s = g.st[nd - 1];
     for m in 0..mg {
         let ym = &mut y[m * out_sp..(m + 1) * out_sp];
         for kidx in 0..k_sp {
             unravel(kidx, &g.ks, &mut kpos);
             let row = &cols[(m * k_sp + kidx) * in_sp..(m * k_sp + kidx + 1) * in_sp];
-            for (ii, &v) in row.iter().enumerate() {
-                unravel(ii, &g.ins, &mut ipos);
-                let mut off = 0usize;
+            // Output coordinate on the last axis: o = i*s + off, valid for i in lo..hi.
+            let off = kpos[nd - 1] as i64 * g.dil[nd - 1] as i64 - g.pb[nd - 1];
+            let si = s as i64;
+            let lo = if off >= 0 {
+                0
+            } else {
+                ((-off + si - 1) / si) as usize
+            }
+            .min(last_in);
+            let hi = if last_out - off <= 0 {
+                0
+            } else {
+                ((last_out - off + si - 1) / si) as usize
+            };
+            let hi = hi.min(last_in).max(lo);
+            if lo == hi {
+                continue;
+            }
+            for oi in 0..outer_in {
+                unravel(oi, &g.ins[..nd - 1], &mut ipos);
+                let mut base = 0i64;
                 let mut valid = true;
-                for d in 0..nd {
+                for d in 0..nd - 1 {
                     let o = ipos[d] as i64 * g.st[d] as i64 + kpos[d] as i64 * g.dil[d] as i64
                         - g.pb[d];
                     if o < 0 || o >= g.outs[d] as i64 {
                         valid = false;
                         break;
                     }
-                    off += o as usize * out_strides[d];
+                    base += o * out_strides[d] as i64;
                 }
-                if valid {
-                    ym[off] += v;
+                if !valid {
+                    continue;
+                }
+                let src = &row[oi * last_in + lo..oi * last_in + hi];
+                let start = (base + lo as i64 * si + off) as usize;
+                for (j, &v) in src.iter().enumerate() {
+                    ym[start + j * s] += v;
                 }
             }
         }

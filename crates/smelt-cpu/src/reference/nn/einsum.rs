@@ -117,7 +117,11 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
             v
         }
     };
-    for l in &out_labels {
+    for (i, l) in out_labels.iter().enumerate() {
+        ensure!(
+            !out_labels[..i].contains(l),
+            "Einsum output repeats a label"
+        );
         ensure!(
             sizes.contains_key(l),
             "Einsum output label '{}' is not in any input",
