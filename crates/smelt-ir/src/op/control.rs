@@ -5,11 +5,21 @@ use crate::Graph;
 crate::op_family! {
     /// Control flow: the bodies are subgraphs that may read outer-scope values.
     pub enum ControlOp {
-        /// Runs `then_branch` or `else_branch` depending on a boolean scalar.
-        If { then_branch: Box<Graph>, else_branch: Box<Graph> },
-        /// Runs `body` while the condition holds and the trip count allows.
-        Loop { body: Box<Graph> },
-        /// Runs `body` over slices of the scan inputs.
+        /// Runs `then_branch` or `else_branch` depending on a boolean scalar; outputs are the branch's outputs.
+        If {
+            /// Run when the condition is true.
+            then_branch: Box<Graph>,
+            /// Run when the condition is false.
+            else_branch: Box<Graph>,
+        },
+        /// Runs `body` while the condition holds and the trip count allows. Inputs: (M?, cond?, carried...);
+        /// body: (iter, cond, carried...) -> (cond, carried..., scan outputs...); outputs: (carried..., stacked scans...).
+        Loop {
+            /// The body.
+            body: Box<Graph>,
+        },
+        /// Runs `body` over slices of the scan inputs. Inputs: (states..., scan inputs...); body:
+        /// (states..., slices...) -> (states..., output slices...); outputs: (final states..., scan outputs...).
         Scan {
             /// The body.
             body: Box<Graph>,
@@ -23,6 +33,9 @@ crate::op_family! {
             scan_output_axes: Vec<i64>,
             /// Per scan output: true to stack backwards.
             scan_output_directions: Vec<bool>,
+            /// Opset 8 form: the first input is `sequence_lens` (optional) and every state, scan input and
+            /// output has a leading batch dimension; the axes above then count after the batch dimension.
+            batched: bool,
         },
     }
 }
