@@ -18,21 +18,48 @@ fn print_into(g: &Graph, indent: usize, s: &mut String) {
     let pad = "  ".repeat(indent);
     let _ = writeln!(s, "{pad}graph \"{}\" {{", g.name);
     for i in &g.inputs {
-        let ty = g.value(i.id).ty.as_ref().map(|t| t.to_string()).unwrap_or("?".into());
-        let def = if i.default.is_some() { " (has default)" } else { "" };
+        let ty = g
+            .value(i.id)
+            .ty
+            .as_ref()
+            .map(|t| t.to_string())
+            .unwrap_or("?".into());
+        let def = if i.default.is_some() {
+            " (has default)"
+        } else {
+            ""
+        };
         let _ = writeln!(s, "{pad}  input {} : {ty}{def}", val(g, i.id));
     }
     for c in &g.constants {
-        let _ = writeln!(s, "{pad}  const {} = {}{:?}", val(g, c.id), c.tensor.dtype(), c.tensor.shape());
+        let _ = writeln!(
+            s,
+            "{pad}  const {} = {}{:?}",
+            val(g, c.id),
+            c.tensor.dtype(),
+            c.tensor.shape()
+        );
     }
     for c in &g.captures {
         let _ = writeln!(s, "{pad}  capture {} <- %{}", val(g, c.inner), c.outer.0);
     }
     for n in &g.nodes {
-        let ins: Vec<String> = n.inputs.iter().map(|i| i.map(|i| val(g, i)).unwrap_or("_".into())).collect();
-        let outs: Vec<String> = n.outputs.iter().map(|i| i.map(|i| val(g, i)).unwrap_or("_".into())).collect();
+        let ins: Vec<String> = n
+            .inputs
+            .iter()
+            .map(|i| i.map(|i| val(g, i)).unwrap_or("_".into()))
+            .collect();
+        let outs: Vec<String> = n
+            .outputs
+            .iter()
+            .map(|i| i.map(|i| val(g, i)).unwrap_or("_".into()))
+            .collect();
         let attrs = n.op.attrs_json();
-        let attrs = if attrs.is_null() || !n.op.subgraphs().is_empty() { String::new() } else { format!(" {attrs}") };
+        let attrs = if attrs.is_null() || !n.op.subgraphs().is_empty() {
+            String::new()
+        } else {
+            format!(" {attrs}")
+        };
         let _ = writeln!(
             s,
             "{pad}  {} = {}.{}{attrs}({}) # {}",
