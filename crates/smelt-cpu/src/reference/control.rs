@@ -8,11 +8,21 @@ use smelt_ir::{bail, ensure, err, Dim, Graph, Result, Tensor, Value, ValueId, Va
 /// Runs one op of the family.
 pub fn run(op: &ControlOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     match op {
-        ControlOp::If { then_branch, else_branch } => {
+        ControlOp::If {
+            then_branch,
+            else_branch,
+        } => {
             let cond = scalar_bool(x.tensor(0)?).map_err(|e| e.context("If condition"))?;
             let g = if cond { then_branch } else { else_branch };
-            let outs = cx.run_subgraph(g, vec![]).map_err(|e| e.context(if cond { "then_branch" } else { "else_branch" }))?;
-            ensure!(outs.len() >= cx.n_outputs, "If: the branch returned {} values, the node has {} outputs", outs.len(), cx.n_outputs);
+            let outs = cx
+                .run_subgraph(g, vec![])
+                .map_err(|e| e.context(if cond { "then_branch" } else { "else_branch" }))?;
+            ensure!(
+                outs.len() >= cx.n_outputs,
+                "If: the branch returned {} values, the node has {} outputs",
+                outs.len(),
+                cx.n_outputs
+            );
             Ok(outs)
         }
         ControlOp::Loop { body } => run_loop(body, x, cx),
@@ -37,11 +47,22 @@ pub fn run(op: &ControlOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 scan8(&spec, x, cx)
             } else {
                 let vals: Vec<Value> = (0..x.len())
-                    .map(|i| x.value(i).cloned().ok_or_else(|| err!("Scan input {i} is missing")))
+                    .map(|i| {
+                        x.value(i)
+                            .cloned()
+                            .ok_or_else(|| err!("Scan input {i} is missing"))
+                    })
                     .collect::<Result<_>>()?;
-                let n = vals.len().checked_sub(spec.m).ok_or_else(|| err!("Scan has fewer inputs than scan inputs"))?;
+                let n = vals
+                    .len()
+                    .checked_sub(spec.m)
+                    .ok_or_else(|| err!("Scan has fewer inputs than scan inputs"))?;
                 let mut vals = vals;
-                let ins = vals.split_off(n).into_iter().map(Value::into_tensor).collect::<Result<Vec<_>>>()?;
+                let ins = vals
+                    .split_off(n)
+                    .into_iter()
+                    .map(Value::into_tensor)
+                    .collect::<Result<Vec<_>>>()?;
                 let (mut states, scans) = scan_core(&spec, vals, &ins, None, cx)?;
                 states.extend(scans.into_iter().map(Value::Tensor));
                 Ok(states)
@@ -71,12 +92,23 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         None => true,
         Some(t) => scalar_bool(t).map_err(|e| e.context("Loop condition"))?,
     };
-    ensure!(max_trips.is_some() || cond_given, "Loop with neither a trip count nor a condition never ends");
+    ensure!(
+        max_trips.is_some() || cond_given,
+        "Loop with neither a trip count nor a condition never ends"
+    );
     let mut carried: Vec<Value> = (2..x.len())
-        .map(|i| x.value(i).cloned().ok_or_else(|| err!("Loop: loop-carried input {i} is missing")))
+        .map(|i| {
+            x.value(i)
+                .cloned()
+                .ok_or_else(|| err!("Loop: loop-carried input {i} is missing"))
+        })
         .collect::<Result<_>>()?;
     let n = carried.len();
-    let k = body.outputs.len().checked_sub(1 + n).ok_or_else(|| err!("Loop: the body returns too few values"))?;
+    let k = body
+        .outputs
+        .len()
+        .checked_sub(1 + n)
+        .ok_or_else(|| err!("Loop: the body returns too few values"))?;
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); k];
     let mut i: i64 = 0;
     while cond && max_trips.is_none_or(|m| i < m) {
@@ -84,10 +116,19 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         inputs.push(Value::Tensor(Tensor::scalar_i64(i)));
         inputs.push(Value::Tensor(Tensor::from_bools(vec![], vec![cond])?));
         inputs.append(&mut carried);
-        let outs = cx.run_subgraph(body, inputs).map_err(|e| e.context(format!("Loop iteration {i}")))?;
-        ensure!(outs.len() == 1 + n + k, "Loop: the body returned {} values, expected {}", outs.len(), 1 + n + k);
+        let outs = cx
+            .run_subgraph(body, inputs)
+            .map_err(|e| e.context(format!("Loop iteration {i}")))?;
+        ensure!(
+            outs.len() == 1 + n + k,
+            "Loop: the body returned {} values, expected {}",
+            outs.len(),
+            1 + n + k
+        );
         let mut outs = outs.into_iter();
-        let c = outs.next().ok_or_else(|| err!("Loop: the body returned no condition"))?;
+        let c = outs
+            .next()
+            .ok_or_else(|| err!("Loop: the body returned no condition"))?;
         if cond_given {
             cond = scalar_bool(c.tensor()?).map_err(|e| e.context("Loop body condition"))?;
         }
@@ -102,7 +143,8 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         let t = if parts.is_empty() {
             empty_stack(body, body.outputs[1 + n + j], 0)?
         } else {
-            stack(&parts.iter().collect::<Vec<_>>(), 0).map_err(|e| e.context(format!("Loop scan output {j}")))?
+            stack(&parts.iter().collect::<Vec<_>>(), 0)
+                .map_err(|e| e.context(format!("Loop scan output {j}")))?
         };
         result.push(Value::Tensor(t));
     }
@@ -113,8 +155,17 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 fn empty_stack(body: &Graph, id: ValueId, axis: i64) -> Result<Tensor> {
     let (dtype, dims) = match &body.value(id).ty {
         Some(ValueType::Tensor { dtype, shape }) => {
-            let dims: Option<Vec<usize>> =
-                shape.as_ref().and_then(|s| s.iter().map(|d| if let Dim::Known(v) = d { Some(*v as usize) } else { None }).collect());
+            let dims: Option<Vec<usize>> = shape.as_ref().and_then(|s| {
+                s.iter()
+                    .map(|d| {
+                        if let Dim::Known(v) = d {
+                            Some(*v as usize)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect()
+            });
             (*dtype, dims.unwrap_or_default())
         }
         _ => (smelt_ir::DType::F32, Vec::new()),
@@ -144,10 +195,22 @@ fn scan_core(
     cx: &Ctx,
 ) -> Result<(Vec<Value>, Vec<Tensor>)> {
     let n = states.len();
-    ensure!(ins.len() == spec.m, "Scan: expected {} scan inputs, got {}", spec.m, ins.len());
+    ensure!(
+        ins.len() == spec.m,
+        "Scan: expected {} scan inputs, got {}",
+        spec.m,
+        ins.len()
+    );
     let body = spec.body;
-    let k = body.outputs.len().checked_sub(n).ok_or_else(|| err!("Scan: the body returns too few values"))?;
-    ensure!(spec.out_axes.len() == k && spec.out_dirs.len() == k, "Scan: scan output attributes do not match {k} outputs");
+    let k = body
+        .outputs
+        .len()
+        .checked_sub(n)
+        .ok_or_else(|| err!("Scan: the body returns too few values"))?;
+    ensure!(
+        spec.out_axes.len() == k && spec.out_dirs.len() == k,
+        "Scan: scan output attributes do not match {k} outputs"
+    );
     let mut axes = Vec::with_capacity(ins.len());
     let mut steps = None;
     for (j, t) in ins.iter().enumerate() {
@@ -156,23 +219,40 @@ fn scan_core(
         let d = t.shape()[a];
         match steps {
             None => steps = Some(d),
-            Some(s) => ensure!(s == d, "Scan: scan inputs have different lengths ({s} and {d})"),
+            Some(s) => ensure!(
+                s == d,
+                "Scan: scan inputs have different lengths ({s} and {d})"
+            ),
         }
         axes.push(a);
     }
     let full = steps.unwrap_or(0);
     let steps = len.unwrap_or(full);
-    ensure!(steps <= full, "Scan: sequence length {steps} exceeds the scan input length {full}");
+    ensure!(
+        steps <= full,
+        "Scan: sequence length {steps} exceeds the scan input length {full}"
+    );
     let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(steps); k];
     for s in 0..steps {
         let mut inputs = Vec::with_capacity(n + ins.len());
         inputs.append(&mut states);
         for (j, t) in ins.iter().enumerate() {
-            let at = if spec.in_dirs.get(j).copied().unwrap_or(false) { steps - 1 - s } else { s };
+            let at = if spec.in_dirs.get(j).copied().unwrap_or(false) {
+                steps - 1 - s
+            } else {
+                s
+            };
             inputs.push(Value::Tensor(select_axis(t, axes[j], at)?));
         }
-        let outs = cx.run_subgraph(body, inputs).map_err(|e| e.context(format!("Scan iteration {s}")))?;
-        ensure!(outs.len() == n + k, "Scan: the body returned {} values, expected {}", outs.len(), n + k);
+        let outs = cx
+            .run_subgraph(body, inputs)
+            .map_err(|e| e.context(format!("Scan iteration {s}")))?;
+        ensure!(
+            outs.len() == n + k,
+            "Scan: the body returned {} values, expected {}",
+            outs.len(),
+            n + k
+        );
         let mut outs = outs.into_iter();
         states.extend(outs.by_ref().take(n));
         for (p, v) in parts.iter_mut().zip(outs) {
@@ -187,7 +267,8 @@ fn scan_core(
         let t = if p.is_empty() {
             empty_stack(body, body.outputs[n + j], spec.out_axes[j])?
         } else {
-            stack(&p.iter().collect::<Vec<_>>(), spec.out_axes[j]).map_err(|e| e.context(format!("Scan output {j}")))?
+            stack(&p.iter().collect::<Vec<_>>(), spec.out_axes[j])
+                .map_err(|e| e.context(format!("Scan output {j}")))?
         };
         scans.push(t);
     }
@@ -199,32 +280,66 @@ fn scan_core(
 fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let lens = x.opt_ints(0)?;
     let vals: Vec<&Tensor> = (1..x.len()).map(|i| x.tensor(i)).collect::<Result<_>>()?;
-    let n = vals.len().checked_sub(spec.m).ok_or_else(|| err!("Scan has fewer inputs than scan inputs"))?;
-    let Some(first) = vals.first() else { bail!("Scan has no inputs") };
-    ensure!(first.rank() > 0, "Scan (opset 8): inputs need a batch dimension");
+    let n = vals
+        .len()
+        .checked_sub(spec.m)
+        .ok_or_else(|| err!("Scan has fewer inputs than scan inputs"))?;
+    let Some(first) = vals.first() else {
+        bail!("Scan has no inputs")
+    };
+    ensure!(
+        first.rank() > 0,
+        "Scan (opset 8): inputs need a batch dimension"
+    );
     let batch = first.shape()[0];
     for (i, t) in vals.iter().enumerate() {
-        ensure!(t.rank() > 0 && t.shape()[0] == batch, "Scan input {} does not have the batch size {batch}", i + 1);
+        ensure!(
+            t.rank() > 0 && t.shape()[0] == batch,
+            "Scan input {} does not have the batch size {batch}",
+            i + 1
+        );
     }
-    let max_len = vals[n..].first().map(|t| t.shape().get(1).copied().unwrap_or(0)).unwrap_or(0);
+    let max_len = vals[n..]
+        .first()
+        .map(|t| t.shape().get(1).copied().unwrap_or(0))
+        .unwrap_or(0);
     if let Some(l) = &lens {
-        ensure!(l.len() == batch, "Scan: sequence_lens has {} entries for a batch of {batch}", l.len());
+        ensure!(
+            l.len() == batch,
+            "Scan: sequence_lens has {} entries for a batch of {batch}",
+            l.len()
+        );
     }
-    let k = spec.body.outputs.len().checked_sub(n).ok_or_else(|| err!("Scan: the body returns too few values"))?;
+    let k = spec
+        .body
+        .outputs
+        .len()
+        .checked_sub(n)
+        .ok_or_else(|| err!("Scan: the body returns too few values"))?;
     let mut states_b: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); n];
     let mut scans_b: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); k];
     for b in 0..batch {
-        let states = vals[..n].iter().map(|t| select_axis(t, 0, b).map(Value::Tensor)).collect::<Result<Vec<_>>>()?;
-        let ins = vals[n..].iter().map(|t| select_axis(t, 0, b)).collect::<Result<Vec<_>>>()?;
+        let states = vals[..n]
+            .iter()
+            .map(|t| select_axis(t, 0, b).map(Value::Tensor))
+            .collect::<Result<Vec<_>>>()?;
+        let ins = vals[n..]
+            .iter()
+            .map(|t| select_axis(t, 0, b))
+            .collect::<Result<Vec<_>>>()?;
         let len = match &lens {
             Some(l) => {
                 let v = l[b];
-                ensure!(v >= 0 && v as usize <= max_len, "Scan: sequence length {v} is out of range 0..={max_len}");
+                ensure!(
+                    v >= 0 && v as usize <= max_len,
+                    "Scan: sequence length {v} is out of range 0..={max_len}"
+                );
                 Some(v as usize)
             }
             None => None,
         };
-        let (states, scans) = scan_core(spec, states, &ins, len, cx).map_err(|e| e.context(format!("batch {b}")))?;
+        let (states, scans) =
+            scan_core(spec, states, &ins, len, cx).map_err(|e| e.context(format!("batch {b}")))?;
         for (acc, s) in states_b.iter_mut().zip(states) {
             acc.push(s.into_tensor()?);
         }
@@ -244,7 +359,10 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     }
     let mut out = Vec::with_capacity(n + k);
     for parts in states_b.iter().chain(&scans_b) {
-        ensure!(!parts.is_empty(), "Scan (opset 8) with an empty batch is not supported");
+        ensure!(
+            !parts.is_empty(),
+            "Scan (opset 8) with an empty batch is not supported"
+        );
         out.push(Value::Tensor(stack(&parts.iter().collect::<Vec<_>>(), 0)?));
     }
     Ok(out)

@@ -3,24 +3,35 @@
 
 use super::{one, Ctx, Inputs};
 use smelt_ir::op::SequenceOp;
-use smelt_ir::{bail, ensure, err, Data, Optional, Result, Sequence, Tensor, Value, ValueType};
+use smelt_ir::{bail, ensure, err, Data, Result, Sequence, Tensor, Value, ValueType};
 
 /// Runs one op of the family.
 pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     use SequenceOp::*;
     match op {
-        SequenceEmpty { dtype } => {
-            Ok(vec![Value::Sequence(Sequence { elem: Some(ValueType::Tensor { dtype: *dtype, shape: None }), items: vec![] })])
-        }
+        SequenceEmpty { dtype } => Ok(vec![Value::Sequence(Sequence {
+            elem: Some(ValueType::Tensor {
+                dtype: *dtype,
+                shape: None,
+            }),
+            items: vec![],
+        })]),
         SequenceConstruct => {
-            let items: Vec<Tensor> = (0..x.len()).map(|i| x.tensor(i).cloned()).collect::<Result<_>>()?;
-            let Some(first) = items.first() else { bail!("SequenceConstruct needs at least one input") };
+            let items: Vec<Tensor> = (0..x.len())
+                .map(|i| x.tensor(i).cloned())
+                .collect::<Result<_>>()?;
+            let Some(first) = items.first() else {
+                bail!("SequenceConstruct needs at least one input")
+            };
             let dtype = first.dtype();
             if let Some(t) = items.iter().find(|t| t.dtype() != dtype) {
                 bail!("SequenceConstruct: inputs mix {dtype} and {}", t.dtype());
             }
             let elem = Some(ValueType::Tensor { dtype, shape: None });
-            Ok(vec![Value::Sequence(Sequence { elem, items: items.into_iter().map(Value::Tensor).collect() })])
+            Ok(vec![Value::Sequence(Sequence {
+                elem,
+                items: items.into_iter().map(Value::Tensor).collect(),
+            })])
         }
         SequenceInsert => {
             let mut s = seq(x, 0)?.clone();
@@ -32,7 +43,10 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 Some(p) => norm_position(p, n, true)?,
             };
             if s.elem.is_none() {
-                s.elem = Some(ValueType::Tensor { dtype: t.dtype(), shape: None });
+                s.elem = Some(ValueType::Tensor {
+                    dtype: t.dtype(),
+                    shape: None,
+                });
             }
             s.items.insert(pos, Value::Tensor(t.clone()));
             Ok(vec![Value::Sequence(s)])
@@ -70,8 +84,14 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         SequenceMap { body } => sequence_map(body, x, cx),
         Optional { elem } => {
             let v = match x.value(0) {
-                Some(v) => Optional { elem: v.value_type(), value: Some(Box::new(v.clone())) },
-                None => Optional { elem: elem.clone(), value: None },
+                Some(v) => smelt_ir::Optional {
+                    elem: v.value_type(),
+                    value: Some(Box::new(v.clone())),
+                },
+                None => smelt_ir::Optional {
+                    elem: elem.clone(),
+                    value: None,
+                },
             };
             Ok(vec![Value::Optional(v)])
         }
@@ -109,7 +129,10 @@ fn position(x: &Inputs, i: usize) -> Result<Option<i64>> {
         None => Ok(None),
         Some(v) => match v.as_slice() {
             [p] => Ok(Some(*p)),
-            _ => bail!("input {i}: a position should hold one value, got {}", v.len()),
+            _ => bail!(
+                "input {i}: a position should hold one value, got {}",
+                v.len()
+            ),
         },
     }
 }
@@ -118,7 +141,10 @@ fn position(x: &Inputs, i: usize) -> Result<Option<i64>> {
 fn norm_position(p: i64, n: usize, end_ok: bool) -> Result<usize> {
     let n = n as i64;
     let hi = if end_ok { n } else { n - 1 };
-    ensure!(p >= -n && p <= hi, "position {p} is out of range for a sequence of {n} items");
+    ensure!(
+        p >= -n && p <= hi,
+        "position {p} is out of range for a sequence of {n} items"
+    );
     Ok(if p < 0 { p + n } else { p } as usize)
 }
 
@@ -129,7 +155,10 @@ fn check_elem_dtype(s: &Sequence, t: &Tensor) -> Result<()> {
         _ => None,
     };
     match known {
-        Some(d) if d != t.dtype() => bail!("cannot insert a {} tensor into a sequence of {d}", t.dtype()),
+        Some(d) if d != t.dtype() => bail!(
+            "cannot insert a {} tensor into a sequence of {d}",
+            t.dtype()
+        ),
         _ => Ok(()),
     }
 }
@@ -142,7 +171,10 @@ fn split_to_sequence(x: &Inputs, axis: i64, keepdims: bool) -> Result<Vec<Value>
         None => (vec![1; dim], !keepdims),
         Some(s) => {
             let v = s.to_i64()?;
-            ensure!(v.iter().all(|&l| l >= 0), "split lengths must be non-negative, got {v:?}");
+            ensure!(
+                v.iter().all(|&l| l >= 0),
+                "split lengths must be non-negative, got {v:?}"
+            );
             if s.rank() == 0 {
                 let l = v[0] as usize;
                 ensure!(l > 0, "the split size must be positive");
@@ -153,7 +185,10 @@ fn split_to_sequence(x: &Inputs, axis: i64, keepdims: bool) -> Result<Vec<Value>
                 (lens, false)
             } else {
                 let lens: Vec<usize> = v.iter().map(|&l| l as usize).collect();
-                ensure!(lens.iter().sum::<usize>() == dim, "split lengths {v:?} do not add up to the axis size {dim}");
+                ensure!(
+                    lens.iter().sum::<usize>() == dim,
+                    "split lengths {v:?} do not add up to the axis size {dim}"
+                );
                 (lens, false)
             }
         }
@@ -170,7 +205,10 @@ fn split_to_sequence(x: &Inputs, axis: i64, keepdims: bool) -> Result<Vec<Value>
         items.push(Value::Tensor(part));
         start += l;
     }
-    let elem = Some(ValueType::Tensor { dtype: t.dtype(), shape: None });
+    let elem = Some(ValueType::Tensor {
+        dtype: t.dtype(),
+        shape: None,
+    });
     Ok(vec![Value::Sequence(Sequence { elem, items })])
 }
 
@@ -179,7 +217,11 @@ fn sequence_map(body: &smelt_ir::Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Valu
     let n = first.items.len();
     for i in 1..x.len() {
         if let Some(Value::Sequence(s)) = x.value(i) {
-            ensure!(s.items.len() == n, "SequenceMap: input {i} has {} items, input 0 has {n}", s.items.len());
+            ensure!(
+                s.items.len() == n,
+                "SequenceMap: input {i} has {} items, input 0 has {n}",
+                s.items.len()
+            );
         }
     }
     let mut outs: Vec<Vec<Value>> = vec![Vec::with_capacity(n); body.outputs.len()];
@@ -192,8 +234,15 @@ fn sequence_map(body: &smelt_ir::Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Valu
                 None => bail!("SequenceMap: input {i} is missing"),
             });
         }
-        let r = cx.run_subgraph(body, inputs).map_err(|e| e.context(format!("SequenceMap item {k}")))?;
-        ensure!(r.len() == outs.len(), "SequenceMap: body returned {} values, expected {}", r.len(), outs.len());
+        let r = cx
+            .run_subgraph(body, inputs)
+            .map_err(|e| e.context(format!("SequenceMap item {k}")))?;
+        ensure!(
+            r.len() == outs.len(),
+            "SequenceMap: body returned {} values, expected {}",
+            r.len(),
+            outs.len()
+        );
         for (o, v) in outs.iter_mut().zip(r) {
             o.push(v);
         }
@@ -215,16 +264,27 @@ fn sequence_map(body: &smelt_ir::Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Valu
 /// Resolves a possibly negative axis against `rank` (valid: -rank..rank).
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
-    ensure!(axis >= -r && axis < r, "axis {axis} is out of range for rank {rank}");
+    ensure!(
+        axis >= -r && axis < r,
+        "axis {axis} is out of range for rank {rank}"
+    );
     Ok(if axis < 0 { axis + r } else { axis } as usize)
 }
 
 /// Elements `start..start+len` along `axis` (the axis is kept, with size `len`).
 pub(crate) fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> Result<Tensor> {
     let shape = t.shape();
-    ensure!(axis < shape.len(), "axis {axis} is out of range for rank {}", shape.len());
+    ensure!(
+        axis < shape.len(),
+        "axis {axis} is out of range for rank {}",
+        shape.len()
+    );
     let dim = shape[axis];
-    ensure!(start + len <= dim, "slice {start}..{} is out of range for an axis of size {dim}", start + len);
+    ensure!(
+        start + len <= dim,
+        "slice {start}..{} is out of range for an axis of size {dim}",
+        start + len
+    );
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
     let mut idx = Vec::with_capacity(outer * len * inner);
@@ -247,14 +307,34 @@ pub(crate) fn select_axis(t: &Tensor, axis: usize, i: usize) -> Result<Tensor> {
 
 /// Concatenation along `axis`; every other dimension and the element type must agree.
 pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
-    let Some(first) = parts.first() else { bail!("concatenation of no tensors") };
+    let Some(first) = parts.first() else {
+        bail!("concatenation of no tensors")
+    };
     let shape = first.shape();
-    ensure!(axis < shape.len(), "axis {axis} is out of range for rank {}", shape.len());
+    ensure!(
+        axis < shape.len(),
+        "axis {axis} is out of range for rank {}",
+        shape.len()
+    );
     for p in parts {
-        ensure!(p.dtype() == first.dtype(), "cannot concatenate {} and {} tensors", first.dtype(), p.dtype());
+        ensure!(
+            p.dtype() == first.dtype(),
+            "cannot concatenate {} and {} tensors",
+            first.dtype(),
+            p.dtype()
+        );
         let same = p.rank() == shape.len()
-            && p.shape().iter().zip(shape).enumerate().all(|(d, (a, b))| d == axis || a == b);
-        ensure!(same, "cannot concatenate shapes {:?} and {:?} along axis {axis}", shape, p.shape());
+            && p.shape()
+                .iter()
+                .zip(shape)
+                .enumerate()
+                .all(|(d, (a, b))| d == axis || a == b);
+        ensure!(
+            same,
+            "cannot concatenate shapes {:?} and {:?} along axis {axis}",
+            shape,
+            p.shape()
+        );
     }
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
@@ -275,12 +355,19 @@ pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
 
 /// Stacks equal-shaped tensors along a new axis (negative counts from the end of the output).
 pub(crate) fn stack(parts: &[&Tensor], axis: i64) -> Result<Tensor> {
-    let Some(first) = parts.first() else { bail!("stacking of no tensors") };
+    let Some(first) = parts.first() else {
+        bail!("stacking of no tensors")
+    };
     let ax = norm_axis(axis, first.rank() + 1)?;
     let expanded: Vec<Tensor> = parts
         .iter()
         .map(|p| {
-            ensure!(p.shape() == first.shape(), "cannot stack shapes {:?} and {:?}", first.shape(), p.shape());
+            ensure!(
+                p.shape() == first.shape(),
+                "cannot stack shapes {:?} and {:?}",
+                first.shape(),
+                p.shape()
+            );
             let mut s = p.shape().to_vec();
             s.insert(ax, 1);
             (*p).clone().reshape(s)
@@ -302,10 +389,16 @@ mod tests {
         let a = t(vec![2, 3], vec![0., 1., 2., 3., 4., 5.]);
         let s = slice_axis(&a, 1, 1, 2).unwrap();
         assert_eq!(s.as_f32().unwrap(), &[1., 2., 4., 5.]);
-        assert_eq!(select_axis(&a, 0, 1).unwrap().as_f32().unwrap(), &[3., 4., 5.]);
+        assert_eq!(
+            select_axis(&a, 0, 1).unwrap().as_f32().unwrap(),
+            &[3., 4., 5.]
+        );
         let c = concat_axis(&[&a, &s], 1).unwrap();
         assert_eq!(c.shape(), &[2, 5]);
-        assert_eq!(c.as_f32().unwrap(), &[0., 1., 2., 1., 2., 3., 4., 5., 4., 5.]);
+        assert_eq!(
+            c.as_f32().unwrap(),
+            &[0., 1., 2., 1., 2., 3., 4., 5., 4., 5.]
+        );
         let st = stack(&[&a, &a], -1).unwrap();
         assert_eq!(st.shape(), &[2, 3, 2]);
         assert_eq!(st.as_f32().unwrap()[..4], [0., 0., 1., 1.]);

@@ -108,8 +108,9 @@ impl ReduceOp {
     pub fn reduction(&self) -> Option<&Reduction> {
         use ReduceOp::*;
         match self {
-            ReduceSum(r) | ReduceMean(r) | ReduceMax(r) | ReduceMin(r) | ReduceProd(r) | ReduceL1(r) | ReduceL2(r)
-            | ReduceLogSum(r) | ReduceLogSumExp(r) | ReduceSumSquare(r) => Some(r),
+            ReduceSum(r) | ReduceMean(r) | ReduceMax(r) | ReduceMin(r) | ReduceProd(r)
+            | ReduceL1(r) | ReduceL2(r) | ReduceLogSum(r) | ReduceLogSumExp(r)
+            | ReduceSumSquare(r) => Some(r),
             _ => None,
         }
     }

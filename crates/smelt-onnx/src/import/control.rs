@@ -21,30 +21,52 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 );
             }
             if then_branch.outputs.len() < n.n_outputs() {
-                bail!("If: the node has {} outputs but the branches only {}", n.n_outputs(), then_branch.outputs.len());
+                bail!(
+                    "If: the node has {} outputs but the branches only {}",
+                    n.n_outputs(),
+                    then_branch.outputs.len()
+                );
             }
-            ControlOp::If { then_branch, else_branch }
+            ControlOp::If {
+                then_branch,
+                else_branch,
+            }
         }
         "Loop" => {
             let body = Box::new(n.graph("body")?);
             let carried = n.n_inputs().saturating_sub(2);
             if n.n_inputs() < 2 {
-                bail!("Loop needs at least the M and cond inputs (possibly empty), got {}", n.n_inputs());
+                bail!(
+                    "Loop needs at least the M and cond inputs (possibly empty), got {}",
+                    n.n_inputs()
+                );
             }
             if body.inputs.len() != carried + 2 {
-                bail!("Loop: body takes {} inputs, expected 2 + {carried} loop-carried values", body.inputs.len());
+                bail!(
+                    "Loop: body takes {} inputs, expected 2 + {carried} loop-carried values",
+                    body.inputs.len()
+                );
             }
             if body.outputs.len() < carried + 1 {
-                bail!("Loop: body returns {} outputs, expected at least 1 + {carried}", body.outputs.len());
+                bail!(
+                    "Loop: body returns {} outputs, expected at least 1 + {carried}",
+                    body.outputs.len()
+                );
             }
             if n.n_outputs() > body.outputs.len() - 1 {
-                bail!("Loop: the node has {} outputs but the body only {}", n.n_outputs(), body.outputs.len() - 1);
+                bail!(
+                    "Loop: the node has {} outputs but the body only {}",
+                    n.n_outputs(),
+                    body.outputs.len() - 1
+                );
             }
             ControlOp::Loop { body }
         }
         "Scan" => {
             let body = Box::new(n.graph("body")?);
-            let m = n.opt_i("num_scan_inputs")?.ok_or_else(|| smelt_ir::err!("Scan needs the 'num_scan_inputs' attribute"))?;
+            let m = n
+                .opt_i("num_scan_inputs")?
+                .ok_or_else(|| smelt_ir::err!("Scan needs the 'num_scan_inputs' attribute"))?;
             if m < 1 {
                 bail!("Scan: num_scan_inputs must be at least 1, got {m}");
             }
@@ -56,17 +78,27 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             }
             let n_state = n_in - m;
             if body.inputs.len() != n_in {
-                bail!("Scan: body takes {} inputs, expected {n_in}", body.inputs.len());
+                bail!(
+                    "Scan: body takes {} inputs, expected {n_in}",
+                    body.inputs.len()
+                );
             }
             if body.outputs.len() < n_state {
-                bail!("Scan: body returns {} outputs, fewer than the {n_state} state variables", body.outputs.len());
+                bail!(
+                    "Scan: body returns {} outputs, fewer than the {n_state} state variables",
+                    body.outputs.len()
+                );
             }
             let k = body.outputs.len() - n_state;
             let dirs = |name: &str, len: usize| -> Result<Vec<bool>> {
                 match n.opt_ints(name)? {
                     None => Ok(vec![false; len]),
-                    Some(v) if v.len() == len && v.iter().all(|&d| d == 0 || d == 1) => Ok(v.iter().map(|&d| d == 1).collect()),
-                    Some(v) => bail!("Scan: '{name}' should have {len} entries of 0 or 1, got {v:?}"),
+                    Some(v) if v.len() == len && v.iter().all(|&d| d == 0 || d == 1) => {
+                        Ok(v.iter().map(|&d| d == 1).collect())
+                    }
+                    Some(v) => {
+                        bail!("Scan: '{name}' should have {len} entries of 0 or 1, got {v:?}")
+                    }
                 }
             };
             let axes = |name: &str, len: usize| -> Result<Vec<i64>> {

@@ -25,9 +25,17 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let keepdims = n.flag("keepdims", true)?;
             let select_last_index = n.flag("select_last_index", false)?;
             if n.op_type() == "ArgMax" {
-                ReduceOp::ArgMax { axis, keepdims, select_last_index }
+                ReduceOp::ArgMax {
+                    axis,
+                    keepdims,
+                    select_last_index,
+                }
             } else {
-                ReduceOp::ArgMin { axis, keepdims, select_last_index }
+                ReduceOp::ArgMin {
+                    axis,
+                    keepdims,
+                    select_last_index,
+                }
             }
         }
         "Softmax" | "LogSoftmax" | "Hardmax" => {
@@ -53,7 +61,9 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         }
         "TopK" => {
             let k = if n.opset < 10 {
-                let k = n.opt_i("k")?.ok_or_else(|| smelt_ir::err!("TopK (opset {}) needs the 'k' attribute", n.opset))?;
+                let k = n.opt_i("k")?.ok_or_else(|| {
+                    smelt_ir::err!("TopK (opset {}) needs the 'k' attribute", n.opset)
+                })?;
                 if k < 0 {
                     bail!("TopK: k must be non-negative, got {k}");
                 }
@@ -64,7 +74,12 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 }
                 None
             };
-            ReduceOp::TopK { k, axis: n.i("axis", -1)?, largest: n.flag("largest", true)?, sorted: n.flag("sorted", true)? }
+            ReduceOp::TopK {
+                k,
+                axis: n.i("axis", -1)?,
+                largest: n.flag("largest", true)?,
+                sorted: n.flag("sorted", true)?,
+            }
         }
         _ => return Ok(None),
     };
@@ -80,9 +95,16 @@ fn reduction(n: &NodeCtx, axes_input_from: i64) -> Result<Reduction> {
         Some(n.opt_ints("axes")?.unwrap_or_default())
     } else {
         if n.attr("axes").is_some() {
-            bail!("{}: 'axes' is an input from opset {axes_input_from} on, not an attribute", n.op_type());
+            bail!(
+                "{}: 'axes' is an input from opset {axes_input_from} on, not an attribute",
+                n.op_type()
+            );
         }
         None
     };
-    Ok(Reduction { axes, keepdims, noop_with_empty_axes })
+    Ok(Reduction {
+        axes,
+        keepdims,
+        noop_with_empty_axes,
+    })
 }

@@ -56,22 +56,48 @@ pub(super) fn run(op: &ReduceOp, r: &Reduction, x: &Inputs) -> Result<Tensor> {
 
 fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Tensor> {
     let shape = t.shape();
-    let kept: Vec<usize> = shape.iter().zip(reduced).map(|(&d, &r)| if r { 1 } else { d }).collect();
+    let kept: Vec<usize> = shape
+        .iter()
+        .zip(reduced)
+        .map(|(&d, &r)| if r { 1 } else { d })
+        .collect();
     let out_shape: Vec<usize> = if keepdims {
         kept.clone()
     } else {
-        shape.iter().zip(reduced).filter(|(_, &r)| !r).map(|(&d, _)| d).collect()
+        shape
+            .iter()
+            .zip(reduced)
+            .filter(|(_, &r)| !r)
+            .map(|(&d, _)| d)
+            .collect()
     };
     let out_len: usize = kept.iter().product();
     // For each input element, the output element it folds into.
     let in_str = strides(shape);
-    let out_str: Vec<usize> = strides(&kept).iter().zip(reduced).map(|(&s, &r)| if r { 0 } else { s }).collect();
+    let out_str: Vec<usize> = strides(&kept)
+        .iter()
+        .zip(reduced)
+        .map(|(&s, &r)| if r { 0 } else { s })
+        .collect();
     let oidx: Vec<usize> = (0..t.len())
-        .map(|i| (0..shape.len()).map(|d| (i / in_str[d]) % shape[d] * out_str[d]).sum())
+        .map(|i| {
+            (0..shape.len())
+                .map(|d| (i / in_str[d]) % shape[d] * out_str[d])
+                .sum()
+        })
         .collect();
     let dtype = t.dtype();
     let exact_int = (dtype.is_int() || dtype == DType::Bool)
-        && matches!(kind, Kind::Sum | Kind::Mean | Kind::Max | Kind::Min | Kind::Prod | Kind::L1 | Kind::SumSquare);
+        && matches!(
+            kind,
+            Kind::Sum
+                | Kind::Mean
+                | Kind::Max
+                | Kind::Min
+                | Kind::Prod
+                | Kind::L1
+                | Kind::SumSquare
+        );
     if exact_int {
         let v = to_i128(t)?;
         let (lo, hi) = dtype.int_range().unwrap_or((i128::MIN, i128::MAX));
@@ -143,7 +169,11 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
         let mut sum = vec![0.0f64; out_len];
         for (&x, &o) in v.iter().zip(&oidx) {
             let m = acc[o];
-            sum[o] += if m.is_finite() { (x - m).exp() } else { x.exp() };
+            sum[o] += if m.is_finite() {
+                (x - m).exp()
+            } else {
+                x.exp()
+            };
         }
         for (a, s) in acc.iter_mut().zip(sum) {
             *a = if a.is_finite() { s.ln() + *a } else { s.ln() };

@@ -31,9 +31,19 @@ pub(super) fn arg(t: &Tensor, axis: i64, keepdims: bool, last: bool, max: bool) 
     let ax = norm_axis(axis, t.rank())?;
     let (outer, dim, inner) = split_at_axis(t.shape(), ax);
     if dim == 0 {
-        bail!("cannot take the arg{} of an empty axis", if max { "max" } else { "min" });
+        bail!(
+            "cannot take the arg{} of an empty axis",
+            if max { "max" } else { "min" }
+        );
     }
-    fn go<T: Key>(v: &[T], outer: usize, dim: usize, inner: usize, last: bool, max: bool) -> Vec<i64> {
+    fn go<T: Key>(
+        v: &[T],
+        outer: usize,
+        dim: usize,
+        inner: usize,
+        last: bool,
+        max: bool,
+    ) -> Vec<i64> {
         let mut out = Vec::with_capacity(outer * inner);
         for o in 0..outer {
             for i in 0..inner {
@@ -73,7 +83,14 @@ pub(super) fn top_k(t: &Tensor, k: i64, axis: i64, largest: bool) -> Result<(Ten
         bail!("TopK: k = {k} is out of range for an axis of size {dim}");
     }
     let k = k as usize;
-    fn go<T: Key>(v: &[T], outer: usize, dim: usize, inner: usize, k: usize, largest: bool) -> Vec<usize> {
+    fn go<T: Key>(
+        v: &[T],
+        outer: usize,
+        dim: usize,
+        inner: usize,
+        k: usize,
+        largest: bool,
+    ) -> Vec<usize> {
         // Positions (along the axis) of the selected elements, laid out as the output.
         let mut pos = vec![0usize; outer * k * inner];
         let mut order: Vec<usize> = Vec::with_capacity(dim);
@@ -83,7 +100,13 @@ pub(super) fn top_k(t: &Tensor, k: i64, axis: i64, largest: bool) -> Result<(Ten
                 order.clear();
                 order.extend(0..dim);
                 // Stable: equal keys keep the lower index first.
-                order.sort_by(|&a, &b| if largest { at(b).cmp_key(at(a)) } else { at(a).cmp_key(at(b)) });
+                order.sort_by(|&a, &b| {
+                    if largest {
+                        at(b).cmp_key(at(a))
+                    } else {
+                        at(a).cmp_key(at(b))
+                    }
+                });
                 for (j, &p) in order.iter().take(k).enumerate() {
                     pos[(o * k + j) * inner + i] = p;
                 }

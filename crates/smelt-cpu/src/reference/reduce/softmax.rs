@@ -55,7 +55,11 @@ pub(super) fn run(kind: Kind, t: &Tensor, axis: i64, coerce_2d: bool) -> Result<
                     let sum: f64 = (0..dim).map(|k| (v[at(k)] - m).exp()).sum();
                     for k in 0..dim {
                         let x = v[at(k)] - m;
-                        out[at(k)] = if kind == Kind::Softmax { x.exp() / sum } else { x - sum.ln() };
+                        out[at(k)] = if kind == Kind::Softmax {
+                            x.exp() / sum
+                        } else {
+                            x - sum.ln()
+                        };
                     }
                 }
             }
