@@ -2,14 +2,18 @@
 
 use prost::Message;
 use smelt_onnx::proto::{
-    tensor_proto::data_type, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_proto::data_type, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn smelt(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smelt")).args(args).output().expect("smelt runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args(args)
+        .output()
+        .expect("smelt runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -43,7 +47,11 @@ fn tensor_type(elem: i32, dims: &[i64]) -> TypeProto {
 }
 
 fn vi(name: &str, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto { name: name.into(), r#type: Some(tensor_type(data_type::FLOAT, dims)), ..Default::default() }
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(tensor_type(data_type::FLOAT, dims)),
+        ..Default::default()
+    }
 }
 
 /// y = Relu(x) with x: f32[2,3]; `input` names the Relu's input.
@@ -57,7 +65,10 @@ fn relu_model(input: &str) -> ModelProto {
     };
     ModelProto {
         ir_version: 8,
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 17 }],
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
         graph: Some(GraphProto {
             node: vec![node],
             name: "g".into(),
@@ -97,7 +108,11 @@ fn assert_one_line_error(code: i32, stderr: &str, want_code: i32, must_contain: 
     assert_eq!(code, want_code, "stderr: {stderr}");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected a one-line error, got: {stderr}");
-    assert!(lines[0].contains(must_contain), "error '{}' should mention '{must_contain}'", lines[0]);
+    assert!(
+        lines[0].contains(must_contain),
+        "error '{}' should mention '{must_contain}'",
+        lines[0]
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -115,7 +130,9 @@ fn truncated_model_file() {
 fn random_bytes_model_file() {
     let d = tmpdir("random");
     let p = d.join("model.onnx");
-    let bytes: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let bytes: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     std::fs::write(&p, bytes).expect("write");
     for cmd in ["run", "inspect", "check"] {
         let (code, _, err) = smelt(&[cmd, p.to_str().expect("utf8")]);
@@ -180,8 +197,14 @@ fn external_data_leaving_the_model_folder() {
         name: "w".into(),
         data_location: 1,
         external_data: vec![
-            StringStringEntryProto { key: "location".into(), value: "../secret.bin".into() },
-            StringStringEntryProto { key: "length".into(), value: "24".into() },
+            StringStringEntryProto {
+                key: "location".into(),
+                value: "../secret.bin".into(),
+            },
+            StringStringEntryProto {
+                key: "length".into(),
+                value: "24".into(),
+            },
         ],
         ..Default::default()
     };
@@ -192,7 +215,7 @@ fn external_data_leaving_the_model_folder() {
     let p = write_model(&d, &m);
     let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
     assert_one_line_error(code, &err, 1, "leaves the model's folder");
-    for abs in ["/etc/passwd"] {
+    for abs in ["/etc/passwd", "sub/../../secret.bin"] {
         let mut m2 = m.clone();
         if let Some(g) = m2.graph.as_mut() {
             g.initializer[0].external_data[0].value = abs.into();
@@ -216,7 +239,15 @@ fn runs_and_writes_outputs() {
     let d = tmpdir("ok");
     let p = write_model(&d, &relu_model("x"));
     let out = d.join("out");
-    let (code, stdout, err) = smelt(&["run", &p, "--random-inputs", "--seed", "3", "--output-dir", out.to_str().expect("utf8")]);
+    let (code, stdout, err) = smelt(&[
+        "run",
+        &p,
+        "--random-inputs",
+        "--seed",
+        "3",
+        "--output-dir",
+        out.to_str().expect("utf8"),
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("y: f32 [2, 3]"), "{stdout}");
     assert!(out.join("y.npy").is_file());

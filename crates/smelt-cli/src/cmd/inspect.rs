@@ -10,6 +10,9 @@ use std::process::ExitCode;
 pub struct Args {
     /// The ONNX model file.
     model: PathBuf,
+    /// Print the imported graph as IR text instead of the summary.
+    #[arg(long)]
+    ir: bool,
 }
 
 /// Runs the subcommand.
@@ -17,6 +20,10 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let imported = smelt_onnx::load_model_lenient(&a.model)?;
     let m = &imported.model;
     let g = &m.graph;
+    if a.ir {
+        print!("{}", smelt_ir::text::print_graph(g));
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("model: {}", a.model.display());
     println!(
         "ir_version: {}  producer: {}",
@@ -63,7 +70,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let total: usize = hist.values().sum();
     println!("ops: {total} nodes, {} kinds", hist.len());
     let mut by_count: Vec<_> = hist.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     for (op, n) in by_count {
         println!("  {op:<28} {n}");
     }
