@@ -53,3 +53,68 @@ impl ControlOp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GraphInput, Node, Op};
+
+    #[test]
+    fn scan_prints_and_parses_with_its_body() {
+        let mut body = Graph {
+            name: "body".into(),
+            ..Graph::default()
+        };
+        let s = body.add_value("s", None);
+        let x = body.add_value("x", None);
+        body.inputs = vec![
+            GraphInput {
+                id: s,
+                default: None,
+            },
+            GraphInput {
+                id: x,
+                default: None,
+            },
+        ];
+        body.outputs = vec![s, x];
+        let mut g = Graph {
+            name: "main".into(),
+            ..Graph::default()
+        };
+        let a = g.add_value("a", None);
+        let b = g.add_value("b", None);
+        let y = g.add_value("y", None);
+        let z = g.add_value("z", None);
+        g.inputs = vec![
+            GraphInput {
+                id: a,
+                default: None,
+            },
+            GraphInput {
+                id: b,
+                default: None,
+            },
+        ];
+        let op = ControlOp::Scan {
+            body: Box::new(body),
+            num_scan_inputs: 1,
+            scan_input_axes: vec![1],
+            scan_input_directions: vec![true],
+            scan_output_axes: vec![-1],
+            scan_output_directions: vec![false],
+            batched: false,
+        };
+        assert_eq!(op.subgraphs().len(), 1);
+        g.nodes.push(Node {
+            name: "scan".into(),
+            op: Op::Control(op),
+            inputs: vec![Some(a), Some(b)],
+            outputs: vec![Some(y), Some(z)],
+        });
+        g.outputs = vec![y, z];
+        let text = crate::text::print_graph(&g);
+        let back = crate::text::parse_graph(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, g, "{text}");
+    }
+}

@@ -115,3 +115,46 @@ impl ReduceOp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    #[test]
+    fn attributes_round_trip() {
+        let r = Reduction {
+            axes: Some(vec![-1, 0]),
+            keepdims: false,
+            noop_with_empty_axes: true,
+        };
+        let ops = [
+            ReduceOp::ReduceLogSumExp(r.clone()),
+            ReduceOp::ReduceSum(Reduction { axes: None, ..r }),
+            ReduceOp::ArgMin {
+                axis: -2,
+                keepdims: true,
+                select_last_index: true,
+            },
+            ReduceOp::Softmax {
+                axis: 1,
+                coerce_2d: true,
+            },
+            ReduceOp::CumProd {
+                exclusive: true,
+                reverse: false,
+            },
+            ReduceOp::TopK {
+                k: None,
+                axis: -1,
+                largest: false,
+                sorted: true,
+            },
+        ];
+        for op in ops {
+            let op = Op::Reduce(op);
+            let back = Op::from_parts(op.family(), op.name(), op.attrs_json()).unwrap();
+            assert_eq!(back, op);
+        }
+    }
+}

@@ -62,3 +62,37 @@ impl SequenceOp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    #[test]
+    fn attributes_round_trip() {
+        let elem = ValueType::Sequence(Box::new(ValueType::Tensor {
+            dtype: DType::F32,
+            shape: None,
+        }));
+        let ops = [
+            SequenceOp::SequenceEmpty { dtype: DType::I64 },
+            SequenceOp::SequenceAt,
+            SequenceOp::ConcatFromSequence {
+                axis: -1,
+                new_axis: true,
+            },
+            SequenceOp::Optional { elem: Some(elem) },
+            SequenceOp::Optional { elem: None },
+        ];
+        for op in ops {
+            assert!(op.subgraphs().is_empty());
+            let op = Op::Sequence(op);
+            let back = Op::from_parts(op.family(), op.name(), op.attrs_json()).unwrap();
+            assert_eq!(back, op);
+        }
+        let body = SequenceOp::SequenceMap {
+            body: Box::new(Graph::default()),
+        };
+        assert_eq!(body.subgraphs().len(), 1);
+    }
+}

@@ -72,7 +72,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             }
             let m = m as usize;
             let batched = n.opset < 9;
-            let n_in = n.n_inputs() - usize::from(batched);
+            let n_in = n.n_inputs().saturating_sub(usize::from(batched));
             if n_in < m {
                 bail!("Scan: {m} scan inputs declared but only {n_in} inputs given");
             }
