@@ -367,3 +367,190 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::run_graph;
+    use smelt_ir::op::reduce::{ReduceOp, Reduction};
+    use smelt_ir::op::SequenceOp;
+    use smelt_ir::{GraphInput, Node, Op};
+
+    fn input(g: &mut Graph, name: &str) -> ValueId {
+        let id = g.add_value(name, None);
+        g.inputs.push(GraphInput { id, default: None });
+        id
+    }
+
+    fn node(g: &mut Graph, op: Op, inputs: &[ValueId], n_out: usize) -> Vec<ValueId> {
+        let outs: Vec<ValueId> = (0..n_out)
+            .map(|k| g.add_value(format!("v{}_{k}", g.nodes.len()), None))
+            .collect();
+        let name = format!("n{}", g.nodes.len());
+        g.nodes.push(Node {
+            name,
+            op,
+            inputs: inputs.iter().map(|&i| Some(i)).collect(),
+            outputs: outs.iter().map(|&o| Some(o)).collect(),
+        });
+        outs
+    }
+
+    fn i64s(v: &Value) -> Vec<i64> {
+        v.tensor().unwrap().to_i64().unwrap()
+    }
+
+    #[test]
+    fn loop_carries_a_sequence_and_stacks_scan_outputs() {
+        // body(i, cond, seq) -> (cond, SequenceInsert(seq, i), i)
+        let mut body = Graph {
+            name: "body".into(),
+            ..Graph::default()
+        };
+        let i = input(&mut body, "i");
+        let c = input(&mut body, "cond");
+        let s = input(&mut body, "seq");
+        let s2 = node(
+            &mut body,
+            Op::Sequence(SequenceOp::SequenceInsert),
+            &[s, i],
+            1,
+        )[0];
+        body.outputs = vec![c, s2, i];
+        let mut g = Graph {
+            name: "main".into(),
+            ..Graph::default()
+        };
+        let m = input(&mut g, "m");
+        let e = node(
+            &mut g,
+            Op::Sequence(SequenceOp::SequenceEmpty {
+                dtype: smelt_ir::DType::I64,
+            }),
+            &[],
+            1,
+        )[0];
+        let cond = g.add_value("cond", None);
+        g.constants.push(smelt_ir::Constant {
+            id: cond,
+            tensor: Tensor::from_bools(vec![], vec![true]).unwrap(),
+        });
+        let outs = node(
+            &mut g,
+            Op::Control(ControlOp::Loop {
+                body: Box::new(body),
+            }),
+            &[m, cond, e],
+            2,
+        );
+        g.outputs = outs;
+        let r = run_graph(&g, vec![Some(Value::Tensor(Tensor::scalar_i64(3)))]).unwrap();
+        let Value::Sequence(seq) = &r[0] else {
+            panic!("expected a sequence")
+        };
+        assert_eq!(
+            seq.items.iter().map(i64s).collect::<Vec<_>>(),
+            vec![vec![0], vec![1], vec![2]]
+        );
+        assert_eq!(r[1].tensor().unwrap().shape(), &[3]);
+        assert_eq!(i64s(&r[1]), vec![0, 1, 2]);
+        // Zero trips: the carried value passes through, the scan output is empty.
+        let r = run_graph(&g, vec![Some(Value::Tensor(Tensor::scalar_i64(0)))]).unwrap();
+        assert_eq!(r[1].tensor().unwrap().shape(), &[0]);
+    }
+
+    #[test]
+    fn scan_sums_slices_backwards() {
+        // body(s, x) -> (s + x, s + x), the sum through ConcatFromSequence + ReduceSum.
+        let mut body = Graph {
+            name: "body".into(),
+            ..Graph::default()
+        };
+        let s = input(&mut body, "s");
+        let x = input(&mut body, "x");
+        let q = node(
+            &mut body,
+            Op::Sequence(SequenceOp::SequenceConstruct),
+            &[s, x],
+            1,
+        )[0];
+        let st = node(
+            &mut body,
+            Op::Sequence(SequenceOp::ConcatFromSequence {
+                axis: 0,
+                new_axis: true,
+            }),
+            &[q],
+            1,
+        )[0];
+        let red = Reduction {
+            axes: Some(vec![0]),
+            keepdims: false,
+            noop_with_empty_axes: false,
+        };
+        let sum = node(&mut body, Op::Reduce(ReduceOp::ReduceSum(red)), &[st], 1)[0];
+        body.outputs = vec![sum, sum];
+        let mut g = Graph {
+            name: "main".into(),
+            ..Graph::default()
+        };
+        let init = input(&mut g, "init");
+        let xs = input(&mut g, "xs");
+        let op = ControlOp::Scan {
+            body: Box::new(body),
+            num_scan_inputs: 1,
+            scan_input_axes: vec![1],
+            scan_input_directions: vec![true],
+            scan_output_axes: vec![0],
+            scan_output_directions: vec![false],
+            batched: false,
+        };
+        g.outputs = node(&mut g, Op::Control(op), &[init, xs], 2);
+        let init = Tensor::from_i64_vec(vec![2], vec![0, 100]).unwrap();
+        let xs = Tensor::from_i64_vec(vec![2, 3], vec![1, 2, 3, 4, 5, 6]).unwrap();
+        let r = run_graph(&g, vec![Some(init.into()), Some(xs.into())]).unwrap();
+        assert_eq!(i64s(&r[0]), vec![6, 115]);
+        assert_eq!(r[1].tensor().unwrap().shape(), &[3, 2]);
+        assert_eq!(i64s(&r[1]), vec![3, 106, 5, 111, 6, 115]);
+    }
+
+    #[test]
+    fn if_picks_a_branch_and_rejects_bad_conditions() {
+        let branch = |v: i64| {
+            let mut b = Graph {
+                name: "b".into(),
+                ..Graph::default()
+            };
+            let id = b.add_value("k", None);
+            b.constants.push(smelt_ir::Constant {
+                id,
+                tensor: Tensor::scalar_i64(v),
+            });
+            b.outputs = vec![id];
+            Box::new(b)
+        };
+        let mut g = Graph {
+            name: "main".into(),
+            ..Graph::default()
+        };
+        let c = input(&mut g, "c");
+        g.outputs = node(
+            &mut g,
+            Op::Control(ControlOp::If {
+                then_branch: branch(1),
+                else_branch: branch(2),
+            }),
+            &[c],
+            1,
+        );
+        let run = |b: Vec<bool>| {
+            run_graph(
+                &g,
+                vec![Some(Tensor::from_bools(vec![b.len()], b).unwrap().into())],
+            )
+        };
+        assert_eq!(i64s(&run(vec![true]).unwrap()[0]), vec![1]);
+        assert_eq!(i64s(&run(vec![false]).unwrap()[0]), vec![2]);
+        assert!(run(vec![true, false]).is_err());
+    }
+}
