@@ -10,6 +10,7 @@ fn run1(op: ReduceOp, inputs: Vec<Value>) -> Result<Vec<Value>> {
         n_outputs: 2,
         outputs_used: vec![true, true],
         env: &env,
+        consts: &env,
     };
     let x = Inputs::new(inputs.iter().map(Some).collect());
     run(&op, &x, &cx)
