@@ -57,7 +57,13 @@ struct Layer<'a> {
 /// Runs one op of the family.
 pub fn run(op: &RecurrentOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let layer = match op {
-        RecurrentOp::Rnn { hidden_size, direction, batch_major, activations, clip } => Layer {
+        RecurrentOp::Rnn {
+            hidden_size,
+            direction,
+            batch_major,
+            activations,
+            clip,
+        } => Layer {
             cell: Cell::Rnn,
             hidden_size: *hidden_size,
             direction: *direction,
@@ -65,16 +71,34 @@ pub fn run(op: &RecurrentOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             activations,
             clip: *clip,
         },
-        RecurrentOp::Gru { hidden_size, direction, batch_major, activations, clip, linear_before_reset } => Layer {
-            cell: Cell::Gru { linear_before_reset: *linear_before_reset },
+        RecurrentOp::Gru {
+            hidden_size,
+            direction,
+            batch_major,
+            activations,
+            clip,
+            linear_before_reset,
+        } => Layer {
+            cell: Cell::Gru {
+                linear_before_reset: *linear_before_reset,
+            },
             hidden_size: *hidden_size,
             direction: *direction,
             batch_major: *batch_major,
             activations,
             clip: *clip,
         },
-        RecurrentOp::Lstm { hidden_size, direction, batch_major, activations, clip, input_forget } => Layer {
-            cell: Cell::Lstm { input_forget: *input_forget },
+        RecurrentOp::Lstm {
+            hidden_size,
+            direction,
+            batch_major,
+            activations,
+            clip,
+            input_forget,
+        } => Layer {
+            cell: Cell::Lstm {
+                input_forget: *input_forget,
+            },
             hidden_size: *hidden_size,
             direction: *direction,
             batch_major: *batch_major,
@@ -87,7 +111,11 @@ pub fn run(op: &RecurrentOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 
 /// Checks a tensor's shape.
 fn expect_shape(t: &Tensor, want: &[usize], what: &str) -> Result<()> {
-    ensure!(t.shape() == want, "{what} should have shape {want:?}, got {:?}", t.shape());
+    ensure!(
+        t.shape() == want,
+        "{what} should have shape {want:?}, got {:?}",
+        t.shape()
+    );
     Ok(())
 }
 
@@ -95,18 +123,38 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let cell = l.cell;
     let is_lstm = matches!(cell, Cell::Lstm { .. });
     let max_out = if is_lstm { 3 } else { 2 };
-    ensure!(cx.n_outputs <= max_out, "{} has at most {max_out} outputs, got {}", cell.name(), cx.n_outputs);
+    ensure!(
+        cx.n_outputs <= max_out,
+        "{} has at most {max_out} outputs, got {}",
+        cell.name(),
+        cx.n_outputs
+    );
     let xt = x.tensor(0)?;
     let dtype = xt.dtype();
-    ensure!(dtype.is_float(), "{} input must be float, got {dtype}", cell.name());
-    ensure!(xt.rank() == 3, "X should have rank 3, got shape {:?}", xt.shape());
-    let (seq, batch, input) =
-        if l.batch_major { (xt.shape()[1], xt.shape()[0], xt.shape()[2]) } else { (xt.shape()[0], xt.shape()[1], xt.shape()[2]) };
+    ensure!(
+        dtype.is_float(),
+        "{} input must be float, got {dtype}",
+        cell.name()
+    );
+    ensure!(
+        xt.rank() == 3,
+        "X should have rank 3, got shape {:?}",
+        xt.shape()
+    );
+    let (seq, batch, input) = if l.batch_major {
+        (xt.shape()[1], xt.shape()[0], xt.shape()[2])
+    } else {
+        (xt.shape()[0], xt.shape()[1], xt.shape()[2])
+    };
     let dirs = l.direction.count();
     let g = cell.gates();
     let wt = x.tensor(1)?;
     let rt = x.tensor(2)?;
-    ensure!(rt.rank() == 3, "R should have rank 3, got shape {:?}", rt.shape());
+    ensure!(
+        rt.rank() == 3,
+        "R should have rank 3, got shape {:?}",
+        rt.shape()
+    );
     let h = match l.hidden_size {
         Some(h) => h as usize,
         None => rt.shape()[2],
@@ -133,10 +181,17 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     };
     let lens: Vec<usize> = match x.opt_ints(4)? {
         Some(v) => {
-            ensure!(v.len() == batch, "sequence_lens has {} values for batch {batch}", v.len());
+            ensure!(
+                v.len() == batch,
+                "sequence_lens has {} values for batch {batch}",
+                v.len()
+            );
             v.iter()
                 .map(|&n| {
-                    ensure!(n >= 0 && n as usize <= seq, "sequence length {n} is outside [0, {seq}]");
+                    ensure!(
+                        n >= 0 && n as usize <= seq,
+                        "sequence length {n} is outside [0, {seq}]"
+                    );
                     Ok(n as usize)
                 })
                 .collect::<Result<_>>()?
@@ -144,7 +199,11 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         None => vec![seq; batch],
     };
     // States are held as [dirs, batch, h] whatever the layout.
-    let state_shape = if l.batch_major { [batch, dirs, h] } else { [dirs, batch, h] };
+    let state_shape = if l.batch_major {
+        [batch, dirs, h]
+    } else {
+        [dirs, batch, h]
+    };
     let read_state = |i: usize, what: &str| -> Result<Vec<f64>> {
         match x.opt_tensor(i)? {
             None => Ok(vec![0.0; dirs * batch * h]),
@@ -167,7 +226,11 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         }
     };
     let mut hs = read_state(5, "initial_h")?;
-    let mut cs = if is_lstm { read_state(6, "initial_c")? } else { Vec::new() };
+    let mut cs = if is_lstm {
+        read_state(6, "initial_c")?
+    } else {
+        Vec::new()
+    };
     let ps = match x.opt_tensor(7)? {
         Some(p) if is_lstm => {
             expect_shape(p, &[dirs, 3 * h], "P")?;
@@ -177,7 +240,11 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     };
     let want_y = cx.outputs_used.first().copied().unwrap_or(false);
     // Y as [seq, dirs, batch, h]; transposed for the batch-major layout at the end.
-    let mut y = if want_y { vec![0.0; seq * dirs * batch * h] } else { Vec::new() };
+    let mut y = if want_y {
+        vec![0.0; seq * dirs * batch * h]
+    } else {
+        Vec::new()
+    };
     let clip = |v: f64| match l.clip {
         Some(c) => v.clamp(-(c as f64), c as f64),
         None => v,
@@ -192,14 +259,21 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         let wb = &bs[d * 2 * g * h..d * 2 * g * h + g * h];
         let rb = &bs[d * 2 * g * h + g * h..(d + 1) * 2 * g * h];
         let p = &ps[d * 3 * h..(d + 1) * 3 * h];
-        for b in 0..batch {
+        for (b, &n) in lens.iter().enumerate() {
             let so = (d * batch + b) * h;
             let mut hp = hs[so..so + h].to_vec();
-            let mut cp = if is_lstm { cs[so..so + h].to_vec() } else { Vec::new() };
-            let n = lens[b];
+            let mut cp = if is_lstm {
+                cs[so..so + h].to_vec()
+            } else {
+                Vec::new()
+            };
             for step in 0..n {
                 let t = if reverse { n - 1 - step } else { step };
-                let xo = if l.batch_major { (b * seq + t) * input } else { (t * batch + b) * input };
+                let xo = if l.batch_major {
+                    (b * seq + t) * input
+                } else {
+                    (t * batch + b) * input
+                };
                 let xv = &xs[xo..xo + input];
                 for (j, gv) in gates.iter_mut().enumerate() {
                     let wr = &w[j * input..(j + 1) * input];
@@ -215,14 +289,21 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                             hp[j] = acts[0].apply(clip(gates[j] + rh[j] + rb[j]));
                         }
                     }
-                    Cell::Gru { linear_before_reset } => {
+                    Cell::Gru {
+                        linear_before_reset,
+                    } => {
                         let mut hn = vec![0.0; h];
-                        let z: Vec<f64> = (0..h).map(|j| acts[0].apply(clip(gates[j] + rh[j] + rb[j]))).collect();
-                        let rg: Vec<f64> =
-                            (0..h).map(|j| acts[0].apply(clip(gates[h + j] + rh[h + j] + rb[h + j]))).collect();
+                        let z: Vec<f64> = (0..h)
+                            .map(|j| acts[0].apply(clip(gates[j] + rh[j] + rb[j])))
+                            .collect();
+                        let rg: Vec<f64> = (0..h)
+                            .map(|j| acts[0].apply(clip(gates[h + j] + rh[h + j] + rb[h + j])))
+                            .collect();
                         if linear_before_reset {
                             for j in 0..h {
-                                hn[j] = acts[1].apply(clip(gates[2 * h + j] + rg[j] * (rh[2 * h + j] + rb[2 * h + j])));
+                                hn[j] = acts[1].apply(clip(
+                                    gates[2 * h + j] + rg[j] * (rh[2 * h + j] + rb[2 * h + j]),
+                                ));
                             }
                         } else {
                             let reset: Vec<f64> = (0..h).map(|k| rg[k] * hp[k]).collect();
@@ -241,7 +322,11 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                         for j in 0..h {
                             let pre = |k: usize| gates[k * h + j] + rh[k * h + j] + rb[k * h + j];
                             let i = acts[0].apply(clip(pre(0) + p[j] * cp[j]));
-                            let f = if input_forget { 1.0 - i } else { acts[0].apply(clip(pre(2) + p[2 * h + j] * cp[j])) };
+                            let f = if input_forget {
+                                1.0 - i
+                            } else {
+                                acts[0].apply(clip(pre(2) + p[2 * h + j] * cp[j]))
+                            };
                             let c = acts[1].apply(clip(pre(3)));
                             let cn = f * cp[j] + i * c;
                             let o = acts[0].apply(clip(pre(1) + p[h + j] * cn));
@@ -315,7 +400,11 @@ mod tests {
     use crate::reference::Env;
 
     fn ctx(env: &Env, n: usize) -> Ctx<'_> {
-        Ctx { n_outputs: n, outputs_used: vec![true; n], env }
+        Ctx {
+            n_outputs: n,
+            outputs_used: vec![true; n],
+            env,
+        }
     }
 
     #[test]
@@ -332,7 +421,12 @@ mod tests {
             clip: None,
         };
         let env = Env::new();
-        let out = run(&op, &Inputs::new(vec![Some(&xt), Some(&wt), Some(&rt)]), &ctx(&env, 2)).unwrap();
+        let out = run(
+            &op,
+            &Inputs::new(vec![Some(&xt), Some(&wt), Some(&rt)]),
+            &ctx(&env, 2),
+        )
+        .unwrap();
         let h1 = 0.5f64.tanh();
         let h2 = (0.25 + h1).tanh();
         let yh = out[1].tensor().unwrap().to_f64().unwrap();

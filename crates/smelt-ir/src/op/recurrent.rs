@@ -157,7 +157,9 @@ impl Activation {
                 }
             }
             Activation::ScaledTanh { alpha, beta } => alpha as f64 * (beta as f64 * x).tanh(),
-            Activation::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
+            Activation::HardSigmoid { alpha, beta } => {
+                (alpha as f64 * x + beta as f64).clamp(0.0, 1.0)
+            }
             Activation::Elu { alpha } => {
                 if x >= 0.0 {
                     x

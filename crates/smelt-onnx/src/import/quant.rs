@@ -40,13 +40,21 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                     bail!("DequantizeLinear: output_dtype {d} is not a float type");
                 }
             }
-            QuantOp::DequantizeLinear { axis: n.i("axis", 1)?, block_size: block_size(n)?, output_dtype }
+            QuantOp::DequantizeLinear {
+                axis: n.i("axis", 1)?,
+                block_size: block_size(n)?,
+                output_dtype,
+            }
         }
         "DynamicQuantizeLinear" => QuantOp::DynamicQuantizeLinear,
         "MatMulInteger" => QuantOp::MatMulInteger,
         "QLinearMatMul" => QuantOp::QLinearMatMul,
-        "ConvInteger" => QuantOp::ConvInteger { conv: conv_attrs(n)? },
-        "QLinearConv" => QuantOp::QLinearConv { conv: conv_attrs(n)? },
+        "ConvInteger" => QuantOp::ConvInteger {
+            conv: conv_attrs(n)?,
+        },
+        "QLinearConv" => QuantOp::QLinearConv {
+            conv: conv_attrs(n)?,
+        },
         _ => return Ok(None),
     };
     Ok(Some(Op::Quant(op)))
@@ -55,7 +63,21 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
 /// True for the element types QuantizeLinear can produce.
 fn quantized_type(d: DType) -> bool {
     use DType::*;
-    matches!(d, U8 | I8 | U16 | I16 | U4 | I4 | U2 | I2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1)
+    matches!(
+        d,
+        U8 | I8
+            | U16
+            | I16
+            | U4
+            | I4
+            | U2
+            | I2
+            | F8E4M3FN
+            | F8E4M3FNUZ
+            | F8E5M2
+            | F8E5M2FNUZ
+            | F4E2M1
+    )
 }
 
 /// A data-type attribute where 0 (UNDEFINED) means absent.
@@ -110,5 +132,12 @@ fn conv_attrs(n: &NodeCtx) -> Result<QConv> {
             bail!("dilations must be positive, got {d:?}");
         }
     }
-    Ok(QConv { auto_pad, kernel_shape, pads, strides, dilations, group })
+    Ok(QConv {
+        auto_pad,
+        kernel_shape,
+        pads,
+        strides,
+        dilations,
+        group,
+    })
 }

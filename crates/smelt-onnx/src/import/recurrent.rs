@@ -42,7 +42,13 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
     }
     let activations = activations(n, defaults, direction.count())?;
     let op = match n.op_type() {
-        "RNN" => RecurrentOp::Rnn { hidden_size, direction, batch_major, activations, clip },
+        "RNN" => RecurrentOp::Rnn {
+            hidden_size,
+            direction,
+            batch_major,
+            activations,
+            clip,
+        },
         "GRU" => RecurrentOp::Gru {
             hidden_size,
             direction,
@@ -102,19 +108,34 @@ fn activations(n: &NodeCtx, defaults: &[&str], dirs: usize) -> Result<Vec<Activa
             "sigmoid" => Activation::Sigmoid,
             "affine" => {
                 let alpha = next(&alphas, &mut ai, 1.0);
-                Activation::Affine { alpha, beta: next(&betas, &mut bi, 0.0) }
+                Activation::Affine {
+                    alpha,
+                    beta: next(&betas, &mut bi, 0.0),
+                }
             }
-            "leakyrelu" => Activation::LeakyRelu { alpha: next(&alphas, &mut ai, 0.01) },
-            "thresholdedrelu" => Activation::ThresholdedRelu { alpha: next(&alphas, &mut ai, 1.0) },
+            "leakyrelu" => Activation::LeakyRelu {
+                alpha: next(&alphas, &mut ai, 0.01),
+            },
+            "thresholdedrelu" => Activation::ThresholdedRelu {
+                alpha: next(&alphas, &mut ai, 1.0),
+            },
             "scaledtanh" => {
                 let alpha = next(&alphas, &mut ai, 1.0);
-                Activation::ScaledTanh { alpha, beta: next(&betas, &mut bi, 1.0) }
+                Activation::ScaledTanh {
+                    alpha,
+                    beta: next(&betas, &mut bi, 1.0),
+                }
             }
             "hardsigmoid" => {
                 let alpha = next(&alphas, &mut ai, 0.2);
-                Activation::HardSigmoid { alpha, beta: next(&betas, &mut bi, 0.5) }
+                Activation::HardSigmoid {
+                    alpha,
+                    beta: next(&betas, &mut bi, 0.5),
+                }
             }
-            "elu" => Activation::Elu { alpha: next(&alphas, &mut ai, 1.0) },
+            "elu" => Activation::Elu {
+                alpha: next(&alphas, &mut ai, 1.0),
+            },
             "softsign" => Activation::Softsign,
             "softplus" => Activation::Softplus,
             other => bail!("unknown activation function '{other}'"),

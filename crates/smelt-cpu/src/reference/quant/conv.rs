@@ -25,16 +25,29 @@ fn spatial_attr(v: &Option<Vec<i64>>, nd: usize, default: i64, what: &str) -> Re
     match v {
         None => Ok(vec![default as usize; nd]),
         Some(v) => {
-            ensure!(v.len() == nd, "{what} has {} values for {nd} spatial axes", v.len());
-            ensure!(v.iter().all(|&x| x >= 0), "{what} must be non-negative, got {v:?}");
+            ensure!(
+                v.len() == nd,
+                "{what} has {} values for {nd} spatial axes",
+                v.len()
+            );
+            ensure!(
+                v.iter().all(|&x| x >= 0),
+                "{what} must be non-negative, got {v:?}"
+            );
             Ok(v.iter().map(|&x| x as usize).collect())
         }
     }
 }
 
 fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
-    ensure!(xs.len() >= 3, "convolution input must have rank >= 3, got shape {xs:?}");
-    ensure!(ws.len() == xs.len(), "weights of shape {ws:?} do not match input of shape {xs:?}");
+    ensure!(
+        xs.len() >= 3,
+        "convolution input must have rank >= 3, got shape {xs:?}"
+    );
+    ensure!(
+        ws.len() == xs.len(),
+        "weights of shape {ws:?} do not match input of shape {xs:?}"
+    );
     let nd = xs.len() - 2;
     let group = p.group.max(1) as usize;
     let (channels, out_channels) = (xs[1], ws[0]);
@@ -51,9 +64,14 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
     }
     let strides = spatial_attr(&p.strides, nd, 1, "strides")?;
     let dilations = spatial_attr(&p.dilations, nd, 1, "dilations")?;
-    ensure!(strides.iter().chain(&dilations).all(|&v| v > 0), "strides and dilations must be positive");
+    ensure!(
+        strides.iter().chain(&dilations).all(|&v| v > 0),
+        "strides and dilations must be positive"
+    );
     let input = xs[2..].to_vec();
-    let eff: Vec<usize> = (0..nd).map(|d| (kernel[d].max(1) - 1) * dilations[d] + 1).collect();
+    let eff: Vec<usize> = (0..nd)
+        .map(|d| (kernel[d].max(1) - 1) * dilations[d] + 1)
+        .collect();
     let (pads_begin, pads_end) = match p.auto_pad {
         AutoPad::NotSet => {
             let pads = spatial_attr(&p.pads, 2 * nd, 0, "pads")?;
@@ -84,7 +102,18 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
         );
         output.push((padded - eff[d]) / strides[d] + 1);
     }
-    Ok(Geometry { batch: xs[0], channels, out_channels, group, input, kernel, output, strides, dilations, pads_begin })
+    Ok(Geometry {
+        batch: xs[0],
+        channels,
+        out_channels,
+        group,
+        input,
+        kernel,
+        output,
+        strides,
+        dilations,
+        pads_begin,
+    })
 }
 
 /// For each (kernel offset, output position), the flat spatial input index, or None in padding.
@@ -103,7 +132,8 @@ fn gather_table(g: &Geometry) -> Vec<Option<usize>> {
             for d in 0..nd {
                 let kc = (kk / kstr[d]) % g.kernel[d];
                 let oc = (p / ostr[d]) % g.output[d];
-                let c = (oc * g.strides[d] + kc * g.dilations[d]) as isize - g.pads_begin[d] as isize;
+                let c =
+                    (oc * g.strides[d] + kc * g.dilations[d]) as isize - g.pads_begin[d] as isize;
                 if c < 0 || c as usize >= g.input[d] {
                     ok = false;
                     break;
@@ -164,14 +194,23 @@ fn conv_i32(x: &[i32], w: &[i32], g: &Geometry) -> Vec<i32> {
 fn shift(x: &Tensor, zp: Option<&Tensor>, channel_axis: usize, what: &str) -> Result<Vec<i32>> {
     let mut v = int_values(x, what)?;
     let Some(z) = zp else { return Ok(v) };
-    ensure!(z.dtype() == x.dtype(), "{what} zero point type {} differs from {}", z.dtype(), x.dtype());
+    ensure!(
+        z.dtype() == x.dtype(),
+        "{what} zero point type {} differs from {}",
+        z.dtype(),
+        x.dtype()
+    );
     let zv = int_values(z, what)?;
     if zv.len() == 1 {
         v.iter_mut().for_each(|e| *e = e.wrapping_sub(zv[0]));
         return Ok(v);
     }
     let ch = x.shape()[channel_axis];
-    ensure!(zv.len() == ch, "{what} zero point has {} values for {ch} channels", zv.len());
+    ensure!(
+        zv.len() == ch,
+        "{what} zero point has {} values for {ch} channels",
+        zv.len()
+    );
     let inner: usize = x.shape()[channel_axis + 1..].iter().product();
     for (i, e) in v.iter_mut().enumerate() {
         *e = e.wrapping_sub(zv[(i / inner) % ch]);
@@ -193,7 +232,11 @@ pub fn conv_integer(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let xv = shift(xt, x.opt_tensor(2)?, 1, "x")?;
     let wv = shift(wt, x.opt_tensor(3)?, 0, "w")?;
     let out = conv_i32(&xv, &wv, &g);
-    Tensor::from_i64(DType::I32, out_shape(&g), &out.iter().map(|&v| v as i64).collect::<Vec<_>>())
+    Tensor::from_i64(
+        DType::I32,
+        out_shape(&g),
+        &out.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+    )
 }
 
 /// QLinearConv: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, optional i32 bias.
@@ -208,7 +251,11 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let m = g.out_channels;
     if let Some(b) = x.opt_tensor(8)? {
         let bv = int_values(b, "bias")?;
-        ensure!(bv.len() == m, "bias has {} values for {m} output channels", bv.len());
+        ensure!(
+            bv.len() == m,
+            "bias has {} values for {m} output channels",
+            bv.len()
+        );
         for (i, a) in acc.iter_mut().enumerate() {
             *a = a.wrapping_add(bv[(i / osz) % m]);
         }
@@ -216,19 +263,37 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let scalar = |i: usize, what: &str| -> Result<f64> {
         let t = x.tensor(i)?;
         let v = t.to_f64()?;
-        ensure!(v.len() == 1, "{what} must be a scalar, got shape {:?}", t.shape());
+        ensure!(
+            v.len() == 1,
+            "{what} must be a scalar, got shape {:?}",
+            t.shape()
+        );
         Ok(v[0])
     };
     let xs = scalar(1, "x_scale")?;
     let ys = scalar(6, "y_scale")?;
     let ws = x.tensor(4)?.to_f64()?;
-    ensure!(ws.len() == 1 || ws.len() == m, "w_scale has {} values for {m} output channels", ws.len());
-    let mult: Vec<f64> =
-        (0..m).map(|c| round_to(DType::F32, round_to(DType::F32, xs * ws[if ws.len() == 1 { 0 } else { c }]) / ys)).collect();
+    ensure!(
+        ws.len() == 1 || ws.len() == m,
+        "w_scale has {} values for {m} output channels",
+        ws.len()
+    );
+    let mult: Vec<f64> = (0..m)
+        .map(|c| {
+            round_to(
+                DType::F32,
+                round_to(DType::F32, xs * ws[if ws.len() == 1 { 0 } else { c }]) / ys,
+            )
+        })
+        .collect();
     let (zy, out) = match x.opt_tensor(7)? {
         Some(z) => {
             let v = z.to_f64()?;
-            ensure!(v.len() == 1, "y_zero_point must be a scalar, got shape {:?}", z.shape());
+            ensure!(
+                v.len() == 1,
+                "y_zero_point must be a scalar, got shape {:?}",
+                z.shape()
+            );
             (v[0], z.dtype())
         }
         None => (0.0, xt.dtype()),
@@ -236,7 +301,11 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
     if !matches!(out, DType::U8 | DType::I8) {
         bail!("QLinearConv output must be u8 or i8, got {out}");
     }
-    let v: Vec<f64> = acc.iter().enumerate().map(|(i, &a)| a as f64 * mult[(i / osz) % m] + zy).collect();
+    let v: Vec<f64> = acc
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| a as f64 * mult[(i / osz) % m] + zy)
+        .collect();
     saturate_to(out, out_shape(&g), &v)
 }
 

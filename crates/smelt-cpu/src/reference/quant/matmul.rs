@@ -8,7 +8,13 @@ use smelt_ir::{ensure, DType, Result, Tensor};
 /// Values of a quantization parameter (scale or zero point) of a matmul operand, one per
 /// element of `target`: scalars broadcast, a 1-D parameter is per row (`row`, for A) or per
 /// column (for B and the output), a higher-rank one broadcasts numpy-style.
-fn expand<T: Copy>(vals: &[T], shape: &[usize], row: bool, target: &[usize], what: &str) -> Result<Vec<T>> {
+fn expand<T: Copy>(
+    vals: &[T],
+    shape: &[usize],
+    row: bool,
+    target: &[usize],
+    what: &str,
+) -> Result<Vec<T>> {
     let n: usize = target.iter().product();
     ensure!(!vals.is_empty(), "{what} is empty");
     if vals.len() == 1 {
@@ -19,7 +25,10 @@ fn expand<T: Copy>(vals: &[T], shape: &[usize], row: bool, target: &[usize], wha
         s.push(1);
     }
     let b = broadcast_shapes(&[&s, target])?;
-    ensure!(b == target, "{what} of shape {shape:?} does not broadcast to {target:?}");
+    ensure!(
+        b == target,
+        "{what} of shape {shape:?} does not broadcast to {target:?}"
+    );
     Ok(index_map(&s, target).into_iter().map(|j| vals[j]).collect())
 }
 
@@ -27,9 +36,20 @@ fn expand<T: Copy>(vals: &[T], shape: &[usize], row: bool, target: &[usize], wha
 fn shifted(x: &Tensor, zp: Option<&Tensor>, row: bool, what: &str) -> Result<Vec<i32>> {
     let mut v = int_values(x, what)?;
     if let Some(z) = zp {
-        ensure!(z.dtype() == x.dtype(), "{what} zero point type {} differs from {}", z.dtype(), x.dtype());
+        ensure!(
+            z.dtype() == x.dtype(),
+            "{what} zero point type {} differs from {}",
+            z.dtype(),
+            x.dtype()
+        );
         let zv = int_values(z, what)?;
-        let zs = expand(&zv, z.shape(), row, x.shape(), &format!("{what} zero point"))?;
+        let zs = expand(
+            &zv,
+            z.shape(),
+            row,
+            x.shape(),
+            &format!("{what} zero point"),
+        )?;
         for (e, z) in v.iter_mut().zip(zs) {
             *e = e.wrapping_sub(z);
         }
@@ -46,9 +66,20 @@ struct Product {
 
 /// numpy.matmul on i32 with wrapping accumulation.
 fn matmul_i32(a: &[i32], ash: &[usize], b: &[i32], bsh: &[usize]) -> Result<Product> {
-    ensure!(!ash.is_empty() && !bsh.is_empty(), "matmul operands must have rank >= 1, got {ash:?} and {bsh:?}");
-    let a2 = if ash.len() == 1 { vec![1, ash[0]] } else { ash.to_vec() };
-    let b2 = if bsh.len() == 1 { vec![bsh[0], 1] } else { bsh.to_vec() };
+    ensure!(
+        !ash.is_empty() && !bsh.is_empty(),
+        "matmul operands must have rank >= 1, got {ash:?} and {bsh:?}"
+    );
+    let a2 = if ash.len() == 1 {
+        vec![1, ash[0]]
+    } else {
+        ash.to_vec()
+    };
+    let b2 = if bsh.len() == 1 {
+        vec![bsh[0], 1]
+    } else {
+        bsh.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     ensure!(k == k2, "matmul inner dimensions differ: {ash:?} x {bsh:?}");
@@ -86,7 +117,11 @@ fn matmul_i32(a: &[i32], ash: &[usize], b: &[i32], bsh: &[usize]) -> Result<Prod
     if bsh.len() > 1 {
         shape.push(n);
     }
-    Ok(Product { values: out, full_shape, shape })
+    Ok(Product {
+        values: out,
+        full_shape,
+        shape,
+    })
 }
 
 /// MatMulInteger: inputs A, B, optional a_zero_point, b_zero_point; i32 output.
@@ -96,7 +131,11 @@ pub fn matmul_integer(x: &Inputs) -> Result<Tensor> {
     let av = shifted(a, x.opt_tensor(2)?, true, "A")?;
     let bv = shifted(b, x.opt_tensor(3)?, false, "B")?;
     let p = matmul_i32(&av, a.shape(), &bv, b.shape())?;
-    Tensor::from_i64(DType::I32, p.shape, &p.values.iter().map(|&v| v as i64).collect::<Vec<_>>())
+    Tensor::from_i64(
+        DType::I32,
+        p.shape,
+        &p.values.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+    )
 }
 
 /// QLinearMatMul: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp. The requantization

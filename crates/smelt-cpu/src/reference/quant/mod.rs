@@ -15,15 +15,36 @@ use smelt_ir::{bail, ensure, lowp, numel, DType, Data, Result, Tensor, Value};
 /// Runs one op of the family.
 pub fn run(op: &QuantOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
     match op {
-        QuantOp::QuantizeLinear { axis, block_size, output_dtype, saturate, precision } => one(quantize(
+        QuantOp::QuantizeLinear {
+            axis,
+            block_size,
+            output_dtype,
+            saturate,
+            precision,
+        } => one(quantize(
             x.tensor(0)?,
             x.tensor(1)?,
             x.opt_tensor(2)?,
-            &QuantParams { axis: *axis, block_size: *block_size, output_dtype: *output_dtype, saturate: *saturate, precision: *precision },
+            &QuantParams {
+                axis: *axis,
+                block_size: *block_size,
+                output_dtype: *output_dtype,
+                saturate: *saturate,
+                precision: *precision,
+            },
         )?),
-        QuantOp::DequantizeLinear { axis, block_size, output_dtype } => {
-            one(dequantize(x.tensor(0)?, x.tensor(1)?, x.opt_tensor(2)?, *axis, *block_size, *output_dtype)?)
-        }
+        QuantOp::DequantizeLinear {
+            axis,
+            block_size,
+            output_dtype,
+        } => one(dequantize(
+            x.tensor(0)?,
+            x.tensor(1)?,
+            x.opt_tensor(2)?,
+            *axis,
+            *block_size,
+            *output_dtype,
+        )?),
         QuantOp::DynamicQuantizeLinear => dynamic_quantize(x.tensor(0)?),
         QuantOp::MatMulInteger => one(matmul::matmul_integer(x)?),
         QuantOp::QLinearMatMul => one(matmul::qlinear_matmul(x)?),
@@ -49,8 +70,15 @@ pub struct QuantParams {
 /// Normalizes a possibly negative axis for a tensor of `rank` dimensions.
 fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
-    ensure!(axis >= -r && axis < r.max(1), "axis {axis} is out of range for rank {rank}");
-    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+    ensure!(
+        axis >= -r && axis < r.max(1),
+        "axis {axis} is out of range for rank {rank}"
+    );
+    Ok(if axis < 0 {
+        (axis + r) as usize
+    } else {
+        axis as usize
+    })
 }
 
 /// For each element of a tensor of shape `x`, the index of its scale/zero point of shape `s`
@@ -77,7 +105,10 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
                     x[d]
                 );
             } else {
-                ensure!(s[d] == x[d], "blocked quantization: scale shape {s:?} does not match input {x:?}");
+                ensure!(
+                    s[d] == x[d],
+                    "blocked quantization: scale shape {s:?} does not match input {x:?}"
+                );
             }
         }
         let xs = smelt_ir::strides(x);
@@ -98,7 +129,12 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
         "scale of shape {s:?} is neither per-tensor nor per-axis (1-D) for input {x:?}; set block_size for blocked quantization"
     );
     let ax = norm_axis(axis, x.len())?;
-    ensure!(s[0] == x[ax], "per-axis scale has {} elements but axis {ax} of input {x:?} has {}", s[0], x[ax]);
+    ensure!(
+        s[0] == x[ax],
+        "per-axis scale has {} elements but axis {ax} of input {x:?} has {}",
+        s[0],
+        x[ax]
+    );
     let inner: usize = x[ax + 1..].iter().product();
     Ok((0..n).map(|i| (i / inner) % x[ax]).collect())
 }
@@ -138,22 +174,37 @@ fn zero_points(zp: Option<&Tensor>, scale: &Tensor) -> Result<Option<Vec<f64>>> 
 }
 
 /// QuantizeLinear.
-pub fn quantize(x: &Tensor, scale: &Tensor, zp: Option<&Tensor>, p: &QuantParams) -> Result<Tensor> {
+pub fn quantize(
+    x: &Tensor,
+    scale: &Tensor,
+    zp: Option<&Tensor>,
+    p: &QuantParams,
+) -> Result<Tensor> {
     let out = match (p.output_dtype, zp) {
         (Some(d), Some(z)) => {
-            ensure!(d == z.dtype(), "output_dtype {d} differs from the zero point's type {}", z.dtype());
+            ensure!(
+                d == z.dtype(),
+                "output_dtype {d} differs from the zero point's type {}",
+                z.dtype()
+            );
             d
         }
         (Some(d), None) => d,
         (None, Some(z)) => z.dtype(),
         (None, None) => DType::U8,
     };
-    ensure!(x.dtype().is_float() || x.dtype() == DType::I32, "QuantizeLinear input must be float or int32, got {}", x.dtype());
+    ensure!(
+        x.dtype().is_float() || x.dtype() == DType::I32,
+        "QuantizeLinear input must be float or int32, got {}",
+        x.dtype()
+    );
     let map = param_map(x.shape(), scale.shape(), p.axis, p.block_size)?;
     let xs = x.to_f64()?;
     let ss = scale.to_f64()?;
     let zs = zero_points(zp, scale)?;
-    let prec = p.precision.unwrap_or_else(|| promote(x.dtype(), scale.dtype()));
+    let prec = p
+        .precision
+        .unwrap_or_else(|| promote(x.dtype(), scale.dtype()));
     let shape = x.shape().to_vec();
     let q = |i: usize| round_to(prec, round_to(prec, xs[i]) / round_to(prec, ss[map[i]]));
     if let Some((lo, hi)) = out.int_range() {
@@ -173,7 +224,9 @@ pub fn quantize(x: &Tensor, scale: &Tensor, zp: Option<&Tensor>, p: &QuantParams
     }
     match out {
         DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ => {
-            let v = (0..xs.len()).map(|i| lowp::encode(out, q(i) as f32, p.saturate)).collect();
+            let v = (0..xs.len())
+                .map(|i| lowp::encode(out, q(i) as f32, p.saturate))
+                .collect();
             Tensor::new(out, shape, Data::U8(v))
         }
         DType::F4E2M1 => {
@@ -200,7 +253,10 @@ pub fn dequantize(
     output_dtype: Option<DType>,
 ) -> Result<Tensor> {
     let xd = x.dtype();
-    ensure!(xd.is_int() || xd.is_low_precision_float(), "DequantizeLinear input must be quantized, got {xd}");
+    ensure!(
+        xd.is_int() || xd.is_low_precision_float(),
+        "DequantizeLinear input must be quantized, got {xd}"
+    );
     let out = output_dtype.unwrap_or(match scale.dtype() {
         d @ (DType::F32 | DType::F16 | DType::BF16 | DType::F64) => d,
         _ => DType::F32,
@@ -213,7 +269,11 @@ pub fn dequantize(
         None
     } else {
         if let Some(z) = zp {
-            ensure!(z.dtype() == xd, "zero point type {} differs from the input type {xd}", z.dtype());
+            ensure!(
+                z.dtype() == xd,
+                "zero point type {} differs from the input type {xd}",
+                z.dtype()
+            );
         }
         zero_points(zp, scale)?
     };
@@ -234,7 +294,11 @@ pub fn dequantize(
 /// DynamicQuantizeLinear (u8): outputs y, y_scale, y_zero_point, computed in f32 as the
 /// ONNX reference does.
 fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
-    ensure!(x.dtype().is_float(), "DynamicQuantizeLinear input must be float, got {}", x.dtype());
+    ensure!(
+        x.dtype().is_float(),
+        "DynamicQuantizeLinear input must be float, got {}",
+        x.dtype()
+    );
     let xs: Vec<f32> = x.to_f64()?.into_iter().map(|v| v as f32).collect();
     let (mut lo, mut hi) = (0f32, 0f32);
     for &v in &xs {
@@ -247,7 +311,10 @@ fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
     }
     let scale = if hi == lo { 1.0f32 } else { hi - lo } / 255.0f32;
     let zp = (0.0f32 - lo / scale).clamp(0.0, 255.0).round_ties_even();
-    let y: Vec<u8> = xs.iter().map(|&v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8).collect();
+    let y: Vec<u8> = xs
+        .iter()
+        .map(|&v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8)
+        .collect();
     let scale_t = Tensor::from_f64(x.dtype(), vec![], &[scale as f64])?;
     Ok(vec![
         Value::Tensor(Tensor::new(DType::U8, x.shape().to_vec(), Data::U8(y))?),
@@ -259,20 +326,36 @@ fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
 /// Integer values of a quantized tensor as i32 (u8/i8/u16/i16/i32 and 4/2-bit types).
 fn int_values(t: &Tensor, what: &str) -> Result<Vec<i32>> {
     match t.data() {
-        Data::U8(v) if !t.dtype().is_low_precision_float() => Ok(v.iter().map(|&x| x as i32).collect()),
+        Data::U8(v) if !t.dtype().is_low_precision_float() => {
+            Ok(v.iter().map(|&x| x as i32).collect())
+        }
         Data::I8(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         Data::U16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         Data::I16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         Data::I32(v) => Ok(v.clone()),
-        _ => bail!("{what} must be an 8/16-bit integer tensor, got {}", t.dtype()),
+        _ => bail!(
+            "{what} must be an 8/16-bit integer tensor, got {}",
+            t.dtype()
+        ),
     }
 }
 
 /// Saturates rounded real values into an integer output type.
 fn saturate_to(out: DType, shape: Vec<usize>, v: &[f64]) -> Result<Tensor> {
-    let Some((lo, hi)) = out.int_range() else { bail!("output zero point must be an integer type, got {out}") };
+    let Some((lo, hi)) = out.int_range() else {
+        bail!("output zero point must be an integer type, got {out}")
+    };
     let (lo, hi) = (lo as f64, hi as f64);
-    let q: Vec<i64> = v.iter().map(|&r| if r.is_nan() { 0 } else { r.round_ties_even().clamp(lo, hi) as i64 }).collect();
+    let q: Vec<i64> = v
+        .iter()
+        .map(|&r| {
+            if r.is_nan() {
+                0
+            } else {
+                r.round_ties_even().clamp(lo, hi) as i64
+            }
+        })
+        .collect();
     Tensor::from_i64(out, shape, &q)
 }
 
@@ -281,7 +364,13 @@ mod tests {
     use super::*;
 
     fn params(out: Option<DType>) -> QuantParams {
-        QuantParams { axis: 1, block_size: 0, output_dtype: out, saturate: true, precision: None }
+        QuantParams {
+            axis: 1,
+            block_size: 0,
+            output_dtype: out,
+            saturate: true,
+            precision: None,
+        }
     }
 
     #[test]
