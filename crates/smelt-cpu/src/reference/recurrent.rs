@@ -1,7 +1,7 @@
 //! Reference kernels of the recurrent op family: RNN, GRU, LSTM, computed in f64.
 //!
 //! Each batch entry runs its own `sequence_lens[b]` steps; Y is zero past that length and
-//! Y_h / Y_c hold the state after the last step taken.
+//! Y_h / Y_c hold the state after the last step taken (zeros for an empty sequence).
 
 use super::{Ctx, Inputs};
 use smelt_ir::op::recurrent::{Activation, RnnDirection};
@@ -339,6 +339,11 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                     let yo = ((t * dirs + d) * batch + b) * h;
                     y[yo..yo + h].copy_from_slice(&hp);
                 }
+            }
+            if n == 0 {
+                // An empty sequence yields zero states (as onnxruntime does).
+                hp.fill(0.0);
+                cp.fill(0.0);
             }
             hs[so..so + h].copy_from_slice(&hp);
             if is_lstm {

@@ -309,7 +309,8 @@ fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
             hi = v;
         }
     }
-    let scale = if hi == lo { 1.0f32 } else { hi - lo } / 255.0f32;
+    // An all-zero input gets scale 1 (as onnxruntime does) rather than a zero scale.
+    let scale = if hi == lo { 1.0f32 } else { (hi - lo) / 255.0f32 };
     let zp = (0.0f32 - lo / scale).clamp(0.0, 255.0).round_ties_even();
     let y: Vec<u8> = xs
         .iter()
