@@ -71,7 +71,7 @@ pub struct QuantParams {
 fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     ensure!(
-        axis >= -r && axis < r.max(1),
+        axis >= -r && axis < r,
         "axis {axis} is out of range for rank {rank}"
     );
     Ok(if axis < 0 {
@@ -310,7 +310,11 @@ fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
         }
     }
     // An all-zero input gets scale 1 (as onnxruntime does) rather than a zero scale.
-    let scale = if hi == lo { 1.0f32 } else { (hi - lo) / 255.0f32 };
+    let scale = if hi == lo {
+        1.0f32
+    } else {
+        (hi - lo) / 255.0f32
+    };
     let zp = (0.0f32 - lo / scale).clamp(0.0, 255.0).round_ties_even();
     let y: Vec<u8> = xs
         .iter()
