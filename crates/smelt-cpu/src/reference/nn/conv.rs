@@ -1,6 +1,6 @@
 //! Conv (im2col + GEMM), ConvTranspose (GEMM + col2im) and DeformConv (bilinear sampling).
 
-use super::gemm::{dgemm, sgemm};
+use super::gemm::{dgemm, par_chunks, sgemm, sgemm_st, threads_for};
 use super::matmul::{kind_of, load, store, Kind, Num};
 use super::{resolve_pads, spatial};
 use crate::reference::{one, Inputs};
@@ -284,27 +284,37 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     let out = match (load(xt, kind)?, load(w, kind)?) {
         (Num::F32(xv), Num::F32(wv)) => {
             let mut y = vec![0f32; total];
-            let mut cols = if g.trivial() {
-                Vec::new()
-            } else {
-                vec![0f32; kk * out_sp]
+            let tasks = n * grp;
+            let threads = threads_for((tasks * mg * out_sp * kk) as f64);
+            // One task per (image, group); each writes its own block of output channels.
+            let run_task = |t: usize, ys: &mut [f32], cols: &mut Vec<f32>, inner_threads: bool| {
+                let (ni, gi) = (t / grp, t % grp);
+                let xs = &xv[(ni * c + gi * cg) * in_sp..(ni * c + (gi + 1) * cg) * in_sp];
+                let colv: &[f32] = if g.trivial() {
+                    xs
+                } else {
+                    cols.resize(kk * out_sp, 0.0);
+                    im2col(xs, cg, &g, cols);
+                    cols
+                };
+                let ws = &wv[gi * mg * kk..(gi + 1) * mg * kk];
+                if mg < 4 {
+                    small_gemm(mg, out_sp, kk, ws, colv, ys);
+                } else if inner_threads {
+                    sgemm(mg, out_sp, kk, ws, kk, colv, out_sp, ys, out_sp, false);
+                } else {
+                    sgemm_st(mg, out_sp, kk, ws, kk, colv, out_sp, ys, out_sp, false);
+                }
             };
-            for ni in 0..n {
-                for gi in 0..grp {
-                    let xs = &xv[(ni * c + gi * cg) * in_sp..(ni * c + (gi + 1) * cg) * in_sp];
-                    let colv: &[f32] = if g.trivial() {
-                        xs
-                    } else {
-                        im2col(xs, cg, &g, &mut cols);
-                        &cols
-                    };
-                    let ws = &wv[gi * mg * kk..(gi + 1) * mg * kk];
-                    let ys = &mut y[(ni * m + gi * mg) * out_sp..(ni * m + (gi + 1) * mg) * out_sp];
-                    if mg < 4 {
-                        small_gemm(mg, out_sp, kk, ws, colv, ys);
-                    } else {
-                        sgemm(mg, out_sp, kk, ws, kk, colv, out_sp, ys, out_sp, false);
-                    }
+            if threads > 1 && tasks >= threads {
+                par_chunks(&mut y, mg * out_sp, threads, |t, ys| {
+                    let mut cols = Vec::new();
+                    run_task(t, ys, &mut cols, false);
+                });
+            } else {
+                let mut cols = Vec::new();
+                for (t, ys) in y.chunks_mut((mg * out_sp).max(1)).enumerate() {
+                    run_task(t, ys, &mut cols, true);
                 }
             }
             if let Some(b) = b {

@@ -43,36 +43,126 @@ pub fn sgemm(
         sgemm_serial(m, n, k, a, lda, b, ldb, c, ldc);
         return;
     }
-    // Split the rows of C into contiguous chunks, one per thread (multiples of MR).
-    let per = m.div_ceil(threads).div_ceil(MR) * MR;
-    std::thread::scope(|s| {
-        let mut rest: &mut [f32] = c;
-        let mut row = 0;
-        while row < m {
-            let rows = per.min(m - row);
-            let take = if row + rows >= m {
-                rest.len()
-            } else {
-                rows * ldc
-            };
-            let (mine, tail) = rest.split_at_mut(take);
-            rest = tail;
-            let a_part = &a[row * lda..];
-            s.spawn(move || sgemm_serial(rows, n, k, a_part, lda, b, ldb, mine, ldc));
-            row += rows;
-        }
+    if m >= threads * MR * 2 {
+        // Split the rows of C into contiguous chunks, one per thread (multiples of MR).
+        let per = m.div_ceil(threads).div_ceil(MR) * MR;
+        std::thread::scope(|s| {
+            let mut rest: &mut [f32] = c;
+            let mut row = 0;
+            while row < m {
+                let rows = per.min(m - row);
+                let take = if row + rows >= m {
+                    rest.len()
+                } else {
+                    rows * ldc
+                };
+                let (mine, tail) = rest.split_at_mut(take);
+                rest = tail;
+                let a_part = &a[row * lda..];
+                s.spawn(move || sgemm_serial(rows, n, k, a_part, lda, b, ldb, mine, ldc));
+                row += rows;
+            }
+        });
+        return;
+    }
+    // Few rows: split the columns; each thread fills its own block, then it is added into C.
+    let per = n.div_ceil(threads).div_ceil(NR) * NR;
+    let parts: Vec<(usize, usize, Vec<f32>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(per)
+            .map(|j0| {
+                let cols = per.min(n - j0);
+                s.spawn(move || {
+                    let mut buf = vec![0f32; m * cols];
+                    sgemm_serial(m, cols, k, a, lda, &b[j0..], ldb, &mut buf, cols);
+                    (j0, cols, buf)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
     });
+    for (j0, cols, buf) in parts {
+        for i in 0..m {
+            let dst = &mut c[i * ldc + j0..i * ldc + j0 + cols];
+            for (d, v) in dst.iter_mut().zip(&buf[i * cols..(i + 1) * cols]) {
+                *d += v;
+            }
+        }
+    }
 }
 
-fn thread_count(m: usize, n: usize, k: usize) -> usize {
-    let work = m as f64 * n as f64 * k as f64;
-    if work < 4.0e6 || m < 2 * MR {
+/// Like [`sgemm`] but never starts threads (for callers that parallelize around it).
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_st(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if !accumulate {
+        for i in 0..m {
+            c[i * ldc..i * ldc + n].fill(0.0);
+        }
+    }
+    if k > 0 {
+        sgemm_serial(m, n, k, a, lda, b, ldb, c, ldc);
+    }
+}
+
+/// Worker threads worth using for `work` multiply-adds.
+pub fn threads_for(work: f64) -> usize {
+    if work < 4.0e6 {
         return 1;
     }
     let hw = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    hw.min(m / MR).min((work / 2.0e6) as usize).clamp(1, 64)
+    hw.min((work / 2.0e6) as usize).clamp(1, 64)
+}
+
+/// Runs `f(task, chunk)` for each `chunk`-sized piece of `out` (task = piece index), spreading
+/// contiguous runs of tasks over up to `threads` threads.
+pub fn par_chunks<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    threads: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let chunk = chunk.max(1);
+    let tasks = out.len().div_ceil(chunk);
+    let threads = threads.min(tasks).max(1);
+    if threads <= 1 {
+        for (i, c) in out.chunks_mut(chunk).enumerate() {
+            f(i, c);
+        }
+        return;
+    }
+    let per = tasks.div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        for (t, part) in out.chunks_mut(per * chunk).enumerate() {
+            s.spawn(move || {
+                for (i, c) in part.chunks_mut(chunk).enumerate() {
+                    f(t * per + i, c);
+                }
+            });
+        }
+    });
+}
+
+fn thread_count(m: usize, n: usize, k: usize) -> usize {
+    let t = threads_for(m as f64 * n as f64 * k as f64);
+    // Each thread needs at least a register tile's worth of rows or columns.
+    t.min((m / MR).max(n / NR)).max(1)
 }
 
 #[allow(clippy::too_many_arguments)]

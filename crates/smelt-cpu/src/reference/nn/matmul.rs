@@ -1,6 +1,6 @@
 //! MatMul (numpy semantics) and Gemm.
 
-use super::gemm::{dgemm, igemm, sgemm};
+use super::gemm::{dgemm, igemm, par_chunks, sgemm, sgemm_st, threads_for};
 use crate::reference::broadcast::{broadcast_shapes, index_map};
 use crate::reference::{one, Inputs};
 use smelt_ir::op::NnOp;
@@ -109,20 +109,22 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
                 // One big product: the batch folds into the rows of A.
                 sgemm(nb * m, n, k, &av, k, &bv, n, &mut c, n, false);
             } else {
-                for (i, cb) in c.chunks_mut((m * n).max(1)).enumerate().take(nb) {
+                let threads = threads_for((nb * m * n * k) as f64);
+                let one_batch = |i: usize, cb: &mut [f32], inner_threads: bool| {
                     let (ao, bo) = (amap[i] * m * k, bmap[i] * k * n);
-                    sgemm(
-                        m,
-                        n,
-                        k,
-                        &av[ao..ao + m * k],
-                        k,
-                        &bv[bo..bo + k * n],
-                        n,
-                        cb,
-                        n,
-                        false,
-                    );
+                    let (a_i, b_i) = (&av[ao..ao + m * k], &bv[bo..bo + k * n]);
+                    if inner_threads {
+                        sgemm(m, n, k, a_i, k, b_i, n, cb, n, false);
+                    } else {
+                        sgemm_st(m, n, k, a_i, k, b_i, n, cb, n, false);
+                    }
+                };
+                if threads > 1 && nb >= threads {
+                    par_chunks(&mut c, m * n, threads, |i, cb| one_batch(i, cb, false));
+                } else {
+                    for (i, cb) in c.chunks_mut((m * n).max(1)).enumerate().take(nb) {
+                        one_batch(i, cb, true);
+                    }
                 }
             }
             Num::F32(Cow::Owned(c))
