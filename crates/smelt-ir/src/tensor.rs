@@ -115,7 +115,9 @@ impl Data {
             I16 => Data::I16(vec![0; n]),
             I32 => Data::I32(vec![0; n]),
             I64 => Data::I64(vec![0; n]),
-            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => Data::U8(vec![0; n]),
+            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => {
+                Data::U8(vec![0; n])
+            }
             F8E8M0 => Data::U8(vec![127; n]),
             U16 => Data::U16(vec![0; n]),
             U32 => Data::U32(vec![0; n]),
@@ -140,7 +142,9 @@ impl Data {
 
     /// Concatenation of several storages of the same variant.
     pub fn concat(parts: &[&Data]) -> Result<Data> {
-        let Some(first) = parts.first() else { bail!("concat of no parts") };
+        let Some(first) = parts.first() else {
+            bail!("concat of no parts")
+        };
         let mut out = (*first).clone();
         for p in &parts[1..] {
             match (&mut out, *p) {
@@ -213,16 +217,28 @@ pub fn numel(shape: &[usize]) -> Result<usize> {
 impl Tensor {
     /// A tensor from its parts; checks that the storage fits the type and the shape.
     pub fn new(dtype: DType, shape: Vec<usize>, data: Data) -> Result<Tensor> {
-        ensure!(data.holds(dtype), "storage {:?} does not hold {dtype}", std::mem::discriminant(&data));
+        ensure!(
+            data.holds(dtype),
+            "storage {:?} does not hold {dtype}",
+            std::mem::discriminant(&data)
+        );
         let n = numel(&shape)?;
-        ensure!(data.len() == n, "shape {shape:?} needs {n} elements, got {}", data.len());
+        ensure!(
+            data.len() == n,
+            "shape {shape:?} needs {n} elements, got {}",
+            data.len()
+        );
         Ok(Tensor { dtype, shape, data })
     }
 
     /// A zero-filled tensor.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
         let n = numel(&shape)?;
-        Ok(Tensor { dtype, shape, data: Data::zeros(dtype, n) })
+        Ok(Tensor {
+            dtype,
+            shape,
+            data: Data::zeros(dtype, n),
+        })
     }
 
     /// An f32 tensor.
@@ -247,12 +263,20 @@ impl Tensor {
 
     /// A rank-0 i64 tensor.
     pub fn scalar_i64(x: i64) -> Tensor {
-        Tensor { dtype: DType::I64, shape: vec![], data: Data::I64(vec![x]) }
+        Tensor {
+            dtype: DType::I64,
+            shape: vec![],
+            data: Data::I64(vec![x]),
+        }
     }
 
     /// A rank-0 f32 tensor.
     pub fn scalar_f32(x: f32) -> Tensor {
-        Tensor { dtype: DType::F32, shape: vec![], data: Data::F32(vec![x]) }
+        Tensor {
+            dtype: DType::F32,
+            shape: vec![],
+            data: Data::F32(vec![x]),
+        }
     }
 
     /// The element type.
@@ -298,14 +322,22 @@ impl Tensor {
     /// Same elements, another shape with the same element count.
     pub fn reshape(mut self, shape: Vec<usize>) -> Result<Tensor> {
         let n = numel(&shape)?;
-        ensure!(n == self.len(), "cannot reshape {:?} to {shape:?}", self.shape);
+        ensure!(
+            n == self.len(),
+            "cannot reshape {:?} to {shape:?}",
+            self.shape
+        );
         self.shape = shape;
         Ok(self)
     }
 
     /// Same storage relabelled with another logical type that shares it (e.g. u8 to f8e4m3fn).
     pub fn with_dtype(mut self, dtype: DType) -> Result<Tensor> {
-        ensure!(self.data.holds(dtype), "cannot relabel {} as {dtype}", self.dtype);
+        ensure!(
+            self.data.holds(dtype),
+            "cannot relabel {} as {dtype}",
+            self.dtype
+        );
         self.dtype = dtype;
         Ok(self)
     }
@@ -338,13 +370,17 @@ impl Tensor {
             Data::I16(v) => v.iter().map(|&x| x as f64).collect(),
             Data::I32(v) => v.iter().map(|&x| x as f64).collect(),
             Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
-            Data::U8(v) if d.is_low_precision_float() => v.iter().map(|&x| lowp::decode(d, x) as f64).collect(),
+            Data::U8(v) if d.is_low_precision_float() => {
+                v.iter().map(|&x| lowp::decode(d, x) as f64).collect()
+            }
             Data::U8(v) => v.iter().map(|&x| x as f64).collect(),
             Data::U16(v) => v.iter().map(|&x| x as f64).collect(),
             Data::U32(v) => v.iter().map(|&x| x as f64).collect(),
             Data::U64(v) => v.iter().map(|&x| x as f64).collect(),
             Data::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
-            Data::Str(_) | Data::C64(_) | Data::C128(_) => bail!("{d} elements are not real numbers"),
+            Data::Str(_) | Data::C64(_) | Data::C128(_) => {
+                bail!("{d} elements are not real numbers")
+            }
         })
     }
 
@@ -355,7 +391,9 @@ impl Tensor {
             Data::I16(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I32(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I64(v) => v.clone(),
-            Data::U8(v) if !self.dtype.is_low_precision_float() => v.iter().map(|&x| x as i64).collect(),
+            Data::U8(v) if !self.dtype.is_low_precision_float() => {
+                v.iter().map(|&x| x as i64).collect()
+            }
             Data::U16(v) => v.iter().map(|&x| x as i64).collect(),
             Data::U32(v) => v.iter().map(|&x| x as i64).collect(),
             Data::U64(v) => v.iter().map(|&x| x as i64).collect(),
@@ -389,13 +427,31 @@ impl Tensor {
             U16 => Data::U16(v.iter().map(|&x| x as u16).collect()),
             U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
             U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
-            I4 => Data::I8(v.iter().map(|&x| x.round_ties_even().clamp(-8.0, 7.0) as i8).collect()),
-            I2 => Data::I8(v.iter().map(|&x| x.round_ties_even().clamp(-2.0, 1.0) as i8).collect()),
-            U4 => Data::U8(v.iter().map(|&x| x.round_ties_even().clamp(0.0, 15.0) as u8).collect()),
-            U2 => Data::U8(v.iter().map(|&x| x.round_ties_even().clamp(0.0, 3.0) as u8).collect()),
-            F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => {
-                Data::U8(v.iter().map(|&x| lowp::encode(dtype, x as f32, true)).collect())
-            }
+            I4 => Data::I8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(-8.0, 7.0) as i8)
+                    .collect(),
+            ),
+            I2 => Data::I8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(-2.0, 1.0) as i8)
+                    .collect(),
+            ),
+            U4 => Data::U8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(0.0, 15.0) as u8)
+                    .collect(),
+            ),
+            U2 => Data::U8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(0.0, 3.0) as u8)
+                    .collect(),
+            ),
+            F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => Data::U8(
+                v.iter()
+                    .map(|&x| lowp::encode(dtype, x as f32, true))
+                    .collect(),
+            ),
             Bool => Data::Bool(v.iter().map(|&x| x != 0.0).collect()),
             Str | C64 | C128 => bail!("cannot build {dtype} elements from real numbers"),
         };
@@ -415,7 +471,13 @@ impl Tensor {
             U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
             U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
             Bool => Data::Bool(v.iter().map(|&x| x != 0).collect()),
-            _ => return Tensor::from_f64(dtype, shape, &v.iter().map(|&x| x as f64).collect::<Vec<_>>()),
+            _ => {
+                return Tensor::from_f64(
+                    dtype,
+                    shape,
+                    &v.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+                )
+            }
         };
         Tensor::new(dtype, shape, data)
     }

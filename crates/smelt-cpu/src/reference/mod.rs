@@ -56,7 +56,9 @@ impl<'a> Inputs<'a> {
     pub fn opt_tensor(&self, i: usize) -> Result<Option<&'a Tensor>> {
         match self.value(i) {
             None => Ok(None),
-            Some(v) => Ok(Some(v.tensor().map_err(|e| e.context(format!("input {i}")))?)),
+            Some(v) => Ok(Some(
+                v.tensor().map_err(|e| e.context(format!("input {i}")))?,
+            )),
         }
     }
 
@@ -64,7 +66,9 @@ impl<'a> Inputs<'a> {
     pub fn opt_ints(&self, i: usize) -> Result<Option<Vec<i64>>> {
         match self.opt_tensor(i)? {
             None => Ok(None),
-            Some(t) => Ok(Some(t.to_i64().map_err(|e| e.context(format!("input {i}")))?)),
+            Some(t) => Ok(Some(
+                t.to_i64().map_err(|e| e.context(format!("input {i}")))?,
+            )),
         }
     }
 
@@ -89,7 +93,10 @@ impl Ctx<'_> {
     pub fn run_subgraph(&self, g: &Graph, inputs: Vec<Value>) -> Result<Vec<Value>> {
         let mut env = Env::new();
         for c in &g.captures {
-            let v = self.env.get(&c.outer).ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
+            let v = self
+                .env
+                .get(&c.outer)
+                .ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
             env.insert(c.inner, v.clone());
         }
         execute(g, inputs.into_iter().map(Some).collect(), env)
@@ -116,7 +123,12 @@ pub fn run_graph(g: &Graph, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
 
 fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Value>> {
     if inputs.len() > g.inputs.len() {
-        bail!("graph '{}' takes {} inputs, got {}", g.name, g.inputs.len(), inputs.len());
+        bail!(
+            "graph '{}' takes {} inputs, got {}",
+            g.name,
+            g.inputs.len(),
+            inputs.len()
+        );
     }
     let mut inputs = inputs;
     inputs.resize(g.inputs.len(), None);
@@ -148,7 +160,11 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
     }
     for (i, node) in g.nodes.iter().enumerate() {
         let outs = {
-            let vals = node.inputs.iter().map(|id| id.and_then(|id| env.get(&id))).collect();
+            let vals = node
+                .inputs
+                .iter()
+                .map(|id| id.and_then(|id| env.get(&id)))
+                .collect();
             let cx = Ctx {
                 n_outputs: node.outputs.len(),
                 outputs_used: node.outputs.iter().map(|o| o.is_some()).collect(),
@@ -170,7 +186,11 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
     }
     g.outputs
         .iter()
-        .map(|o| env.get(o).cloned().ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o))))
+        .map(|o| {
+            env.get(o)
+                .cloned()
+                .ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o)))
+        })
         .collect()
 }
 
