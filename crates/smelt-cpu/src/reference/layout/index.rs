@@ -16,7 +16,10 @@ pub(super) fn gather(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     ensure!(t.rank() > 0, "Gather needs data of rank >= 1");
     let a = norm_axis(axis, t.rank())?;
     let dim = t.shape()[a];
-    let ids = indices(it)?.into_iter().map(|i| wrap_index(i, dim)).collect::<Result<Vec<_>>>()?;
+    let ids = indices(it)?
+        .into_iter()
+        .map(|i| wrap_index(i, dim))
+        .collect::<Result<Vec<_>>>()?;
     let outer = numel(&t.shape()[..a])?;
     let inner = numel(&t.shape()[a + 1..])?;
     let mut shape = t.shape()[..a].to_vec();
@@ -34,10 +37,23 @@ pub(super) fn gather(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
 
 /// For every element of an index tensor shaped like `ishape` (same rank as `dshape`), the
 /// flat position in data of shape `dshape` it addresses along `a`.
-fn element_targets(dshape: &[usize], ishape: &[usize], a: usize, ids: &[i64]) -> Result<Vec<usize>> {
-    ensure!(dshape.len() == ishape.len(), "indices rank {} differs from data rank {}", ishape.len(), dshape.len());
+fn element_targets(
+    dshape: &[usize],
+    ishape: &[usize],
+    a: usize,
+    ids: &[i64],
+) -> Result<Vec<usize>> {
+    ensure!(
+        dshape.len() == ishape.len(),
+        "indices rank {} differs from data rank {}",
+        ishape.len(),
+        dshape.len()
+    );
     for d in 0..dshape.len() {
-        ensure!(d == a || ishape[d] <= dshape[d], "indices shape {ishape:?} exceeds data shape {dshape:?} off the axis");
+        ensure!(
+            d == a || ishape[d] <= dshape[d],
+            "indices shape {ishape:?} exceeds data shape {dshape:?} off the axis"
+        );
     }
     let st = strides(dshape);
     let mut out = Vec::with_capacity(ids.len());
@@ -45,7 +61,13 @@ fn element_targets(dshape: &[usize], ishape: &[usize], a: usize, ids: &[i64]) ->
     for_each_index(ishape, |m| {
         let i = wrap_index(ids[k], dshape[a])?;
         k += 1;
-        out.push(m.iter().zip(&st).enumerate().map(|(d, (&v, &s))| if d == a { i * s } else { v * s }).sum());
+        out.push(
+            m.iter()
+                .zip(&st)
+                .enumerate()
+                .map(|(d, (&v, &s))| if d == a { i * s } else { v * s })
+                .sum(),
+        );
         Ok(())
     })?;
     Ok(out)
@@ -63,10 +85,19 @@ fn nd_targets(dshape: &[usize], it: &Tensor, batch_dims: usize) -> Result<(Vec<u
     let ishape = it.shape();
     let (r, q, b) = (dshape.len(), ishape.len(), batch_dims);
     ensure!(q >= 1, "indices must have rank >= 1");
-    ensure!(b < q && b <= r, "batch_dims {b} is too large for ranks {r} and {q}");
-    ensure!(dshape[..b] == ishape[..b], "batch dims of data {dshape:?} and indices {ishape:?} differ");
+    ensure!(
+        b < q && b <= r,
+        "batch_dims {b} is too large for ranks {r} and {q}"
+    );
+    ensure!(
+        dshape[..b] == ishape[..b],
+        "batch dims of data {dshape:?} and indices {ishape:?} differ"
+    );
     let k = ishape[q - 1];
-    ensure!(b + k <= r, "index tuples of length {k} are too long for data of rank {r} with {b} batch dims");
+    ensure!(
+        b + k <= r,
+        "index tuples of length {k} are too long for data of rank {r} with {b} batch dims"
+    );
     let ids = indices(it)?;
     let st = strides(dshape);
     let slice = numel(&dshape[b + k..])?;
@@ -75,7 +106,7 @@ fn nd_targets(dshape: &[usize], it: &Tensor, batch_dims: usize) -> Result<(Vec<u
     let ntuples = numel(&ishape[..q - 1])?;
     let mut out = Vec::with_capacity(ntuples);
     for p in 0..ntuples {
-        let batch = if per_batch == 0 { 0 } else { p / per_batch };
+        let batch = p.checked_div(per_batch).unwrap_or(0);
         let mut off = batch * batch_stride;
         for j in 0..k {
             off += wrap_index(ids[p * k + j], dshape[b + j])? * st[b + j];
@@ -96,7 +127,14 @@ pub(super) fn gather_nd(x: &Inputs, batch_dims: i64) -> Result<Vec<Value>> {
     one(t.take(shape, &idx)?)
 }
 
-fn combine<T: Copy + PartialOrd>(a: &mut [T], idx: &[usize], b: &[T], red: ScatterReduction, add: fn(T, T) -> T, mul: fn(T, T) -> T) {
+fn combine<T: Copy + PartialOrd>(
+    a: &mut [T],
+    idx: &[usize],
+    b: &[T],
+    red: ScatterReduction,
+    add: fn(T, T) -> T,
+    mul: fn(T, T) -> T,
+) {
     for (&i, &u) in idx.iter().zip(b) {
         let v = a[i];
         a[i] = match red {
@@ -122,9 +160,24 @@ fn combine<T: Copy + PartialOrd>(a: &mut [T], idx: &[usize], b: &[T], red: Scatt
 }
 
 /// Writes `upd[k]` into flat position `idx[k]` of `out`, combining by `red`.
-fn scatter_into(out: &mut Tensor, idx: &[usize], upd: &Tensor, red: ScatterReduction) -> Result<()> {
-    ensure!(out.dtype() == upd.dtype(), "updates are {}, data is {}", upd.dtype(), out.dtype());
-    ensure!(idx.len() == upd.len(), "{} updates for {} positions", upd.len(), idx.len());
+fn scatter_into(
+    out: &mut Tensor,
+    idx: &[usize],
+    upd: &Tensor,
+    red: ScatterReduction,
+) -> Result<()> {
+    ensure!(
+        out.dtype() == upd.dtype(),
+        "updates are {}, data is {}",
+        upd.dtype(),
+        out.dtype()
+    );
+    ensure!(
+        idx.len() == upd.len(),
+        "{} updates for {} positions",
+        upd.len(),
+        idx.len()
+    );
     if red == ScatterReduction::None {
         return out.data_mut().scatter(idx, upd.data());
     }
@@ -135,7 +188,14 @@ fn scatter_into(out: &mut Tensor, idx: &[usize], upd: &Tensor, red: ScatterReduc
         (Data::Bool(a), Data::Bool(b)) => combine(a, idx, b, red, |x, y| x | y, |x, y| x & y),
         _ if dt.is_int() => {
             let mut a = out.to_i64()?;
-            combine(&mut a, idx, &upd.to_i64()?, red, i64::wrapping_add, i64::wrapping_mul);
+            combine(
+                &mut a,
+                idx,
+                &upd.to_i64()?,
+                red,
+                i64::wrapping_add,
+                i64::wrapping_mul,
+            );
             *out = Tensor::from_i64(dt, out.shape().to_vec(), &a)?;
         }
         _ if dt.is_float() => {
@@ -150,7 +210,12 @@ fn scatter_into(out: &mut Tensor, idx: &[usize], upd: &Tensor, red: ScatterReduc
 
 pub(super) fn scatter_elements(x: &Inputs, axis: i64, red: ScatterReduction) -> Result<Vec<Value>> {
     let (t, it, upd) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
-    ensure!(it.shape() == upd.shape(), "indices {:?} and updates {:?} differ in shape", it.shape(), upd.shape());
+    ensure!(
+        it.shape() == upd.shape(),
+        "indices {:?} and updates {:?} differ in shape",
+        it.shape(),
+        upd.shape()
+    );
     let a = norm_axis(axis, t.rank())?;
     let idx = element_targets(t.shape(), it.shape(), a, &indices(it)?)?;
     let mut out = t.clone();
@@ -164,7 +229,11 @@ pub(super) fn scatter_nd(x: &Inputs, red: ScatterReduction) -> Result<Vec<Value>
     let q = it.rank();
     let mut want = it.shape()[..q - 1].to_vec();
     want.extend(&t.shape()[it.shape()[q - 1]..]);
-    ensure!(upd.shape() == want.as_slice(), "updates shape {:?} should be {want:?}", upd.shape());
+    ensure!(
+        upd.shape() == want.as_slice(),
+        "updates shape {:?} should be {want:?}",
+        upd.shape()
+    );
     let idx: Vec<usize> = offs.iter().flat_map(|&o| o..o + slice).collect();
     let mut out = t.clone();
     scatter_into(&mut out, &idx, upd, red)?;
@@ -173,14 +242,25 @@ pub(super) fn scatter_nd(x: &Inputs, red: ScatterReduction) -> Result<Vec<Value>
 
 pub(super) fn one_hot(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let (it, dt, vals) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
-    ensure!(vals.len() == 2, "OneHot values must have 2 elements [off, on], got {}", vals.len());
+    ensure!(
+        vals.len() == 2,
+        "OneHot values must have 2 elements [off, on], got {}",
+        vals.len()
+    );
     ensure!(dt.len() == 1, "OneHot depth must be a scalar");
     let depth = dt.to_f64()?[0];
-    ensure!(depth >= 1.0 && depth <= (1u64 << 32) as f64, "OneHot depth {depth} is invalid");
+    ensure!(
+        depth >= 1.0 && depth <= (1u64 << 32) as f64,
+        "OneHot depth {depth} is invalid"
+    );
     let depth = depth as i64;
     let ids: Vec<i64> = it.to_f64()?.into_iter().map(|v| v as i64).collect();
     let r = it.rank() as i64;
-    ensure!((-r - 1..=r).contains(&axis), "OneHot axis {axis} is out of range for rank {}", r + 1);
+    ensure!(
+        (-r - 1..=r).contains(&axis),
+        "OneHot axis {axis} is out of range for rank {}",
+        r + 1
+    );
     let a = if axis < 0 { axis + r + 1 } else { axis } as usize;
     let mut shape = it.shape().to_vec();
     shape.insert(a, depth as usize);
@@ -201,16 +281,28 @@ pub(super) fn one_hot(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
 
 pub(super) fn compress(x: &Inputs, axis: Option<i64>) -> Result<Vec<Value>> {
     let (t, ct) = (x.tensor(0)?, x.tensor(1)?);
-    ensure!(ct.rank() == 1, "Compress condition must be 1-D, got {:?}", ct.shape());
+    ensure!(
+        ct.rank() == 1,
+        "Compress condition must be 1-D, got {:?}",
+        ct.shape()
+    );
     let cond = ct.to_bool()?;
     let (shape, a) = match axis {
         None => (vec![t.len()], 0),
         Some(ax) => (t.shape().to_vec(), norm_axis(ax, t.rank())?),
     };
     let dim = shape[a];
-    let keep: Vec<usize> = cond.iter().enumerate().filter(|(_, &c)| c).map(|(i, _)| i).collect();
+    let keep: Vec<usize> = cond
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c)
+        .map(|(i, _)| i)
+        .collect();
     if let Some(&last) = keep.last() {
-        ensure!(last < dim, "Compress condition selects index {last} beyond the dim {dim}");
+        ensure!(
+            last < dim,
+            "Compress condition selects index {last} beyond the dim {dim}"
+        );
     }
     let outer = numel(&shape[..a])?;
     let inner = numel(&shape[a + 1..])?;
@@ -234,7 +326,11 @@ pub(super) fn non_zero(x: &Inputs) -> Result<Vec<Value>> {
         Data::C128(v) => v.iter().map(|c| c[0] != 0.0 || c[1] != 0.0).collect(),
         _ => t.to_bool()?,
     };
-    let shape: Vec<usize> = if t.rank() == 0 { vec![1] } else { t.shape().to_vec() };
+    let shape: Vec<usize> = if t.rank() == 0 {
+        vec![1]
+    } else {
+        t.shape().to_vec()
+    };
     let r = shape.len();
     let mut coords: Vec<Vec<i64>> = vec![Vec::new(); r];
     let mut k = 0;

@@ -32,17 +32,30 @@ pub fn run(op: &LayoutOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         L::EyeLike { dtype, k } => shape::eye_like(x, *dtype, *k),
         L::Transpose { perm } => movement::transpose(x, perm.as_deref()),
         L::Concat { axis } => movement::concat(x, *axis),
-        L::Split { axis, split, num_outputs } => movement::split(x, cx, *axis, split.as_deref(), *num_outputs),
-        L::Slice { starts, ends, axes } => movement::slice(x, starts.as_deref(), ends.as_deref(), axes.as_deref()),
+        L::Split {
+            axis,
+            split,
+            num_outputs,
+        } => movement::split(x, cx, *axis, split.as_deref(), *num_outputs),
+        L::Slice { starts, ends, axes } => {
+            movement::slice(x, starts.as_deref(), ends.as_deref(), axes.as_deref())
+        }
         L::Expand => movement::expand(x),
         L::Tile { legacy_axis } => movement::tile(x, *legacy_axis),
         L::Pad { mode, pads, value } => movement::pad(x, *mode, pads.as_deref(), *value),
         L::Trilu { upper } => movement::trilu(x, *upper),
         L::DepthToSpace { blocksize, mode } => movement::depth_to_space(x, *blocksize, *mode),
         L::SpaceToDepth { blocksize, mode } => movement::space_to_depth(x, *blocksize, *mode),
-        L::ReverseSequence { batch_axis, time_axis } => movement::reverse_sequence(x, *batch_axis, *time_axis),
+        L::ReverseSequence {
+            batch_axis,
+            time_axis,
+        } => movement::reverse_sequence(x, *batch_axis, *time_axis),
         L::CenterCropPad { axes } => movement::center_crop_pad(x, axes.as_deref()),
-        L::Col2Im { dilations, pads, strides } => movement::col2im(x, dilations, pads, strides),
+        L::Col2Im {
+            dilations,
+            pads,
+            strides,
+        } => movement::col2im(x, dilations, pads, strides),
         L::Gather { axis } => index::gather(x, *axis),
         L::GatherElements { axis } => index::gather_elements(x, *axis),
         L::GatherND { batch_dims } => index::gather_nd(x, *batch_dims),
@@ -58,7 +71,10 @@ pub fn run(op: &LayoutOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 /// Normalizes an axis in [-rank, rank-1] to [0, rank-1].
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
-    ensure!((-r..r).contains(&axis), "axis {axis} is out of range for rank {rank}");
+    ensure!(
+        (-r..r).contains(&axis),
+        "axis {axis} is out of range for rank {rank}"
+    );
     Ok(if axis < 0 { axis + r } else { axis } as usize)
 }
 
@@ -76,7 +92,10 @@ pub(crate) fn norm_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
 /// Wraps a possibly negative index into [0, dim), or an error when it is out of range.
 pub(crate) fn wrap_index(i: i64, dim: usize) -> Result<usize> {
     let d = dim as i64;
-    ensure!((-d..d).contains(&i), "index {i} is out of range for a dimension of size {dim}");
+    ensure!(
+        (-d..d).contains(&i),
+        "index {i} is out of range for a dimension of size {dim}"
+    );
     Ok(if i < 0 { i + d } else { i } as usize)
 }
 
@@ -86,7 +105,10 @@ pub(crate) fn to_dim(v: i64, what: &str) -> Result<usize> {
 }
 
 /// Calls `f` with every multi-index of `shape` in row-major order.
-pub(crate) fn for_each_index(shape: &[usize], mut f: impl FnMut(&[usize]) -> Result<()>) -> Result<()> {
+pub(crate) fn for_each_index(
+    shape: &[usize],
+    mut f: impl FnMut(&[usize]) -> Result<()>,
+) -> Result<()> {
     if shape.contains(&0) {
         return Ok(());
     }
@@ -135,7 +157,10 @@ pub(crate) fn strided(shape: &[usize], base: isize, strides: &[isize]) -> Vec<us
 
 /// Row-major strides as isize.
 pub(crate) fn istrides(shape: &[usize]) -> Vec<isize> {
-    smelt_ir::strides(shape).into_iter().map(|s| s as isize).collect()
+    smelt_ir::strides(shape)
+        .into_iter()
+        .map(|s| s as isize)
+        .collect()
 }
 
 /// Source indices of a transpose: output dim `d` is input dim `perm[d]`.
@@ -151,8 +176,17 @@ pub(crate) fn transpose_indices(shape: &[usize], perm: &[usize]) -> (Vec<usize>,
 pub(crate) const FILL: usize = usize::MAX;
 
 /// Like [`Tensor::take`], where index [`FILL`] takes the one element of `fill` instead.
-pub(crate) fn take_fill(t: &Tensor, shape: Vec<usize>, mut idx: Vec<usize>, fill: &Data) -> Result<Tensor> {
-    ensure!(fill.len() == 1, "the fill value must have one element, got {}", fill.len());
+pub(crate) fn take_fill(
+    t: &Tensor,
+    shape: Vec<usize>,
+    mut idx: Vec<usize>,
+    fill: &Data,
+) -> Result<Tensor> {
+    ensure!(
+        fill.len() == 1,
+        "the fill value must have one element, got {}",
+        fill.len()
+    );
     let n = t.len();
     let ext = Data::concat(&[t.data(), fill])?;
     for i in idx.iter_mut() {
@@ -194,6 +228,9 @@ mod tests {
     fn fill_takes_the_extra_element() {
         let t = Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap();
         let r = take_fill(&t, vec![3], vec![1, FILL, 0], &zero_of(&t)).unwrap();
-        assert_eq!(r.data(), &Data::Str(vec!["b".into(), String::new(), "a".into()]));
+        assert_eq!(
+            r.data(),
+            &Data::Str(vec!["b".into(), String::new(), "a".into()])
+        );
     }
 }

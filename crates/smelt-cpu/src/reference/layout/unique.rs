@@ -28,10 +28,16 @@ impl Keys {
     fn of(t: &Tensor) -> Result<Keys> {
         Ok(match t.data() {
             Data::Str(v) => Keys::Str(v.clone()),
-            Data::C64(v) => Keys::Complex(v.iter().map(|c| [canon(c[0] as f64), canon(c[1] as f64)]).collect()),
+            Data::C64(v) => Keys::Complex(
+                v.iter()
+                    .map(|c| [canon(c[0] as f64), canon(c[1] as f64)])
+                    .collect(),
+            ),
             Data::C128(v) => Keys::Complex(v.iter().map(|c| [canon(c[0]), canon(c[1])]).collect()),
             Data::U64(v) => Keys::Int(v.iter().map(|&x| x as i128).collect()),
-            _ if t.dtype().is_int() || t.dtype() == DType::Bool => Keys::Int(t.to_i64()?.into_iter().map(|x| x as i128).collect()),
+            _ if t.dtype().is_int() || t.dtype() == DType::Bool => {
+                Keys::Int(t.to_i64()?.into_iter().map(|x| x as i128).collect())
+            }
             _ => Keys::Real(t.to_f64()?.into_iter().map(canon).collect()),
         })
     }
@@ -41,7 +47,9 @@ impl Keys {
             Keys::Real(v) => v[i].total_cmp(&v[j]),
             Keys::Int(v) => v[i].cmp(&v[j]),
             Keys::Str(v) => v[i].cmp(&v[j]),
-            Keys::Complex(v) => v[i][0].total_cmp(&v[j][0]).then(v[i][1].total_cmp(&v[j][1])),
+            Keys::Complex(v) => v[i][0]
+                .total_cmp(&v[j][0])
+                .then(v[i][1].total_cmp(&v[j][1])),
         }
     }
 }
@@ -62,7 +70,8 @@ pub(super) fn unique(x: &Inputs, cx: &Ctx, axis: Option<i64>, sorted: bool) -> R
     let outer = numel(&shape[..a])?;
     let inner = numel(&shape[a + 1..])?;
     // Flat element positions of slice `s`, in row-major order of the other dims.
-    let elems = |s: usize| (0..outer).flat_map(move |o| (0..inner).map(move |i| (o * dim + s) * inner + i));
+    let elems =
+        |s: usize| (0..outer).flat_map(move |o| (0..inner).map(move |i| (o * dim + s) * inner + i));
     let cmp = |p: &usize, q: &usize| {
         for (i, j) in elems(*p).zip(elems(*q)) {
             match keys.cmp(i, j) {
@@ -74,7 +83,7 @@ pub(super) fn unique(x: &Inputs, cx: &Ctx, axis: Option<i64>, sorted: bool) -> R
     };
     let mut order: Vec<usize> = (0..dim).collect();
     order.sort_by(cmp); // stable: the first of equal slices comes first
-    // Groups of equal slices: (first index, count); and each slice's group.
+                        // Groups of equal slices: (first index, count); and each slice's group.
     let mut groups: Vec<(usize, usize)> = Vec::new();
     let mut group_of = vec![0usize; dim];
     for (k, &s) in order.iter().enumerate() {
