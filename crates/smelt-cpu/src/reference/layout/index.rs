@@ -264,6 +264,7 @@ pub(super) fn one_hot(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let a = if axis < 0 { axis + r + 1 } else { axis } as usize;
     let mut shape = it.shape().to_vec();
     shape.insert(a, depth as usize);
+    super::check_size(&shape)?;
     let outer = numel(&it.shape()[..a])?;
     let inner = numel(&it.shape()[a..])?;
     let mut idx = Vec::with_capacity(numel(&shape)?);

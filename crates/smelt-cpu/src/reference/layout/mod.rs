@@ -104,6 +104,16 @@ pub(crate) fn to_dim(v: i64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| err!("{what} must be non-negative, got {v}"))
 }
 
+/// The element count of an output shape, or an error when it is too large to build.
+pub(crate) fn check_size(shape: &[usize]) -> Result<usize> {
+    let n = smelt_ir::numel(shape)?;
+    ensure!(
+        n <= shape::MAX_ELEMENTS,
+        "output shape {shape:?} has too many elements ({n})"
+    );
+    Ok(n)
+}
+
 /// Calls `f` with every multi-index of `shape` in row-major order.
 pub(crate) fn for_each_index(
     shape: &[usize],

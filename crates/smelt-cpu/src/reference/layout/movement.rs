@@ -4,8 +4,8 @@
 use super::super::broadcast::{broadcast_shapes, index_map};
 use super::super::{one, Ctx, Inputs};
 use super::{
-    for_each_index, istrides, norm_axes, norm_axis, strided, take_fill, to_dim, transpose_indices,
-    zero_of, FILL,
+    check_size, for_each_index, istrides, norm_axes, norm_axis, strided, take_fill, to_dim,
+    transpose_indices, zero_of, FILL,
 };
 use smelt_ir::op::layout::{BlockMode, PadMode};
 use smelt_ir::{bail, ensure, err, numel, Data, Result, Tensor, Value};
@@ -96,7 +96,8 @@ pub(super) fn split(
     let t = x.tensor(0)?;
     let a = norm_axis(axis, t.rank())?;
     let dim = t.shape()[a];
-    let sizes: Vec<usize> = match attr.map(|s| s.to_vec()).or(x.opt_ints(1)?) {
+    let given = attr.map(|s| s.to_vec()).or(x.opt_ints(1)?).filter(|s| !s.is_empty());
+    let sizes: Vec<usize> = match given {
         Some(s) => {
             ensure!(
                 s.len() == cx.n_outputs,
@@ -233,7 +234,7 @@ pub(super) fn expand(x: &Inputs) -> Result<Vec<Value>> {
         .map(|&d| to_dim(d, "Expand dims"))
         .collect::<Result<Vec<_>>>()?;
     let shape = broadcast_shapes(&[t.shape(), &spec])?;
-    numel(&shape)?;
+    check_size(&shape)?;
     let idx = index_map(t.shape(), &shape);
     one(t.take(shape, &idx)?)
 }
@@ -267,7 +268,7 @@ pub(super) fn tile(x: &Inputs, legacy_axis: bool) -> Result<Vec<Value>> {
                 .ok_or_else(|| err!("Tile output is too large"))?,
         );
     }
-    let n = numel(&shape)?;
+    let n = check_size(&shape)?;
     let st = smelt_ir::strides(t.shape());
     let src = t.shape();
     let mut idx = Vec::with_capacity(n);
@@ -371,7 +372,7 @@ pub(super) fn pad(
         })
         .collect::<Result<_>>()?;
     let st = smelt_ir::strides(t.shape());
-    let mut idx = Vec::with_capacity(numel(&shape)?);
+    let mut idx = Vec::with_capacity(check_size(&shape)?);
     for_each_index(&shape, |m| {
         let mut off = 0;
         for d in 0..r {
@@ -422,7 +423,10 @@ fn block_args(t: &Tensor, blocksize: i64) -> Result<(usize, [usize; 4])> {
         "expected a 4-D NCHW input, got shape {:?}",
         t.shape()
     );
-    ensure!(blocksize > 0, "blocksize must be positive");
+    ensure!(
+        (1..=1 << 16).contains(&blocksize),
+        "blocksize {blocksize} is out of range"
+    );
     let s = t.shape();
     Ok((blocksize as usize, [s[0], s[1], s[2], s[3]]))
 }
@@ -532,7 +536,7 @@ pub(super) fn center_crop_pad(x: &Inputs, axes: Option<&[i64]>) -> Result<Vec<Va
         shape[a] = s;
     }
     let st = smelt_ir::strides(t.shape());
-    let mut idx = Vec::with_capacity(numel(&shape)?);
+    let mut idx = Vec::with_capacity(check_size(&shape)?);
     for_each_index(&shape, |m| {
         let mut off = 0;
         for d in 0..r {
@@ -626,6 +630,7 @@ pub(super) fn col2im(
     );
     let src = t.to_f64()?;
     let isz = numel(&img)?;
+    check_size(&[n, c, isz])?;
     let mut out = vec![0.0f64; n * c * isz];
     let ist = smelt_ir::strides(&img);
     for nc in 0..n * c {

@@ -6,7 +6,7 @@ use super::{norm_axes, to_dim};
 use smelt_ir::{bail, ensure, err, numel, DType, Result, Tensor, Value};
 
 /// Most elements a generated tensor (Range, ConstantOfShape) may have.
-const MAX_ELEMENTS: usize = 1 << 34;
+pub(crate) const MAX_ELEMENTS: usize = 1 << 32;
 
 fn with_shape(t: &Tensor, shape: Vec<usize>) -> Result<Vec<Value>> {
     one(t.clone().reshape(shape)?)
