@@ -96,7 +96,10 @@ pub(super) fn split(
     let t = x.tensor(0)?;
     let a = norm_axis(axis, t.rank())?;
     let dim = t.shape()[a];
-    let given = attr.map(|s| s.to_vec()).or(x.opt_ints(1)?).filter(|s| !s.is_empty());
+    let given = attr
+        .map(|s| s.to_vec())
+        .or(x.opt_ints(1)?)
+        .filter(|s| !s.is_empty());
     let sizes: Vec<usize> = match given {
         Some(s) => {
             ensure!(

@@ -162,7 +162,8 @@ pub(super) fn constant_of_shape(x: &Inputs, value: Option<&Tensor>) -> Result<Ve
     let zero = Tensor::scalar_f32(0.0);
     let v = value.unwrap_or(&zero);
     ensure!(v.len() == 1, "ConstantOfShape value must have one element");
-    one(v.take(shape, &vec![0; n])?)
+    let data = smelt_ir::map_data!(v.data(), d => d.iter().cycle().take(n).cloned().collect());
+    one(Tensor::new(v.dtype(), shape, data)?)
 }
 
 pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
