@@ -221,7 +221,8 @@ pub(super) fn slice(
         if count > 0 {
             base += s as isize * st[a];
         }
-        strides[a] = step * st[a];
+        // With fewer than two elements the stride is never used (and may not fit).
+        strides[a] = if count > 1 { step * st[a] } else { 0 };
     }
     let idx = strided(&shape, base, &strides);
     one(t.take(shape, &idx)?)
@@ -358,19 +359,19 @@ pub(super) fn pad(
     };
     let mut shape = Vec::with_capacity(r);
     for d in 0..r {
-        let s = t.shape()[d] as i64 + begin[d] + end[d];
+        let s = t.shape()[d] as i128 + begin[d] as i128 + end[d] as i128;
         ensure!(
             s >= 0,
             "pads {pads:?} make dim {d} of {:?} negative",
             t.shape()
         );
-        shape.push(s as usize);
+        shape.push(usize::try_from(s).map_err(|_| err!("pads {pads:?} are too large"))?);
     }
     // Per axis, the source position (or None) for each output position.
     let maps: Vec<Vec<Option<usize>>> = (0..r)
         .map(|d| {
             (0..shape[d] as i64)
-                .map(|o| pad_source(o - begin[d], t.shape()[d], mode))
+                .map(|o| pad_source(o.saturating_sub(begin[d]), t.shape()[d], mode))
                 .collect()
         })
         .collect::<Result<_>>()?;
@@ -619,12 +620,13 @@ pub(super) fn col2im(
     let c = ck / ksize;
     let mut ncol = Vec::with_capacity(nd);
     for i in 0..nd {
-        let span = img[i] as i64 + pads[i] + pads[nd + i] - (dil[i] * (blk[i] as i64 - 1) + 1);
+        let span = img[i] as i128 + pads[i] as i128 + pads[nd + i] as i128
+            - (dil[i] as i128 * (blk[i] as i128 - 1) + 1);
         ensure!(
-            span >= 0,
+            (0..1 << 40).contains(&span),
             "Col2Im block does not fit the padded image in dim {i}"
         );
-        ncol.push((span / strd[i] + 1) as usize);
+        ncol.push((span / strd[i] as i128 + 1) as usize);
     }
     ensure!(
         numel(&ncol)? == l,

@@ -237,7 +237,7 @@ pub(super) fn eye_like(x: &Inputs, dtype: Option<DType>, k: i64) -> Result<Vec<V
     );
     let mut v = vec![0i64; rows * cols];
     for i in 0..rows {
-        let j = i as i64 + k;
+        let j = (i as i64).saturating_add(k);
         if (0..cols as i64).contains(&j) {
             v[i * cols + j as usize] = 1;
         }
