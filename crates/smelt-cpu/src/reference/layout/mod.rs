@@ -234,6 +234,95 @@ mod tests {
         assert!(wrap_index(5, 5).is_err());
     }
 
+    fn run1(op: LayoutOp, inputs: Vec<Tensor>) -> Result<Vec<Value>> {
+        let vals: Vec<Value> = inputs.into_iter().map(Value::Tensor).collect();
+        let env = super::super::Env::new();
+        let cx = Ctx {
+            n_outputs: 1,
+            outputs_used: vec![true],
+            env: &env,
+        };
+        run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx)
+    }
+
+    fn ints(v: &[i64]) -> Tensor {
+        Tensor::from_i64_vec(vec![v.len()], v.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn extreme_values_are_errors_or_clamped() {
+        use smelt_ir::op::layout::PadMode;
+        let x = Tensor::from_f32(vec![2, 3], vec![0.0; 6]).unwrap();
+        let pad = |p: &[i64]| {
+            run1(
+                LayoutOp::Pad {
+                    mode: PadMode::Constant,
+                    pads: Some(p.to_vec()),
+                    value: None,
+                },
+                vec![x.clone()],
+            )
+        };
+        assert!(pad(&[i64::MAX, 0, i64::MAX, 0]).is_err());
+        let _ = pad(&[i64::MIN, 0, i64::MAX, 0]);
+        let sl = |s: i64, e: i64, st: i64| {
+            run1(
+                LayoutOp::Slice {
+                    starts: None,
+                    ends: None,
+                    axes: None,
+                },
+                vec![x.clone(), ints(&[s]), ints(&[e]), ints(&[1]), ints(&[st])],
+            )
+        };
+        let r = sl(i64::MAX, i64::MIN, i64::MIN).unwrap();
+        assert_eq!(r[0].tensor().unwrap().shape(), &[2, 1]);
+        assert_eq!(
+            sl(i64::MIN, i64::MAX, i64::MAX).unwrap()[0]
+                .tensor()
+                .unwrap()
+                .shape(),
+            &[2, 1]
+        );
+        let eye = run1(
+            LayoutOp::EyeLike {
+                dtype: None,
+                k: i64::MAX,
+            },
+            vec![x.clone()],
+        )
+        .unwrap();
+        assert_eq!(eye[0].tensor().unwrap().to_f64().unwrap(), vec![0.0; 6]);
+        let col = run1(
+            LayoutOp::Col2Im {
+                dilations: vec![i64::MAX, 1],
+                pads: vec![],
+                strides: vec![],
+            },
+            vec![
+                Tensor::from_f32(vec![1, 2, 1], vec![0.0; 2]).unwrap(),
+                ints(&[2, 2]),
+                ints(&[2, 1]),
+            ],
+        );
+        assert!(col.is_err());
+        let oh = run1(
+            LayoutOp::OneHot { axis: -1 },
+            vec![
+                ints(&[i64::MIN, i64::MAX]),
+                ints(&[3]),
+                Tensor::from_f32(vec![2], vec![0.0, 1.0]).unwrap(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(oh[0].tensor().unwrap().to_f64().unwrap(), vec![0.0; 6]);
+        let g = run1(
+            LayoutOp::Gather { axis: 0 },
+            vec![x.clone(), ints(&[i64::MIN])],
+        );
+        assert!(g.is_err());
+    }
+
     #[test]
     fn fill_takes_the_extra_element() {
         let t = Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap();
