@@ -167,7 +167,7 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
     let n = smelt_ir::numel(&shape)?;
     let size = (dtype.bits() / 8).max(1);
     ensure!(
-        body.len() == n.checked_mul(size).unwrap_or(usize::MAX),
+        body.len() == n.saturating_mul(size),
         ".npy data has {} bytes, shape {shape:?} needs {}",
         body.len(),
         n * size

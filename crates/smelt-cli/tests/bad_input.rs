@@ -215,7 +215,7 @@ fn external_data_leaving_the_model_folder() {
     let p = write_model(&d, &m);
     let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
     assert_one_line_error(code, &err, 1, "leaves the model's folder");
-    for abs in ["/etc/passwd"] {
+    for abs in ["/etc/passwd", "sub/../../secret.bin"] {
         let mut m2 = m.clone();
         if let Some(g) = m2.graph.as_mut() {
             g.initializer[0].external_data[0].value = abs.into();

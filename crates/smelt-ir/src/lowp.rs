@@ -182,7 +182,7 @@ pub fn encode(d: DType, x: f32, saturate: bool) -> u8 {
 }
 
 fn encode_e8m0(x: f32) -> u8 {
-    if x.is_nan() || x <= 0.0 && x != 0.0 && x.is_infinite() {
+    if x.is_nan() || x < 0.0 && x.is_infinite() {
         return 0xff;
     }
     let a = x.abs();

@@ -47,22 +47,86 @@ pub enum Data {
 macro_rules! with_data {
     ($data:expr, $v:ident => $body:expr) => {
         match $data {
-            $crate::Data::F32($v) => $body,
-            $crate::Data::F64($v) => $body,
-            $crate::Data::F16($v) => $body,
-            $crate::Data::BF16($v) => $body,
-            $crate::Data::I8($v) => $body,
-            $crate::Data::I16($v) => $body,
-            $crate::Data::I32($v) => $body,
-            $crate::Data::I64($v) => $body,
-            $crate::Data::U8($v) => $body,
-            $crate::Data::U16($v) => $body,
-            $crate::Data::U32($v) => $body,
-            $crate::Data::U64($v) => $body,
-            $crate::Data::Bool($v) => $body,
-            $crate::Data::Str($v) => $body,
-            $crate::Data::C64($v) => $body,
-            $crate::Data::C128($v) => $body,
+            $crate::Data::F32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::F64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::F16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::BF16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::Bool($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::Str($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::C64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::C128($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
         }
     };
 }
@@ -72,22 +136,86 @@ macro_rules! with_data {
 macro_rules! map_data {
     ($data:expr, $v:ident => $body:expr) => {
         match $data {
-            $crate::Data::F32($v) => $crate::Data::F32($body),
-            $crate::Data::F64($v) => $crate::Data::F64($body),
-            $crate::Data::F16($v) => $crate::Data::F16($body),
-            $crate::Data::BF16($v) => $crate::Data::BF16($body),
-            $crate::Data::I8($v) => $crate::Data::I8($body),
-            $crate::Data::I16($v) => $crate::Data::I16($body),
-            $crate::Data::I32($v) => $crate::Data::I32($body),
-            $crate::Data::I64($v) => $crate::Data::I64($body),
-            $crate::Data::U8($v) => $crate::Data::U8($body),
-            $crate::Data::U16($v) => $crate::Data::U16($body),
-            $crate::Data::U32($v) => $crate::Data::U32($body),
-            $crate::Data::U64($v) => $crate::Data::U64($body),
-            $crate::Data::Bool($v) => $crate::Data::Bool($body),
-            $crate::Data::Str($v) => $crate::Data::Str($body),
-            $crate::Data::C64($v) => $crate::Data::C64($body),
-            $crate::Data::C128($v) => $crate::Data::C128($body),
+            $crate::Data::F32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::F32(r)
+            }
+            $crate::Data::F64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::F64(r)
+            }
+            $crate::Data::F16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::F16(r)
+            }
+            $crate::Data::BF16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::BF16(r)
+            }
+            $crate::Data::I8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I8(r)
+            }
+            $crate::Data::I16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I16(r)
+            }
+            $crate::Data::I32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I32(r)
+            }
+            $crate::Data::I64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I64(r)
+            }
+            $crate::Data::U8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U8(r)
+            }
+            $crate::Data::U16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U16(r)
+            }
+            $crate::Data::U32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U32(r)
+            }
+            $crate::Data::U64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U64(r)
+            }
+            $crate::Data::Bool($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::Bool(r)
+            }
+            $crate::Data::Str($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::Str(r)
+            }
+            $crate::Data::C64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::C64(r)
+            }
+            $crate::Data::C128($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::C128(r)
+            }
         }
     };
 }
@@ -177,7 +305,9 @@ impl Data {
                 match (self, src) {
                     $((Data::$var(a), Data::$var(b)) => {
                         for (k, &i) in idx.iter().enumerate() {
-                            a[i] = b[k].clone();
+                            #[allow(clippy::clone_on_copy)]
+                            let v = b[k].clone();
+                            a[i] = v;
                         }
                     })*
                     _ => bail!("scatter between storages of different types"),

@@ -70,7 +70,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let total: usize = hist.values().sum();
     println!("ops: {total} nodes, {} kinds", hist.len());
     let mut by_count: Vec<_> = hist.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     for (op, n) in by_count {
         println!("  {op:<28} {n}");
     }

@@ -62,7 +62,7 @@ fn spawn(slot: usize, a: &Args, tx: Sender<Msg>) -> Result<Worker> {
     })
 }
 
-fn name_of(p: &PathBuf) -> String {
+fn name_of(p: &std::path::Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| p.display().to_string())
@@ -84,8 +84,8 @@ pub fn run_all(cases: &[PathBuf], jobs: usize, a: &Args, timeout: f64) -> Result
     let mut done = 0usize;
     let limit = Duration::from_secs_f64(timeout.max(0.001));
     while done < cases.len() {
-        for s in 0..slots {
-            if let Some(w) = workers[s].as_mut() {
+        for w in workers.iter_mut().take(slots) {
+            if let Some(w) = w.as_mut() {
                 if w.busy.is_none() && next < cases.len() {
                     let line = format!("{}\n", cases[next].display());
                     if w.stdin

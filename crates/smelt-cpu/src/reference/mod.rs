@@ -7,6 +7,8 @@ pub mod broadcast;
 pub mod control;
 pub mod elementwise;
 pub mod layout;
+pub mod llm;
+pub mod loss;
 pub mod misc;
 pub mod nn;
 pub mod quant;
@@ -84,8 +86,10 @@ pub struct Ctx<'a> {
     pub n_outputs: usize,
     /// Which output slots the graph uses.
     pub outputs_used: Vec<bool>,
-    /// Values visible at this point (for subgraph captures).
+    /// Values computed so far in the running graph (for subgraph captures).
     pub env: &'a Env,
+    /// The running graph's constants.
+    pub consts: &'a Env,
 }
 
 impl Ctx<'_> {
@@ -96,10 +100,27 @@ impl Ctx<'_> {
             let v = self
                 .env
                 .get(&c.outer)
+                .or_else(|| self.consts.get(&c.outer))
                 .ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
             env.insert(c.inner, v.clone());
         }
-        execute(g, inputs.into_iter().map(Some).collect(), env)
+        let consts = Constants::of(g);
+        execute(g, inputs.into_iter().map(Some).collect(), env, &consts)
+    }
+}
+
+/// A graph's constants as values, built once and shared by every run of the graph.
+pub struct Constants(Env);
+
+impl Constants {
+    /// Copies the graph's constants.
+    pub fn of(g: &Graph) -> Constants {
+        Constants(
+            g.constants
+                .iter()
+                .map(|c| (c.id, Value::Tensor(c.tensor.clone())))
+                .collect(),
+        )
     }
 }
 
@@ -113,15 +134,37 @@ pub fn run_graph_named(g: &Graph, mut inputs: HashMap<String, Value>) -> Result<
     if let Some(extra) = inputs.keys().next() {
         bail!("the model has no input named '{extra}'");
     }
-    execute(g, pos, Env::new())
+    execute(g, pos, Env::new(), &Constants::of(g))
+}
+
+/// Runs a graph on inputs given by name, with its constants prepared once by the caller.
+pub fn run_graph_prepared(
+    g: &Graph,
+    consts: &Constants,
+    mut inputs: HashMap<String, Value>,
+) -> Result<Vec<Value>> {
+    let mut pos = Vec::with_capacity(g.inputs.len());
+    for inp in &g.inputs {
+        pos.push(inputs.remove(g.name_of(inp.id)));
+    }
+    if let Some(extra) = inputs.keys().next() {
+        bail!("the model has no input named '{extra}'");
+    }
+    execute(g, pos, Env::new(), consts)
 }
 
 /// Runs a graph on positional inputs (None takes the input's default).
 pub fn run_graph(g: &Graph, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
-    execute(g, inputs, Env::new())
+    execute(g, inputs, Env::new(), &Constants::of(g))
 }
 
-fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Value>> {
+fn execute(
+    g: &Graph,
+    inputs: Vec<Option<Value>>,
+    mut env: Env,
+    consts: &Constants,
+) -> Result<Vec<Value>> {
+    let consts = &consts.0;
     if inputs.len() > g.inputs.len() {
         bail!(
             "graph '{}' takes {} inputs, got {}",
@@ -139,9 +182,6 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
             (None, None) => bail!("missing required input '{}'", g.name_of(inp.id)),
         };
         env.insert(inp.id, v);
-    }
-    for c in &g.constants {
-        env.insert(c.id, Value::Tensor(c.tensor.clone()));
     }
     // Free intermediate values after their last use.
     let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -163,12 +203,13 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
             let vals = node
                 .inputs
                 .iter()
-                .map(|id| id.and_then(|id| env.get(&id)))
+                .map(|id| id.and_then(|id| env.get(&id).or_else(|| consts.get(&id))))
                 .collect();
             let cx = Ctx {
                 n_outputs: node.outputs.len(),
                 outputs_used: node.outputs.iter().map(|o| o.is_some()).collect(),
                 env: &env,
+                consts,
             };
             run_op(&node.op, &Inputs::new(vals), &cx)
                 .map_err(|e| e.context(format!("node {} ({})", node.name, node.op.name())))?
@@ -188,6 +229,7 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
         .iter()
         .map(|o| {
             env.get(o)
+                .or_else(|| consts.get(o))
                 .cloned()
                 .ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o)))
         })
@@ -205,6 +247,8 @@ pub fn run_op(op: &Op, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Op::Sequence(o) => sequence::run(o, x, cx),
         Op::Quant(o) => quant::run(o, x, cx),
         Op::Recurrent(o) => recurrent::run(o, x, cx),
+        Op::Loss(o) => loss::run(o, x, cx),
+        Op::Llm(o) => llm::run(o, x, cx),
         Op::Misc(o) => misc::run(o, x, cx),
     }
 }
