@@ -241,6 +241,7 @@ mod tests {
             n_outputs: 1,
             outputs_used: vec![true],
             env: &env,
+            consts: &env,
         };
         run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx)
     }
