@@ -47,7 +47,7 @@ impl Heads {
                 let h = heads
                     .ok_or_else(|| smelt_ir::err!("3-D {what} needs the num_heads attributes"))?;
                 ensure!(
-                    h > 0 && sh[2].is_multiple_of(h as usize),
+                    h > 0 && sh[2].checked_rem(h as usize) == Some(0),
                     "{what} hidden size {} is not divisible by {h} heads",
                     sh[2]
                 );

@@ -232,7 +232,7 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     let m = w.shape()[0];
     let grp = a.group as usize;
     ensure!(
-        c % grp == 0 && m.is_multiple_of(grp),
+        c % grp == 0 && m.checked_rem(grp) == Some(0),
         "channels {c} / {m} are not divisible by group {grp}"
     );
     let (cg, mg) = (c / grp, m / grp);

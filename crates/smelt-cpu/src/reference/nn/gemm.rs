@@ -343,7 +343,15 @@ mod tests {
 
     #[test]
     fn sgemm_matches_naive() {
-        for &(m, n, k) in &[(1, 1, 1), (7, 17, 5), (13, 33, 300), (40, 20, 10)] {
+        // The last two shapes take the threaded row and column splits.
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (7, 17, 5),
+            (13, 33, 300),
+            (40, 20, 10),
+            (200, 300, 100),
+            (8, 3000, 300),
+        ] {
             let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
             let b: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 13) as f32 - 6.0).collect();
             let mut c = vec![1f32; m * n];
@@ -354,6 +362,20 @@ mod tests {
                     assert_eq!(c[i * n + j], want, "{m}x{n}x{k} at {i},{j}");
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod par_tests {
+    use super::*;
+
+    #[test]
+    fn par_chunks_visits_every_task_once() {
+        let mut v = vec![0usize; 103];
+        par_chunks(&mut v, 10, 4, |t, c| c.iter_mut().for_each(|x| *x += t + 1));
+        for (i, x) in v.iter().enumerate() {
+            assert_eq!(*x, i / 10 + 1);
         }
     }
 }
