@@ -160,12 +160,15 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     } else {
         Vec::new()
     };
+    // Every output position's window: input offsets (row-major, column-major) and pad count.
     let mut opos = vec![0usize; nd];
     let mut kpos = vec![0usize; nd];
+    let mut windows: Vec<(usize, usize)> = Vec::with_capacity(out_sp * k_sp);
+    let mut wstart = Vec::with_capacity(out_sp + 1);
+    let mut pads_in = Vec::with_capacity(out_sp);
     for o in 0..out_sp {
         unravel(o, &outs, &mut opos);
-        // Gather the window's input offsets (row-major and column-major) and pad count.
-        let mut real: Vec<(usize, usize)> = Vec::with_capacity(k_sp);
+        wstart.push(windows.len());
         let mut pad_count = 0usize;
         for kidx in 0..k_sp {
             unravel(kidx, &ks, &mut kpos);
@@ -183,21 +186,27 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 }
             }
             match state {
-                0 => real.push((off, coff)),
+                0 => windows.push((off, coff)),
                 1 => pad_count += 1,
                 _ => {}
             }
         }
-        for nc in 0..n * c {
-            let base = nc * in_sp;
+        pads_in.push(pad_count);
+    }
+    wstart.push(windows.len());
+    for nc in 0..n * c {
+        let base = nc * in_sp;
+        let plane = &xv[base..base + in_sp];
+        for o in 0..out_sp {
+            let real = &windows[wstart[o]..wstart[o + 1]];
             let out_i = nc * out_sp + o;
             match kind {
                 Kind::Max { storage_order } => {
                     let mut best = f64::NEG_INFINITY;
                     let mut arg = real.first().map(|r| r.0).unwrap_or(0);
                     let mut carg = real.first().map(|r| r.1).unwrap_or(0);
-                    for &(off, coff) in &real {
-                        let v = xv[base + off];
+                    for &(off, coff) in real {
+                        let v = plane[off];
                         if v > best || (v.is_nan() && !best.is_nan()) {
                             best = v;
                             arg = off;
@@ -210,19 +219,16 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                     }
                 }
                 Kind::Avg { count_include_pad } => {
-                    let s: f64 = real.iter().map(|&(off, _)| xv[base + off]).sum();
+                    let s: f64 = real.iter().map(|&(off, _)| plane[off]).sum();
                     let cnt = if count_include_pad {
-                        real.len() + pad_count
+                        real.len() + pads_in[o]
                     } else {
                         real.len()
                     };
                     y[out_i] = if cnt == 0 { f64::NAN } else { s / cnt as f64 };
                 }
                 Kind::Lp { p } => {
-                    let s: f64 = real
-                        .iter()
-                        .map(|&(off, _)| xv[base + off].abs().powf(p))
-                        .sum();
+                    let s: f64 = real.iter().map(|&(off, _)| plane[off].abs().powf(p)).sum();
                     y[out_i] = s.powf(1.0 / p);
                 }
             }
