@@ -126,3 +126,64 @@ fn nll(
         LossReduction::Mean => Tensor::from_f64(dt, vec![], &[losses.iter().sum::<f64>() / wsum]),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::Env;
+
+    fn run_loss(op: &LossOp, inputs: Vec<Option<Tensor>>, n_outputs: usize) -> Vec<Vec<f64>> {
+        let vals: Vec<Option<Value>> = inputs.into_iter().map(|t| t.map(Value::Tensor)).collect();
+        let env = Env::new();
+        let cx = Ctx {
+            n_outputs,
+            outputs_used: vec![true; n_outputs],
+            env: &env,
+            consts: &env,
+        };
+        let x = Inputs::new(vals.iter().map(|v| v.as_ref()).collect());
+        run(op, &x, &cx)
+            .unwrap()
+            .iter()
+            .map(|v| v.tensor().unwrap().to_f64().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn nll_weighted_mean_skips_ignored() {
+        let input = Tensor::from_f32(vec![3, 2], vec![-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]).unwrap();
+        let target = Tensor::from_i64_vec(vec![3], vec![1, 0, 7]).unwrap();
+        let weight = Tensor::from_f32(vec![2], vec![0.5, 2.0]).unwrap();
+        let op = LossOp::NegativeLogLikelihoodLoss {
+            reduction: LossReduction::Mean,
+            ignore_index: Some(7),
+        };
+        let out = run_loss(&op, vec![Some(input), Some(target), Some(weight)], 1);
+        // (2*2 + 0.5*3) / (2 + 0.5)
+        assert!((out[0][0] - 5.5 / 2.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sce_log_prob_and_range_check() {
+        let scores = Tensor::from_f32(vec![1, 2], vec![0.0, 0.0]).unwrap();
+        let target = Tensor::from_i64_vec(vec![1], vec![0]).unwrap();
+        let op = LossOp::SoftmaxCrossEntropyLoss {
+            reduction: LossReduction::None,
+            ignore_index: None,
+        };
+        let out = run_loss(&op, vec![Some(scores.clone()), Some(target), None], 2);
+        let ln2 = std::f64::consts::LN_2;
+        assert!((out[0][0] - ln2).abs() < 1e-6);
+        assert!((out[1][1] + ln2).abs() < 1e-6);
+        let bad = Tensor::from_i64_vec(vec![1], vec![2]).unwrap();
+        let vals = [Value::Tensor(scores), Value::Tensor(bad)];
+        let env = Env::new();
+        let cx = Ctx {
+            n_outputs: 1,
+            outputs_used: vec![true],
+            env: &env,
+            consts: &env,
+        };
+        assert!(run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx).is_err());
+    }
+}

@@ -297,3 +297,54 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
     }
     super::super::one(Tensor::from_f64(v.dtype(), vec![b, hq, l, ev], &out)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::Env;
+
+    #[test]
+    fn linear_rule_accumulates_outer_products() {
+        // One head, d_k = d_v = 1, T = 2: S = k1 v1 + k2 v2; o_t = scale * q_t * S_t.
+        let q = Tensor::from_f32(vec![1, 2, 1], vec![1.0, 2.0]).unwrap();
+        let k = Tensor::from_f32(vec![1, 2, 1], vec![3.0, 4.0]).unwrap();
+        let v = Tensor::from_f32(vec![1, 2, 1], vec![5.0, 6.0]).unwrap();
+        let op = LlmOp::LinearAttention {
+            q_num_heads: 1,
+            kv_num_heads: 1,
+            scale: Some(1.0),
+            update_rule: LinearAttentionRule::Linear,
+            chunk_size: 64,
+        };
+        let vals = [Value::Tensor(q), Value::Tensor(k), Value::Tensor(v)];
+        let x = Inputs::new(vals.iter().map(Some).collect());
+        let out = linear_attention(&op, &x).unwrap();
+        let o = out[0].tensor().unwrap().to_f64().unwrap();
+        let s = out[1].tensor().unwrap().to_f64().unwrap();
+        assert_eq!(o, vec![15.0, 2.0 * 39.0]);
+        assert_eq!(s, vec![39.0]);
+    }
+
+    #[test]
+    fn flex_uniform_scores_average_values() {
+        let q = Tensor::from_f32(vec![1, 1, 1, 1], vec![0.0]).unwrap();
+        let k = Tensor::from_f32(vec![1, 1, 2, 1], vec![1.0, 2.0]).unwrap();
+        let v = Tensor::from_f32(vec![1, 1, 2, 1], vec![1.0, 3.0]).unwrap();
+        let op = LlmOp::FlexAttention {
+            scale: None,
+            score_mod: None,
+            prob_mod: None,
+            softmax_precision: None,
+        };
+        let vals = [Value::Tensor(q), Value::Tensor(k), Value::Tensor(v)];
+        let env = Env::new();
+        let cx = Ctx {
+            n_outputs: 1,
+            outputs_used: vec![true],
+            env: &env,
+            consts: &env,
+        };
+        let out = flex_attention(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx).unwrap();
+        assert_eq!(out[0].tensor().unwrap().to_f64().unwrap(), vec![2.0]);
+    }
+}
