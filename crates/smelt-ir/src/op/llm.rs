@@ -102,3 +102,70 @@ impl LlmOp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::{ElementwiseOp, Op};
+    use crate::text::{parse_graph, print_graph};
+    use crate::{GraphInput, Node};
+
+    #[test]
+    fn flex_attention_with_subgraph_round_trips_through_text() {
+        let mut sub = Graph {
+            name: "score_mod".into(),
+            ..Graph::default()
+        };
+        let s = sub.add_value("scores", None);
+        sub.inputs.push(GraphInput {
+            id: s,
+            default: None,
+        });
+        let o = sub.add_value("out", None);
+        sub.nodes.push(Node {
+            name: "relu".into(),
+            op: Op::Elementwise(ElementwiseOp::Relu),
+            inputs: vec![Some(s)],
+            outputs: vec![Some(o)],
+        });
+        sub.outputs.push(o);
+        let mut g = Graph {
+            name: "g".into(),
+            ..Graph::default()
+        };
+        let ids: Vec<_> = ["q", "k", "v"]
+            .iter()
+            .map(|n| {
+                let id = g.add_value(*n, None);
+                g.inputs.push(GraphInput { id, default: None });
+                Some(id)
+            })
+            .collect();
+        let y = g.add_value("y", None);
+        g.nodes.push(Node {
+            name: "flex".into(),
+            op: Op::Llm(LlmOp::FlexAttention {
+                scale: Some(0.5),
+                score_mod: Some(Box::new(sub)),
+                prob_mod: None,
+                softmax_precision: Some(DType::F32),
+            }),
+            inputs: ids,
+            outputs: vec![Some(y)],
+        });
+        let z = g.add_value("z", None);
+        g.nodes.push(Node {
+            name: "scatter".into(),
+            op: Op::Llm(LlmOp::TensorScatter {
+                mode: CacheWriteMode::Circular,
+                axis: -2,
+            }),
+            inputs: vec![Some(y), Some(y)],
+            outputs: vec![Some(z)],
+        });
+        g.outputs.push(z);
+        let text = print_graph(&g);
+        let back = parse_graph(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, g, "{text}");
+    }
+}
