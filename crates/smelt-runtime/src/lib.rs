@@ -30,7 +30,9 @@ pub struct IoInfo {
 impl Session {
     /// Loads an ONNX model file.
     pub fn load(path: &Path) -> Result<Session> {
-        Ok(Session { model: smelt_onnx::load_model(path)? })
+        Ok(Session {
+            model: smelt_onnx::load_model(path)?,
+        })
     }
 
     /// Wraps an already imported model.
@@ -48,7 +50,11 @@ impl Session {
         let g = &self.model.graph;
         g.inputs
             .iter()
-            .map(|i| IoInfo { name: g.name_of(i.id).to_string(), ty: g.value(i.id).ty.clone(), required: i.default.is_none() })
+            .map(|i| IoInfo {
+                name: g.name_of(i.id).to_string(),
+                ty: g.value(i.id).ty.clone(),
+                required: i.default.is_none(),
+            })
             .collect()
     }
 
@@ -57,7 +63,11 @@ impl Session {
         let g = &self.model.graph;
         g.outputs
             .iter()
-            .map(|&o| IoInfo { name: g.name_of(o).to_string(), ty: g.value(o).ty.clone(), required: false })
+            .map(|&o| IoInfo {
+                name: g.name_of(o).to_string(),
+                ty: g.value(o).ty.clone(),
+                required: false,
+            })
             .collect()
     }
 
@@ -65,6 +75,11 @@ impl Session {
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
         check_inputs(&self.inputs(), &inputs)?;
         let outs = smelt_cpu::run_graph_named(&self.model.graph, inputs)?;
-        Ok(self.outputs().into_iter().map(|o| o.name).zip(outs).collect())
+        Ok(self
+            .outputs()
+            .into_iter()
+            .map(|o| o.name)
+            .zip(outs)
+            .collect())
     }
 }
