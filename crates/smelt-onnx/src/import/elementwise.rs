@@ -35,19 +35,33 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "Acosh" => E::Acosh,
         "Atanh" => E::Atanh,
         "Relu" => E::Relu,
-        "LeakyRelu" => E::LeakyRelu { alpha: n.f("alpha", 0.01)? },
+        "LeakyRelu" => E::LeakyRelu {
+            alpha: n.f("alpha", 0.01)?,
+        },
         "PRelu" => E::PRelu,
-        "Elu" => E::Elu { alpha: n.f("alpha", 1.0)? },
-        "Selu" => E::Selu { alpha: n.f("alpha", 1.673_263_2)?, gamma: n.f("gamma", 1.050_701)? },
-        "Celu" => E::Celu { alpha: n.f("alpha", 1.0)? },
+        "Elu" => E::Elu {
+            alpha: n.f("alpha", 1.0)?,
+        },
+        "Selu" => E::Selu {
+            alpha: n.f("alpha", 1.673_263_2)?,
+            gamma: n.f("gamma", 1.050_701)?,
+        },
+        "Celu" => E::Celu {
+            alpha: n.f("alpha", 1.0)?,
+        },
         "Sigmoid" => E::Sigmoid,
-        "HardSigmoid" => E::HardSigmoid { alpha: n.f("alpha", 0.2)?, beta: n.f("beta", 0.5)? },
+        "HardSigmoid" => E::HardSigmoid {
+            alpha: n.f("alpha", 0.2)?,
+            beta: n.f("beta", 0.5)?,
+        },
         "HardSwish" => E::HardSwish,
         "Tanh" => E::Tanh,
         "Softplus" => E::Softplus,
         "Softsign" => E::Softsign,
         "Mish" => E::Mish,
-        "ThresholdedRelu" => E::ThresholdedRelu { alpha: n.f("alpha", 1.0)? },
+        "ThresholdedRelu" => E::ThresholdedRelu {
+            alpha: n.f("alpha", 1.0)?,
+        },
         "Gelu" => E::Gelu {
             approximate: match n.s("approximate", "none")?.as_str() {
                 "none" => GeluApprox::None,
@@ -55,13 +69,18 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 s => bail!("Gelu: unknown approximate '{s}' (expected 'none' or 'tanh')"),
             },
         },
-        "Shrink" => E::Shrink { bias: n.f("bias", 0.0)?, lambd: n.f("lambd", 0.5)? },
+        "Shrink" => E::Shrink {
+            bias: n.f("bias", 0.0)?,
+            lambd: n.f("lambd", 0.5)?,
+        },
         "Add" => legacy(n, E::Add)?,
         "Sub" => legacy(n, E::Sub)?,
         "Mul" => legacy(n, E::Mul)?,
         "Div" => legacy(n, E::Div)?,
         "Pow" => legacy(n, E::Pow)?,
-        "Mod" => E::Mod { fmod: n.flag("fmod", false)? },
+        "Mod" => E::Mod {
+            fmod: n.flag("fmod", false)?,
+        },
         "BitShift" => E::BitShift {
             direction: match n.opt_s("direction")?.as_deref() {
                 Some("LEFT") => ShiftDirection::Left,
@@ -95,13 +114,26 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "Where" => E::Where,
         "Clip" => {
             if n.opset < 11 {
-                E::Clip { min: Some(n.f("min", f32::NEG_INFINITY)?), max: Some(n.f("max", f32::INFINITY)?) }
+                E::Clip {
+                    min: Some(n.f("min", f32::NEG_INFINITY)?),
+                    max: Some(n.f("max", f32::INFINITY)?),
+                }
             } else {
-                E::Clip { min: None, max: None }
+                E::Clip {
+                    min: None,
+                    max: None,
+                }
             }
         }
-        "Cast" => E::Cast { to: cast_to(n)?, saturate: n.flag("saturate", true)?, round_mode: round_mode(n)? },
-        "CastLike" => E::CastLike { saturate: n.flag("saturate", true)?, round_mode: round_mode(n)? },
+        "Cast" => E::Cast {
+            to: cast_to(n)?,
+            saturate: n.flag("saturate", true)?,
+            round_mode: round_mode(n)?,
+        },
+        "CastLike" => E::CastLike {
+            saturate: n.flag("saturate", true)?,
+            round_mode: round_mode(n)?,
+        },
         _ => return Ok(None),
     };
     Ok(Some(Op::Elementwise(op)))
@@ -113,7 +145,10 @@ fn legacy(n: &NodeCtx, op: E) -> Result<E> {
         return Ok(op);
     }
     match n.opt_i("axis")? {
-        Some(axis) => Ok(E::LegacyBroadcast { op: Box::new(op), axis }),
+        Some(axis) => Ok(E::LegacyBroadcast {
+            op: Box::new(op),
+            axis,
+        }),
         // Without an axis, input 1 aligns with the trailing dimensions: numpy broadcasting.
         None => Ok(op),
     }
@@ -130,12 +165,15 @@ fn round_mode(n: &NodeCtx) -> Result<E8M0Rounding> {
 
 /// The `to` attribute: a type code, or (opsets 1 to 5) a type name such as "FLOAT".
 fn cast_to(n: &NodeCtx) -> Result<DType> {
-    let a = n.attr("to").ok_or_else(|| err!("Cast: missing attribute 'to'"))?;
+    let a = n
+        .attr("to")
+        .ok_or_else(|| err!("Cast: missing attribute 'to'"))?;
     if a.r#type == at::STRING || (a.r#type == at::UNDEFINED && !a.s.is_empty()) {
         let name = String::from_utf8_lossy(&a.s).to_ascii_uppercase();
         return dtype_from_onnx_name(&name).ok_or_else(|| err!("Cast: unknown type name '{name}'"));
     }
-    n.opt_dtype("to")?.ok_or_else(|| err!("Cast: missing attribute 'to'"))
+    n.opt_dtype("to")?
+        .ok_or_else(|| err!("Cast: missing attribute 'to'"))
 }
 
 fn dtype_from_onnx_name(s: &str) -> Option<DType> {

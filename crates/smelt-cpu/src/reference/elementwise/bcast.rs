@@ -42,7 +42,10 @@ impl Plan {
                 continue;
             }
             if let Some(&last) = dims.last() {
-                let mergeable = eff.iter().zip(&strides).all(|(e, st)| st.last().copied() == Some(e[d] * shape[d]));
+                let mergeable = eff
+                    .iter()
+                    .zip(&strides)
+                    .all(|(e, st)| st.last().copied() == Some(e[d] * shape[d]));
                 if mergeable {
                     let k = dims.len() - 1;
                     dims[k] = last * shape[d];
@@ -57,7 +60,12 @@ impl Plan {
                 st.push(e[d]);
             }
         }
-        Ok(Plan { shape, n, dims, strides })
+        Ok(Plan {
+            shape,
+            n,
+            dims,
+            strides,
+        })
     }
 
     /// Calls `f(offsets, len, inner_strides)` for each run of the output in order: `offsets[k]`
@@ -102,7 +110,12 @@ pub fn map2<A: Copy, B: Copy, O>(p: &Plan, a: &[A], b: &[B], f: impl Fn(A, B) ->
     p.for_each_run(|off, len, st| {
         let (oa, ob) = (off[0], off[1]);
         match (st[0], st[1]) {
-            (1, 1) => out.extend(a[oa..oa + len].iter().zip(&b[ob..ob + len]).map(|(&x, &y)| f(x, y))),
+            (1, 1) => out.extend(
+                a[oa..oa + len]
+                    .iter()
+                    .zip(&b[ob..ob + len])
+                    .map(|(&x, &y)| f(x, y)),
+            ),
             (1, 0) => {
                 let y = b[ob];
                 out.extend(a[oa..oa + len].iter().map(|&x| f(x, y)));
@@ -148,8 +161,14 @@ mod tests {
 
     #[test]
     fn runs_match_index_maps() {
-        let cases: &[(&[usize], &[usize])] =
-            &[(&[2, 3], &[2, 3]), (&[2, 1, 3], &[4, 1]), (&[], &[5]), (&[3, 1], &[1, 4]), (&[2, 3, 4], &[3, 1]), (&[0, 3], &[3])];
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[2, 3], &[2, 3]),
+            (&[2, 1, 3], &[4, 1]),
+            (&[], &[5]),
+            (&[3, 1], &[1, 4]),
+            (&[2, 3, 4], &[3, 1]),
+            (&[0, 3], &[3]),
+        ];
         for (sa, sb) in cases {
             let p = Plan::new(&[sa, sb]).unwrap();
             let na: usize = sa.iter().product();

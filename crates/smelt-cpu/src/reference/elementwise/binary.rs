@@ -1,24 +1,35 @@
 //! Two-input ops (arithmetic, comparisons, logic, bitwise), the variadic Sum/Mean/Max/Min, and Where.
 
 use super::bcast::{map2, map2_ref, select, Plan};
-use super::{from_ints, ints, is_intlike, Inputs};
+use super::{float_to_int, from_ints, ints, is_intlike, Inputs};
 use smelt_ir::op::elementwise::ShiftDirection;
 use smelt_ir::op::ElementwiseOp as E;
 use smelt_ir::{bail, ensure, DType, Data, Result, Tensor};
 
 /// Applies a two-input op with numpy broadcasting.
 pub fn binary(op: &E, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if let E::PRelu = op {
+        return prelu(a, b);
+    }
     let p = Plan::new(&[a.shape(), b.shape()])?;
     let (da, db) = (a.dtype(), b.dtype());
     let shape = p.shape.clone();
     match op {
         E::Equal | E::Less | E::LessOrEqual | E::Greater | E::GreaterOrEqual => {
-            ensure!(da == db, "{} needs inputs of one type, got {da} and {db}", op.name());
+            ensure!(
+                da == db,
+                "{} needs inputs of one type, got {da} and {db}",
+                op.name()
+            );
             let v = compare(op, &p, a, b)?;
             Tensor::from_bools(shape, v)
         }
         E::And | E::Or | E::Xor => {
-            ensure!(da == DType::Bool && db == DType::Bool, "{} expects bool inputs, got {da} and {db}", op.name());
+            ensure!(
+                da == DType::Bool && db == DType::Bool,
+                "{} expects bool inputs, got {da} and {db}",
+                op.name()
+            );
             let (x, y) = (a.to_bool()?, b.to_bool()?);
             let v = match op {
                 E::And => map2(&p, &x, &y, |x, y| x & y),
@@ -28,9 +39,12 @@ pub fn binary(op: &E, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             Tensor::from_bools(shape, v)
         }
         E::Pow => pow(&p, a, b),
-        E::PRelu => prelu(a, b),
         _ => {
-            ensure!(da == db, "{} needs inputs of one type, got {da} and {db}", op.name());
+            ensure!(
+                da == db,
+                "{} needs inputs of one type, got {da} and {db}",
+                op.name()
+            );
             arith(op, &p, a, b)
         }
     }
@@ -88,10 +102,17 @@ fn arith(op: &E, p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             E::BitwiseOr => map2(p, &x, &y, |x, y| x | y),
             E::BitwiseXor => map2(p, &x, &y, |x, y| x ^ y),
             // Shifts by a negative amount or by the width or more shift every bit out.
-            E::BitShift { direction: ShiftDirection::Left } => {
-                map2(p, &x, &y, |x, s| if s < 0 || s >= bits { 0 } else { x << s })
-            }
-            E::BitShift { direction: ShiftDirection::Right } => map2(p, &x, &y, |x, s| {
+            E::BitShift {
+                direction: ShiftDirection::Left,
+            } => map2(
+                p,
+                &x,
+                &y,
+                |x, s| if s < 0 || s >= bits { 0 } else { x << s },
+            ),
+            E::BitShift {
+                direction: ShiftDirection::Right,
+            } => map2(p, &x, &y, |x, s| {
                 if s < 0 || s >= bits {
                     if signed && x < 0 {
                         -1
@@ -135,7 +156,10 @@ fn arith(op: &E, p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let (x, y) = (a.to_f64()?, b.to_f64()?);
     ensure!(
-        matches!(op, E::Add | E::Sub | E::Mul | E::Div | E::Max | E::Min | E::Mod { .. }),
+        matches!(
+            op,
+            E::Add | E::Sub | E::Mul | E::Div | E::Max | E::Min | E::Mod { .. }
+        ),
         "{} is not defined for {d} elements",
         op.name()
     );
@@ -196,7 +220,10 @@ fn pow(p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let shape = p.shape.clone();
     if d.is_float() {
         if let (Data::F32(x), Data::F32(y)) = (a.data(), b.data()) {
-            return Tensor::from_f32(shape, map2(p, x, y, |x, y| (x as f64).powf(y as f64) as f32));
+            return Tensor::from_f32(
+                shape,
+                map2(p, x, y, |x, y| (x as f64).powf(y as f64) as f32),
+            );
         }
         let (x, y) = (a.to_f64()?, b.to_f64()?);
         return Tensor::from_f64(d, shape, &map2(p, &x, &y, f64::powf));
@@ -208,7 +235,7 @@ fn pow(p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         map2(p, &x, &y, int_pow)
     } else {
         let y = b.to_f64()?;
-        map2(p, &x, &y, |x, y| float_to_int((x as f64).powf(y)))
+        map2(p, &x, &y, |x, y| float_to_int(d, (x as f64).powf(y)))
     };
     from_ints(d, shape, &v)
 }
@@ -239,46 +266,67 @@ fn int_pow(x: i128, e: i128) -> i128 {
     acc as i128
 }
 
-/// Truncation toward zero (NaN gives 0, out-of-range saturates before wrapping).
-pub(crate) fn float_to_int(x: f64) -> i128 {
-    x.trunc() as i128
-}
-
 /// PRelu: the slope broadcasts to x; a 1-D slope of x's channel count (opsets before 7)
 /// applies per channel (dimension 1).
 fn prelu(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let mut slope = b.clone();
-    if Plan::new(&[a.shape(), b.shape()]).is_err() && b.rank() == 1 && a.rank() >= 2 && a.shape()[1] == b.len() {
+    if Plan::new(&[a.shape(), b.shape()]).is_err()
+        && b.rank() == 1
+        && a.rank() >= 2
+        && a.shape()[1] == b.len()
+    {
         let mut s = vec![b.len()];
         s.resize(a.rank() - 1, 1);
         slope = slope.reshape(s)?;
     }
     let p = Plan::new(&[a.shape(), slope.shape()])?;
-    ensure!(p.shape == a.shape(), "PRelu slope of shape {:?} does not broadcast to {:?}", b.shape(), a.shape());
+    ensure!(
+        p.shape == a.shape(),
+        "PRelu slope of shape {:?} does not broadcast to {:?}",
+        b.shape(),
+        a.shape()
+    );
     let d = a.dtype();
     if let (Data::F32(x), Data::F32(s)) = (a.data(), slope.data()) {
-        return Tensor::from_f32(p.shape.clone(), map2(&p, x, s, |x, s| if x < 0.0 { x * s } else { x }));
+        return Tensor::from_f32(
+            p.shape.clone(),
+            map2(&p, x, s, |x, s| if x < 0.0 { x * s } else { x }),
+        );
     }
     if d.is_int() {
         let (x, s) = (ints(a)?, ints(&slope)?);
-        return from_ints(d, p.shape.clone(), &map2(&p, &x, &s, |x, s| if x < 0 { x * s } else { x }));
+        return from_ints(
+            d,
+            p.shape.clone(),
+            &map2(&p, &x, &s, |x, s| if x < 0 { x * s } else { x }),
+        );
     }
     ensure!(d.is_float(), "PRelu is not defined for {d} elements");
     let (x, s) = (a.to_f64()?, slope.to_f64()?);
-    Tensor::from_f64(d, p.shape.clone(), &map2(&p, &x, &s, |x, s| if x < 0.0 { x * s } else { x }))
+    Tensor::from_f64(
+        d,
+        p.shape.clone(),
+        &map2(&p, &x, &s, |x, s| if x < 0.0 { x * s } else { x }),
+    )
 }
 
 /// Sum, Mean, Max and Min over one or more broadcast inputs.
 pub fn variadic(op: &E, x: &Inputs) -> Result<Tensor> {
     let ts: Vec<&Tensor> = x.present().map(|v| v.tensor()).collect::<Result<_>>()?;
-    let Some((first, rest)) = ts.split_first() else { bail!("{} needs at least one input", op.name()) };
+    let Some((first, rest)) = ts.split_first() else {
+        bail!("{} needs at least one input", op.name())
+    };
     let pair = match op {
         E::Max => E::Max,
         E::Min => E::Min,
         _ => E::Add,
     };
     let d = first.dtype();
-    ensure!(d.is_int() || d.is_float(), "{} is not defined for {d} elements", op.name());
+    ensure!(
+        d.is_int() || d.is_float(),
+        "{} is not defined for {d} elements",
+        op.name()
+    );
     let mut acc = (*first).clone();
     for t in rest {
         acc = binary(&pair, &acc, t)?;
@@ -286,7 +334,10 @@ pub fn variadic(op: &E, x: &Inputs) -> Result<Tensor> {
     if matches!(op, E::Mean) {
         let n = ts.len();
         acc = match acc.data() {
-            Data::F32(v) => Tensor::from_f32(acc.shape().to_vec(), v.iter().map(|&x| x / n as f32).collect())?,
+            Data::F32(v) => Tensor::from_f32(
+                acc.shape().to_vec(),
+                v.iter().map(|&x| x / n as f32).collect(),
+            )?,
             _ if d.is_int() => {
                 let v: Vec<i128> = ints(&acc)?.into_iter().map(|x| x / n as i128).collect();
                 from_ints(d, acc.shape().to_vec(), &v)?
@@ -302,7 +353,12 @@ pub fn variadic(op: &E, x: &Inputs) -> Result<Tensor> {
 
 /// Where: `c ? x : y` with broadcasting over all three; any element type.
 pub fn where_(c: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
-    ensure!(x.dtype() == y.dtype(), "Where needs X and Y of one type, got {} and {}", x.dtype(), y.dtype());
+    ensure!(
+        x.dtype() == y.dtype(),
+        "Where needs X and Y of one type, got {} and {}",
+        x.dtype(),
+        y.dtype()
+    );
     let p = Plan::new(&[c.shape(), x.shape(), y.shape()])?;
     let cond = match c.data() {
         Data::Bool(v) => std::borrow::Cow::Borrowed(v),
@@ -316,7 +372,8 @@ pub fn where_(c: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
             }
         };
     }
-    let data = sel!(F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool, Str, C64, C128);
+    let data =
+        sel!(F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool, Str, C64, C128);
     Tensor::new(x.dtype(), p.shape, data)
 }
 
@@ -342,7 +399,12 @@ mod tests {
         let b = Tensor::from_f32(vec![2], vec![10.0, 20.0]).unwrap();
         let s = binary(&E::Add, &a, &b).unwrap();
         assert_eq!(s.as_f32().unwrap(), &[11.0, 22.0, 13.0, 24.0]);
-        let m = binary(&E::Mod { fmod: false }, &Tensor::scalar_f32(-3.0), &Tensor::scalar_f32(2.0)).unwrap();
+        let m = binary(
+            &E::Mod { fmod: false },
+            &Tensor::scalar_f32(-3.0),
+            &Tensor::scalar_f32(2.0),
+        )
+        .unwrap();
         assert_eq!(m.as_f32().unwrap(), &[1.0]);
     }
 }

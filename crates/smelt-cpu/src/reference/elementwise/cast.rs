@@ -1,8 +1,7 @@
 //! Cast between element types: floats (including f16/bf16, float8, float4, e8m0), integers of
 //! every width, bool and strings (numbers printed and parsed as numpy does).
 
-use super::binary::float_to_int;
-use super::{from_ints, ints, is_intlike};
+use super::{float_to_int, from_ints, ints, is_intlike};
 use half::{bf16, f16};
 use smelt_ir::op::elementwise::E8M0Rounding;
 use smelt_ir::{bail, err, lowp, DType, Data, Result, Tensor};
@@ -30,14 +29,25 @@ pub fn cast(t: &Tensor, to: DType, saturate: bool, round_mode: E8M0Rounding) -> 
         let v: Vec<i128> = if is_intlike(from) {
             ints(t)?
         } else {
-            t.to_f64()?.into_iter().map(float_to_int).collect()
+            t.to_f64()?
+                .into_iter()
+                .map(|x| float_to_int(to, x))
+                .collect()
         };
         return from_ints(to, shape, &v);
     }
     // Float targets.
     if to.is_low_precision_float() {
         let v = f32_values(t)?;
-        return Tensor::new(to, shape, Data::U8(v.into_iter().map(|x| encode(to, x, saturate, round_mode)).collect()));
+        return Tensor::new(
+            to,
+            shape,
+            Data::U8(
+                v.into_iter()
+                    .map(|x| encode(to, x, saturate, round_mode))
+                    .collect(),
+            ),
+        );
     }
     if is_intlike(from) {
         let v = ints(t)?;
@@ -107,14 +117,41 @@ fn encode_e8m0(x: f32, saturate: bool, rm: E8M0Rounding) -> u8 {
 
 fn to_strings(t: &Tensor) -> Result<Vec<String>> {
     Ok(match t.data() {
-        Data::Bool(v) => v.iter().map(|&b| if b { "True" } else { "False" }.to_string()).collect(),
+        Data::Bool(v) => v
+            .iter()
+            .map(|&b| if b { "True" } else { "False" }.to_string())
+            .collect(),
         Data::F32(v) => v.iter().map(|&x| fmt_float(x, x as f64)).collect(),
-        Data::F16(v) => v.iter().map(|x| fmt_float(x.to_f32(), x.to_f64())).collect(),
-        Data::BF16(v) => v.iter().map(|x| fmt_float(x.to_f32(), x.to_f64())).collect(),
+        Data::F16(v) => v
+            .iter()
+            .map(|x| fmt_short(x.to_f64(), |y| f16::from_f64(y) == *x))
+            .collect(),
+        Data::BF16(v) => v
+            .iter()
+            .map(|x| fmt_short(x.to_f64(), |y| bf16::from_f64(y) == *x))
+            .collect(),
         Data::F64(v) => v.iter().map(|&x| fmt_float(x, x)).collect(),
-        _ if t.dtype().is_low_precision_float() => t.to_f64()?.into_iter().map(|x| fmt_float(x as f32, x)).collect(),
+        _ if t.dtype().is_low_precision_float() => t
+            .to_f64()?
+            .into_iter()
+            .map(|x| fmt_float(x as f32, x))
+            .collect(),
         _ => ints(t)?.into_iter().map(|x| x.to_string()).collect(),
     })
+}
+
+/// Formats a value of a narrow float type with the fewest digits that read back as it.
+fn fmt_short(v: f64, same: impl Fn(f64) -> bool) -> String {
+    if v.is_finite() {
+        for p in 0..17 {
+            if let Ok(y) = format!("{v:.p$e}").parse::<f64>() {
+                if same(y) {
+                    return fmt_float(y, y);
+                }
+            }
+        }
+    }
+    fmt_float(v, v)
 }
 
 /// Formats a float as numpy's `str()` does: shortest round-trip digits, positional between
@@ -152,16 +189,29 @@ fn parse_f64(s: &str) -> Result<f64> {
         "false" => return Ok(0.0),
         _ => {}
     }
-    t.parse::<f64>().map_err(|_| err!("Cast: cannot parse '{s}' as a number"))
+    t.parse::<f64>()
+        .map_err(|_| err!("Cast: cannot parse '{s}' as a number"))
 }
 
-fn from_strings(v: &[String], to: DType, shape: Vec<usize>, saturate: bool, rm: E8M0Rounding) -> Result<Tensor> {
+fn from_strings(
+    v: &[String],
+    to: DType,
+    shape: Vec<usize>,
+    saturate: bool,
+    rm: E8M0Rounding,
+) -> Result<Tensor> {
     if to.is_int() || to == DType::Bool {
         let ints: Vec<i128> = v
             .iter()
             .map(|s| match s.trim().parse::<i128>() {
                 Ok(i) => Ok(i),
-                Err(_) => parse_f64(s).map(|f| if to == DType::Bool { (f != 0.0) as i128 } else { float_to_int(f) }),
+                Err(_) => parse_f64(s).map(|f| {
+                    if to == DType::Bool {
+                        (f != 0.0) as i128
+                    } else {
+                        float_to_int(to, f)
+                    }
+                }),
             })
             .collect::<Result<_>>()?;
         return from_ints(to, shape, &ints);
@@ -181,6 +231,8 @@ mod tests {
         assert_eq!(fmt_float(0.1f32, 0.1f32 as f64), "0.1");
         assert_eq!(fmt_float(1e-5f32, 1e-5f32 as f64), "1e-05");
         assert_eq!(fmt_float(1.5e16f64, 1.5e16), "1.5e+16");
+        let h = f16::from_f32(-0.1853);
+        assert_eq!(fmt_short(h.to_f64(), |y| f16::from_f64(y) == h), "-0.1853");
         assert_eq!(parse_f64("-INF").unwrap(), f64::NEG_INFINITY);
     }
 

@@ -41,7 +41,10 @@ pub fn run(op: &E, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
             let ra = a.rank() as i64;
             let ax = if *axis < 0 { axis + ra } else { *axis };
             let rb = b.rank() as i64;
-            ensure!(ax >= 0 && ax + rb <= ra, "axis {axis} does not place a rank-{rb} operand inside rank {ra}");
+            ensure!(
+                ax >= 0 && ax + rb <= ra,
+                "axis {axis} does not place a rank-{rb} operand inside rank {ra}"
+            );
             let mut shape = b.shape().to_vec();
             shape.resize((ra - ax) as usize, 1);
             let b2 = b.clone().reshape(shape)?;
@@ -50,10 +53,20 @@ pub fn run(op: &E, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
         E::Sum | E::Mean | E::Max | E::Min => one(binary::variadic(op, x)?),
         E::Where => one(binary::where_(x.tensor(0)?, x.tensor(1)?, x.tensor(2)?)?),
         E::Clip { min, max } => one(unary::clip(x, *min, *max)?),
-        E::Cast { to, saturate, round_mode } => one(cast::cast(x.tensor(0)?, *to, *saturate, *round_mode)?),
-        E::CastLike { saturate, round_mode } => {
-            one(cast::cast(x.tensor(0)?, x.tensor(1)?.dtype(), *saturate, *round_mode)?)
-        }
+        E::Cast {
+            to,
+            saturate,
+            round_mode,
+        } => one(cast::cast(x.tensor(0)?, *to, *saturate, *round_mode)?),
+        E::CastLike {
+            saturate,
+            round_mode,
+        } => one(cast::cast(
+            x.tensor(0)?,
+            x.tensor(1)?.dtype(),
+            *saturate,
+            *round_mode,
+        )?),
         _ => one(unary::unary(op, x.tensor(0)?)?),
     }
 }
@@ -65,7 +78,9 @@ pub(crate) fn ints(t: &Tensor) -> Result<Vec<i128>> {
         Data::I16(v) => v.iter().map(|&x| x as i128).collect(),
         Data::I32(v) => v.iter().map(|&x| x as i128).collect(),
         Data::I64(v) => v.iter().map(|&x| x as i128).collect(),
-        Data::U8(v) if !t.dtype().is_low_precision_float() => v.iter().map(|&x| x as i128).collect(),
+        Data::U8(v) if !t.dtype().is_low_precision_float() => {
+            v.iter().map(|&x| x as i128).collect()
+        }
         Data::U16(v) => v.iter().map(|&x| x as i128).collect(),
         Data::U32(v) => v.iter().map(|&x| x as i128).collect(),
         Data::U64(v) => v.iter().map(|&x| x as i128).collect(),
@@ -111,6 +126,49 @@ pub(crate) fn from_ints(dtype: DType, shape: Vec<usize>, v: &[i128]) -> Result<T
         _ => bail!("cannot build {dtype} elements from integers"),
     };
     Tensor::new(dtype, shape, data)
+}
+
+/// A float truncated toward zero into integer type `to`, as C on x86-64 does (numpy too): in
+/// range it is exact (then wraps to the width); out of range or NaN it gives the "integer
+/// indefinite" value of the conversion the compiler uses (the most negative i32 or i64).
+pub(crate) fn float_to_int(to: DType, x: f64) -> i128 {
+    use DType::*;
+    const I64_MIN: f64 = -9_223_372_036_854_775_808.0;
+    const U64_END: f64 = 18_446_744_073_709_551_616.0;
+    let t = x.trunc();
+    let in_i64 = (I64_MIN..-I64_MIN).contains(&t);
+    let v = match to {
+        I64 => {
+            if in_i64 {
+                t as i128
+            } else {
+                i64::MIN as i128
+            }
+        }
+        U64 => {
+            if in_i64 || (0.0..U64_END).contains(&t) {
+                t as i128
+            } else {
+                i64::MIN as i128
+            }
+        }
+        U32 => {
+            if in_i64 {
+                t as i128
+            } else {
+                0
+            }
+        }
+        Bool => (x != 0.0) as i128,
+        _ => {
+            if (-2_147_483_648.0..2_147_483_648.0).contains(&t) {
+                t as i128
+            } else {
+                i32::MIN as i128
+            }
+        }
+    };
+    wrap(to, v)
 }
 
 /// True for types computed as integers here (integers of any width and bool).
