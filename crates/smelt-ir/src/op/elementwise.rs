@@ -229,6 +229,11 @@ crate::op_family! {
             /// Rounding used when casting to float8e8m0.
             round_mode: E8M0Rounding,
         },
+        /// Reinterprets each element's bits (little endian) as another type of the same width.
+        BitCast {
+            /// The target type.
+            to: DType,
+        },
         /// A binary op of the opsets before 7 whose input 1 aligns with input 0 starting at `axis`
         /// (input 1 gets trailing size-1 dimensions), then broadcasts numpy-style.
         LegacyBroadcast {

@@ -130,6 +130,11 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             saturate: n.flag("saturate", true)?,
             round_mode: round_mode(n)?,
         },
+        "BitCast" => E::BitCast {
+            to: n
+                .opt_dtype("to")?
+                .ok_or_else(|| err!("BitCast: missing attribute 'to'"))?,
+        },
         "CastLike" => E::CastLike {
             saturate: n.flag("saturate", true)?,
             round_mode: round_mode(n)?,

@@ -4,7 +4,7 @@
 use super::{float_to_int, from_ints, ints, is_intlike};
 use half::{bf16, f16};
 use smelt_ir::op::elementwise::E8M0Rounding;
-use smelt_ir::{bail, err, lowp, DType, Data, Result, Tensor};
+use smelt_ir::{bail, ensure, err, lowp, DType, Data, Result, Tensor};
 
 /// Converts a tensor to `to`; `saturate` and `round_mode` apply to float8 and e8m0 targets.
 pub fn cast(t: &Tensor, to: DType, saturate: bool, round_mode: E8M0Rounding) -> Result<Tensor> {
@@ -67,6 +67,77 @@ pub fn cast(t: &Tensor, to: DType, saturate: bool, round_mode: E8M0Rounding) -> 
         (Data::F32(v), DType::F16) => Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
         (Data::F32(v), DType::BF16) => Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
         _ => return Tensor::from_f64(to, shape, &t.to_f64()?),
+    };
+    Tensor::new(to, shape, data)
+}
+
+/// BitCast: the same bits read as another type of the same width.
+pub fn bitcast(t: &Tensor, to: DType) -> Result<Tensor> {
+    let from = t.dtype();
+    ensure!(
+        from != DType::Str && to != DType::Str && from.bits() == to.bits(),
+        "BitCast from {from} to {to}: both types must be non-string and of the same width"
+    );
+    if from == to {
+        return Ok(t.clone());
+    }
+    // Every element as its raw bits, then rebuilt.
+    let bits: Vec<u128> = match t.data() {
+        Data::F32(v) => v.iter().map(|x| x.to_bits() as u128).collect(),
+        Data::F64(v) => v.iter().map(|x| x.to_bits() as u128).collect(),
+        Data::F16(v) => v.iter().map(|x| x.to_bits() as u128).collect(),
+        Data::BF16(v) => v.iter().map(|x| x.to_bits() as u128).collect(),
+        Data::I8(v) => v.iter().map(|&x| x as u8 as u128).collect(),
+        Data::I16(v) => v.iter().map(|&x| x as u16 as u128).collect(),
+        Data::I32(v) => v.iter().map(|&x| x as u32 as u128).collect(),
+        Data::I64(v) => v.iter().map(|&x| x as u64 as u128).collect(),
+        Data::U8(v) => v.iter().map(|&x| x as u128).collect(),
+        Data::U16(v) => v.iter().map(|&x| x as u128).collect(),
+        Data::U32(v) => v.iter().map(|&x| x as u128).collect(),
+        Data::U64(v) => v.iter().map(|&x| x as u128).collect(),
+        Data::Bool(v) => v.iter().map(|&x| x as u128).collect(),
+        Data::C64(v) => v
+            .iter()
+            .map(|x| x[0].to_bits() as u128 | (x[1].to_bits() as u128) << 32)
+            .collect(),
+        Data::C128(v) => v
+            .iter()
+            .map(|x| x[0].to_bits() as u128 | (x[1].to_bits() as u128) << 64)
+            .collect(),
+        Data::Str(_) => bail!("BitCast of strings"),
+    };
+    let mask = if to.bits() >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << to.bits()) - 1
+    };
+    let bits: Vec<u128> = bits.into_iter().map(|b| b & mask).collect();
+    let shape = t.shape().to_vec();
+    use DType::*;
+    let data = match to {
+        F32 => Data::F32(bits.iter().map(|&b| f32::from_bits(b as u32)).collect()),
+        F64 => Data::F64(bits.iter().map(|&b| f64::from_bits(b as u64)).collect()),
+        F16 => Data::F16(bits.iter().map(|&b| f16::from_bits(b as u16)).collect()),
+        BF16 => Data::BF16(bits.iter().map(|&b| bf16::from_bits(b as u16)).collect()),
+        C64 => Data::C64(
+            bits.iter()
+                .map(|&b| [f32::from_bits(b as u32), f32::from_bits((b >> 32) as u32)])
+                .collect(),
+        ),
+        C128 => Data::C128(
+            bits.iter()
+                .map(|&b| [f64::from_bits(b as u64), f64::from_bits((b >> 64) as u64)])
+                .collect(),
+        ),
+        Bool => Data::Bool(bits.iter().map(|&b| b != 0).collect()),
+        _ if to.is_low_precision_float() => Data::U8(bits.iter().map(|&b| b as u8).collect()),
+        _ => {
+            return from_ints(
+                to,
+                shape,
+                &bits.iter().map(|&b| b as i128).collect::<Vec<_>>(),
+            )
+        }
     };
     Tensor::new(to, shape, data)
 }

@@ -58,6 +58,7 @@ pub fn run(op: &E, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
             saturate,
             round_mode,
         } => one(cast::cast(x.tensor(0)?, *to, *saturate, *round_mode)?),
+        E::BitCast { to } => one(cast::bitcast(x.tensor(0)?, *to)?),
         E::CastLike {
             saturate,
             round_mode,
