@@ -14,6 +14,7 @@ use std::path::Path;
 /// A model ready to run.
 pub struct Session {
     model: Model,
+    consts: smelt_cpu::Constants,
 }
 
 /// One graph input or output as callers see it.
@@ -30,14 +31,13 @@ pub struct IoInfo {
 impl Session {
     /// Loads an ONNX model file.
     pub fn load(path: &Path) -> Result<Session> {
-        Ok(Session {
-            model: smelt_onnx::load_model(path)?,
-        })
+        Ok(Session::from_model(smelt_onnx::load_model(path)?))
     }
 
     /// Wraps an already imported model.
     pub fn from_model(model: Model) -> Session {
-        Session { model }
+        let consts = smelt_cpu::Constants::of(&model.graph);
+        Session { model, consts }
     }
 
     /// The model.
@@ -74,7 +74,7 @@ impl Session {
     /// Runs the model on named inputs; returns (name, value) per output in graph order.
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
         check_inputs(&self.inputs(), &inputs)?;
-        let outs = smelt_cpu::run_graph_named(&self.model.graph, inputs)?;
+        let outs = smelt_cpu::run_graph_prepared(&self.model.graph, &self.consts, inputs)?;
         Ok(self
             .outputs()
             .into_iter()

@@ -1,0 +1,13 @@
+//! Import of the loss op family.
+
+use super::NodeCtx;
+use smelt_ir::{Op, Result};
+
+/// Translates the node if it belongs to this family; None otherwise.
+pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
+    if !n.is_onnx() {
+        return Ok(None);
+    }
+    let _ = n.opset;
+    Ok(None)
+}
