@@ -394,6 +394,19 @@ mod tests {
     }
 
     #[test]
+    fn where_strings_broadcast() {
+        let c = Tensor::from_bools(vec![2, 1], vec![true, false]).unwrap();
+        let x = Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap();
+        let y = Tensor::from_strings(vec![], vec!["z".into()]).unwrap();
+        let w = where_(&c, &x, &y).unwrap();
+        assert_eq!(w.shape(), &[2, 2]);
+        assert_eq!(
+            w.data(),
+            &Data::Str(vec!["a".into(), "b".into(), "z".into(), "z".into()])
+        );
+    }
+
+    #[test]
     fn float_broadcast() {
         let a = Tensor::from_f32(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
         let b = Tensor::from_f32(vec![2], vec![10.0, 20.0]).unwrap();

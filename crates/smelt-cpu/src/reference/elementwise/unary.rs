@@ -137,7 +137,7 @@ fn float_fn(op: &E) -> Result<Box<dyn Fn(f64) -> f64>> {
         }
         E::Celu { alpha } => {
             let a = alpha as f64;
-            Box::new(move |x: f64| x.max(0.0) + (a * (x / a).exp_m1()).min(0.0))
+            Box::new(move |x: f64| if x > 0.0 { x } else { a * (x / a).exp_m1() })
         }
         E::Sigmoid => Box::new(sigmoid),
         E::HardSigmoid { alpha, beta } => {
@@ -195,6 +195,22 @@ fn softplus(x: f64) -> f64 {
     }
 }
 
+/// Taylor coefficients of erf(x)/x in powers of x^2.
+const ERF_TAYLOR: [f64; 36] = {
+    let mut c = [0.0; 36];
+    let mut fact = 1.0; // n!
+    let mut n = 0;
+    while n < 36 {
+        if n > 0 {
+            fact *= n as f64;
+        }
+        let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
+        c[n] = sign * std::f64::consts::FRAC_2_SQRT_PI / (fact * (2 * n + 1) as f64);
+        n += 1;
+    }
+    c
+};
+
 /// The error function, to about 1e-15 relative: a Taylor series below 2, the continued
 /// fraction of erfc above.
 pub fn erf(x: f64) -> f64 {
@@ -203,21 +219,20 @@ pub fn erf(x: f64) -> f64 {
     }
     let a = x.abs();
     let r = if a < 2.0 {
-        // erf(a) = 2/sqrt(pi) * sum_n (-1)^n a^(2n+1) / (n! (2n+1))
+        // erf(a) = a * sum_n c_n a^(2n), c_n = 2/sqrt(pi) (-1)^n / (n! (2n+1)), by Horner.
         let a2 = a * a;
-        let mut term = a; // (-1)^n a^(2n+1) / n!
-        let mut sum = a;
-        let mut n = 0.0;
-        loop {
-            n += 1.0;
-            term *= -a2 / n;
-            let t = term / (2.0 * n + 1.0);
-            sum += t;
-            if t.abs() < 1e-17 * sum.abs() || n > 200.0 {
-                break;
-            }
+        let terms = if a < 0.5 {
+            12
+        } else if a < 1.0 {
+            20
+        } else {
+            ERF_TAYLOR.len()
+        };
+        let mut sum = 0.0;
+        for c in ERF_TAYLOR[..terms].iter().rev() {
+            sum = sum * a2 + c;
         }
-        sum * std::f64::consts::FRAC_2_SQRT_PI
+        a * sum
     } else if a < 6.5 {
         // erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
         let mut t = a;
