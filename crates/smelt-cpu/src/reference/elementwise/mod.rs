@@ -129,45 +129,36 @@ pub(crate) fn from_ints(dtype: DType, shape: Vec<usize>, v: &[i128]) -> Result<T
     Tensor::new(dtype, shape, data)
 }
 
-/// A float truncated toward zero into integer type `to`, as C on x86-64 does (numpy too): in
-/// range it is exact (then wraps to the width); out of range or NaN it gives the "integer
-/// indefinite" value of the conversion the compiler uses (the most negative i32 or i64).
+/// A float truncated toward zero into integer type `to`, as numpy does on x86-64 (the same
+/// instruction sequences C compilers emit): in range it is exact (then wraps to the width);
+/// out of range or NaN gives the "integer indefinite" pattern of the conversion used: the
+/// most negative i32 or i64, through i32 for types narrower than 32 bits, and for u32/u64
+/// a signed conversion of `x - 2^(w-1)` with the top bit flipped when `x >= 2^(w-1)`.
 pub(crate) fn float_to_int(to: DType, x: f64) -> i128 {
     use DType::*;
-    const I64_MIN: f64 = -9_223_372_036_854_775_808.0;
-    const U64_END: f64 = 18_446_744_073_709_551_616.0;
+    fn signed(t: f64, bits: u32) -> i128 {
+        let lim = 2f64.powi(bits as i32 - 1);
+        if (-lim..lim).contains(&t) {
+            t as i128
+        } else {
+            -(1i128 << (bits - 1))
+        }
+    }
+    fn unsigned(t: f64, bits: u32) -> i128 {
+        let half = 2f64.powi(bits as i32 - 1);
+        if t >= half {
+            signed(t - half, bits) ^ (1i128 << (bits - 1))
+        } else {
+            signed(t, bits)
+        }
+    }
     let t = x.trunc();
-    let in_i64 = (I64_MIN..-I64_MIN).contains(&t);
     let v = match to {
-        I64 => {
-            if in_i64 {
-                t as i128
-            } else {
-                i64::MIN as i128
-            }
-        }
-        U64 => {
-            if in_i64 || (0.0..U64_END).contains(&t) {
-                t as i128
-            } else {
-                i64::MIN as i128
-            }
-        }
-        U32 => {
-            if in_i64 {
-                t as i128
-            } else {
-                0
-            }
-        }
-        Bool => (x != 0.0) as i128,
-        _ => {
-            if (-2_147_483_648.0..2_147_483_648.0).contains(&t) {
-                t as i128
-            } else {
-                i32::MIN as i128
-            }
-        }
+        Bool => return (x != 0.0) as i128,
+        I64 => signed(t, 64),
+        U64 => unsigned(t, 64),
+        U32 => unsigned(t, 32),
+        _ => signed(t, 32),
     };
     wrap(to, v)
 }
@@ -187,5 +178,16 @@ mod tests {
         assert_eq!(wrap(DType::I4, -9), 7);
         assert_eq!(wrap(DType::U2, -3), 1);
         assert_eq!(wrap(DType::U64, -1), u64::MAX as i128);
+        assert_eq!(float_to_int(DType::U8, -3.7), 253);
+        assert_eq!(float_to_int(DType::I8, 1e30), 0);
+        assert_eq!(float_to_int(DType::I32, f64::NAN), i32::MIN as i128);
+        assert_eq!(float_to_int(DType::U32, f64::NAN), 1 << 31);
+        assert_eq!(float_to_int(DType::U32, f64::INFINITY), 0);
+        assert_eq!(float_to_int(DType::U32, 3e9), 3_000_000_000);
+        assert_eq!(
+            float_to_int(DType::U64, -3e9),
+            (u64::MAX - 2_999_999_999) as i128
+        );
+        assert_eq!(float_to_int(DType::U64, 1e19), 10_000_000_000_000_000_000);
     }
 }
