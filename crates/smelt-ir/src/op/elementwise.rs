@@ -244,3 +244,37 @@ crate::op_family! {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    #[test]
+    fn attrs_round_trip() {
+        let ops = [
+            ElementwiseOp::Add,
+            ElementwiseOp::Gelu {
+                approximate: GeluApprox::Tanh,
+            },
+            ElementwiseOp::Clip {
+                min: Some(-1.0),
+                max: None,
+            },
+            ElementwiseOp::Cast {
+                to: DType::F8E4M3FN,
+                saturate: false,
+                round_mode: E8M0Rounding::Nearest,
+            },
+            ElementwiseOp::LegacyBroadcast {
+                op: Box::new(ElementwiseOp::Mul),
+                axis: 1,
+            },
+        ];
+        for e in ops {
+            let op = Op::Elementwise(e);
+            let back = Op::from_parts(op.family(), op.name(), op.attrs_json()).unwrap();
+            assert_eq!(back, op);
+        }
+    }
+}
