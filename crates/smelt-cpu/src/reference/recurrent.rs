@@ -409,6 +409,7 @@ mod tests {
             n_outputs: n,
             outputs_used: vec![true; n],
             env,
+            consts: env,
         }
     }
 
