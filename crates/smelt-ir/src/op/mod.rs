@@ -123,6 +123,7 @@ impl Op {
         match self {
             Op::Control(c) => c.subgraphs(),
             Op::Sequence(s) => s.subgraphs(),
+            Op::Llm(o) => o.subgraphs(),
             _ => Vec::new(),
         }
     }
