@@ -212,6 +212,13 @@ crate::op_family! {
             /// Axes to normalize over.
             axes: Vec<i64>,
         },
+        /// Divides by the Lp norm along one axis (zero where the norm is zero).
+        LpNormalization {
+            /// The axis (may be negative).
+            axis: i64,
+            /// The norm's order (1 or 2).
+            p: i64,
+        },
         /// Local response normalization across channels.
         Lrn {
             /// Scale.

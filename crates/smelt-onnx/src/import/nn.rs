@@ -165,6 +165,16 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 }
             }
         }
+        "LpNormalization" => {
+            let p = n.i("p", 2)?;
+            if p != 1 && p != 2 {
+                bail!("LpNormalization supports p = 1 or 2, got {p}");
+            }
+            NnOp::LpNormalization {
+                axis: n.i("axis", -1)?,
+                p,
+            }
+        }
         "LRN" => {
             let size = n.opt_i("size")?.ok_or_else(|| err!("LRN needs 'size'"))?;
             if size < 1 {

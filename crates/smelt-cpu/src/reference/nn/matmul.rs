@@ -142,6 +142,10 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
                     &mut c[i * m * n..(i + 1) * m * n],
                 );
             }
+            if matches!(a.dtype(), DType::F16 | DType::BF16) {
+                // numpy accumulates half types in f32 and rounds from there.
+                c.iter_mut().for_each(|v| *v = *v as f32 as f64);
+            }
             Num::F64(c)
         }
         (Num::I64(av), Num::I64(bv)) => {

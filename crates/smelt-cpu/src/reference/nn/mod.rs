@@ -38,6 +38,7 @@ pub fn run(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         NnOp::RmsNormalization { .. } => norm::rms_norm(op, x),
         NnOp::MeanVarianceNormalization { .. } => norm::mvn(op, x),
         NnOp::Lrn { .. } => norm::lrn(op, x),
+        NnOp::LpNormalization { .. } => norm::lp_norm(op, x),
         NnOp::Dropout { .. } => misc::dropout(op, x, cx),
         NnOp::Einsum { equation } => einsum::einsum(equation, x),
         NnOp::Attention { .. } => attention::attention(op, x, cx),

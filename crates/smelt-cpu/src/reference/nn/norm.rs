@@ -361,3 +361,45 @@ pub fn lrn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     }
     one(Tensor::from_f64(xt.dtype(), xt.shape().to_vec(), &y)?)
 }
+
+/// LpNormalization: `x / ||x||_p` along one axis, 0 where the norm is 0.
+pub fn lp_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
+    let NnOp::LpNormalization { axis, p } = op else {
+        bail!("internal: not LpNormalization")
+    };
+    let xt = x.tensor(0)?;
+    check_float(xt, "LpNormalization input")?;
+    let rank = xt.rank();
+    let a = if *axis < 0 {
+        *axis + rank as i64
+    } else {
+        *axis
+    };
+    ensure!(
+        a >= 0 && (a as usize) < rank,
+        "axis {axis} is out of range for rank {rank}"
+    );
+    let a = a as usize;
+    let shape = xt.shape();
+    let (outer, len, inner) = (
+        shape[..a].iter().product::<usize>(),
+        shape[a],
+        shape[a + 1..].iter().product::<usize>(),
+    );
+    let mut y = xt.to_f64()?;
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * len + j) * inner + i;
+            let norm = if *p == 1 {
+                (0..len).map(|j| y[at(j)].abs()).sum::<f64>()
+            } else {
+                (0..len).map(|j| y[at(j)] * y[at(j)]).sum::<f64>().sqrt()
+            };
+            for j in 0..len {
+                let k = at(j);
+                y[k] = if norm == 0.0 { 0.0 } else { y[k] / norm };
+            }
+        }
+    }
+    one(Tensor::from_f64(xt.dtype(), shape.to_vec(), &y)?)
+}
