@@ -120,3 +120,79 @@ fn resolve_pads(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::Env;
+    use smelt_ir::op::AutoPad;
+
+    fn run1(op: &NnOp, inputs: &[Tensor], n_outputs: usize) -> Vec<Tensor> {
+        let vals: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
+        let x = Inputs::new(vals.iter().map(Some).collect());
+        let env = Env::new();
+        let cx = Ctx {
+            n_outputs,
+            outputs_used: vec![true; n_outputs],
+            env: &env,
+            consts: &env,
+        };
+        run(op, &x, &cx)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.tensor().unwrap().clone())
+            .collect()
+    }
+
+    #[test]
+    fn maxpool_with_indices() {
+        let op = NnOp::MaxPool {
+            auto_pad: AutoPad::NotSet,
+            ceil_mode: false,
+            dilations: vec![],
+            kernel_shape: vec![2, 2],
+            pads: vec![],
+            storage_order: 0,
+            strides: vec![2, 2],
+        };
+        let x = Tensor::from_f32(vec![1, 1, 2, 4], vec![1., 5., 2., 0., 3., 4., 8., 7.]).unwrap();
+        let r = run1(&op, &[x], 2);
+        assert_eq!(r[0].as_f32().unwrap(), &[5., 8.]);
+        assert_eq!(r[1].as_i64().unwrap(), &[1, 6]);
+    }
+
+    #[test]
+    fn layer_norm_rows() {
+        let op = NnOp::LayerNormalization {
+            axis: -1,
+            epsilon: 0.0,
+            stash_type: DType::F32,
+        };
+        let x = Tensor::from_f32(vec![2, 2], vec![1., 3., 2., 6.]).unwrap();
+        let s = Tensor::from_f32(vec![2], vec![1., 1.]).unwrap();
+        let r = run1(&op, &[x, s], 1);
+        assert_eq!(r[0].as_f32().unwrap(), &[-1., 1., -1., 1.]);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let op = NnOp::Gemm {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b: false,
+        };
+        let a = Tensor::from_f32(vec![2, 3], vec![0.; 6]).unwrap();
+        let b = Tensor::from_f32(vec![2, 3], vec![0.; 6]).unwrap();
+        let vals = [Value::Tensor(a), Value::Tensor(b)];
+        let x = Inputs::new(vals.iter().map(Some).collect());
+        let env = Env::new();
+        let cx = Ctx {
+            n_outputs: 1,
+            outputs_used: vec![true],
+            env: &env,
+            consts: &env,
+        };
+        assert!(run(&op, &x, &cx).is_err());
+    }
+}
