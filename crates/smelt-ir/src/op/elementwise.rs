@@ -124,6 +124,11 @@ crate::op_family! {
         Softsign,
         /// x * tanh(softplus(x)).
         Mish,
+        /// x * sigmoid(alpha * x).
+        Swish {
+            /// Multiplier of x inside the sigmoid.
+            alpha: f32,
+        },
         /// x if x > alpha else 0.
         ThresholdedRelu {
             /// Threshold.

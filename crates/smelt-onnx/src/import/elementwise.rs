@@ -59,6 +59,9 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "Softplus" => E::Softplus,
         "Softsign" => E::Softsign,
         "Mish" => E::Mish,
+        "Swish" => E::Swish {
+            alpha: n.f("alpha", 1.0)?,
+        },
         "ThresholdedRelu" => E::ThresholdedRelu {
             alpha: n.f("alpha", 1.0)?,
         },

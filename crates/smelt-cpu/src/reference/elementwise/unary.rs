@@ -149,6 +149,10 @@ fn float_fn(op: &E) -> Result<Box<dyn Fn(f64) -> f64>> {
         E::Softplus => Box::new(softplus),
         E::Softsign => Box::new(|x: f64| x / (1.0 + x.abs())),
         E::Mish => Box::new(|x: f64| x * softplus(x).tanh()),
+        E::Swish { alpha } => {
+            let a = alpha as f64;
+            Box::new(move |x: f64| x / (1.0 + (-a * x).exp()))
+        }
         E::ThresholdedRelu { alpha } => {
             let a = alpha as f64;
             Box::new(move |x: f64| if x > a { x } else { 0.0 })
