@@ -201,8 +201,11 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let sm_type = softmax_precision.unwrap_or(dt);
     let mut y = vec![0f64; b * hq * sq * dv];
     let mut qk_out = vec![0f64; b * hq * sq * t];
-    let mut qs = vec![0f64; d];
-    let mut ks = vec![0f64; d];
+    // Q and K scaled by sqrt(scale) and rounded to the input type, as the reference does.
+    let mut qsc: Vec<f64> = q.v.iter().map(|v| v * sc).collect();
+    round_to(dt, &mut qsc)?;
+    let mut ksc: Vec<f64> = k.v.iter().map(|v| v * sc).collect();
+    round_to(dt, &mut ksc)?;
     let mut scores = vec![0f64; t];
     let mut bias = vec![0f64; t];
     for bi in 0..b {
@@ -210,16 +213,12 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         for hi in 0..hq {
             let kh = hi / reps;
             for i in 0..sq {
-                for (dst, s) in qs.iter_mut().zip(q.row(bi, hi, i)) {
-                    *dst = s * sc;
-                }
-                round_to(dt, &mut qs)?;
+                let qo = ((bi * hq + hi) * sq + i) * d;
+                let qs = &qsc[qo..qo + d];
                 for j in 0..t {
-                    for (dst, s) in ks.iter_mut().zip(k.row(bi, kh, j)) {
-                        *dst = s * sc;
-                    }
-                    round_to(dt, &mut ks)?;
-                    scores[j] = qs.iter().zip(&ks).map(|(a, c)| a * c).sum();
+                    let ko = ((bi * k.h + kh) * t + j) * d;
+                    let ks = &ksc[ko..ko + d];
+                    scores[j] = qs.iter().zip(ks).map(|(a, c)| a * c).sum();
                     // Additive bias: mask, causal frontier, window, padding.
                     let mut bv = 0.0;
                     if mask.is_some() {
