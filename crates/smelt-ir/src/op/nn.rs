@@ -274,3 +274,52 @@ crate::op_family! {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    #[test]
+    fn attrs_round_trip() {
+        let ops = vec![
+            NnOp::MatMul,
+            NnOp::Conv {
+                auto_pad: AutoPad::SameLower,
+                dilations: vec![1, 2],
+                group: 2,
+                kernel_shape: vec![],
+                pads: vec![],
+                strides: vec![2, 2],
+            },
+            NnOp::LayerNormalization {
+                axis: -1,
+                epsilon: 1e-5,
+                stash_type: DType::F32,
+            },
+            NnOp::Dropout {
+                mode: DropoutMode::Fixed {
+                    ratio: 0.2,
+                    training: false,
+                },
+                seed: Some(3),
+            },
+            NnOp::Attention {
+                is_causal: true,
+                kv_num_heads: None,
+                q_num_heads: Some(4),
+                qk_matmul_output_mode: 0,
+                scale: Some(0.125),
+                softcap: 0.0,
+                softmax_precision: Some(DType::F32),
+                left_window_size: -1,
+                right_window_size: 2,
+            },
+        ];
+        for o in ops {
+            let op = Op::Nn(o);
+            let back = Op::from_parts(op.family(), op.name(), op.attrs_json()).unwrap();
+            assert_eq!(op, back);
+        }
+    }
+}
