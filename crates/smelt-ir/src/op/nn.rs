@@ -18,6 +18,8 @@ pub enum DropoutMode {
         ratio: f32,
         /// True when the legacy `is_test` attribute asked for training behaviour.
         training: bool,
+        /// The mask output has the input's type (opsets 7-9) instead of bool.
+        typed_mask: bool,
     },
 }
 
@@ -301,6 +303,7 @@ mod tests {
                 mode: DropoutMode::Fixed {
                     ratio: 0.2,
                     training: false,
+                    typed_mask: true,
                 },
                 seed: Some(3),
             },

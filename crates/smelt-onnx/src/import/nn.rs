@@ -197,6 +197,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 DropoutMode::Fixed {
                     ratio: n.f("ratio", 0.5)?,
                     training,
+                    typed_mask: n.opset < 10,
                 }
             };
             NnOp::Dropout {

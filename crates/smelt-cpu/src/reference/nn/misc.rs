@@ -12,8 +12,27 @@ pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         bail!("internal: not Dropout")
     };
     let xt = x.tensor(0)?;
+    let typed_mask = matches!(
+        mode,
+        DropoutMode::Fixed {
+            typed_mask: true,
+            ..
+        }
+    );
+    // The mask as bools, or in the input's type for legacy opsets.
+    let mask_tensor = |m: Vec<bool>| -> Result<Tensor> {
+        let shape = xt.shape().to_vec();
+        if typed_mask {
+            let v: Vec<f64> = m.iter().map(|&b| b as u8 as f64).collect();
+            Tensor::from_f64(xt.dtype(), shape, &v)
+        } else {
+            Tensor::from_bools(shape, m)
+        }
+    };
     let (ratio, training) = match mode {
-        DropoutMode::Fixed { ratio, training } => (*ratio as f64, *training),
+        DropoutMode::Fixed {
+            ratio, training, ..
+        } => (*ratio as f64, *training),
         DropoutMode::FromInputs => {
             let ratio = match x.opt_tensor(1)? {
                 Some(r) => {
@@ -35,10 +54,7 @@ pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     if !training || ratio == 0.0 {
         let mut res = vec![Value::Tensor(xt.clone())];
         if cx.n_outputs > 1 {
-            res.push(Value::Tensor(Tensor::from_bools(
-                xt.shape().to_vec(),
-                vec![true; xt.len()],
-            )?));
+            res.push(Value::Tensor(mask_tensor(vec![true; xt.len()])?));
         }
         return Ok(res);
     }
@@ -67,10 +83,7 @@ pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         &y,
     )?)];
     if cx.n_outputs > 1 {
-        res.push(Value::Tensor(Tensor::from_bools(
-            xt.shape().to_vec(),
-            mask,
-        )?));
+        res.push(Value::Tensor(mask_tensor(mask)?));
     }
     Ok(res)
 }
