@@ -1,3 +1,46 @@
-//! The `smelt` command line.
+//! The `smelt` command line: run, inspect, check and conformance-test ONNX models.
 
-fn main() {}
+mod cmd;
+mod conformance;
+mod inputs;
+mod npy;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// smelt: a model compiler and runtime for ONNX models.
+#[derive(Parser)]
+#[command(name = "smelt", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a model once: .npy inputs in, .npy outputs out.
+    Run(cmd::run::Args),
+    /// Show a model's inputs, outputs, opsets, op histogram and parameters.
+    Inspect(cmd::inspect::Args),
+    /// List every unsupported op or opset of a model at once (exit 1 if any).
+    Check(cmd::check::Args),
+    /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
+    Conformance(conformance::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => cmd::run::main(a),
+        Command::Inspect(a) => cmd::inspect::main(a),
+        Command::Check(a) => cmd::check::main(a),
+        Command::Conformance(a) => conformance::main(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Reading and writing NumPy `.npy` files (little-endian numeric and bool arrays).
 
 use half::f16;
-use smelt_ir::{bail, ensure, err, Data, DType, Result, Tensor};
+use smelt_ir::{bail, ensure, err, DType, Data, Result, Tensor};
 use std::path::Path;
 
 fn descr(d: DType) -> Result<&'static str> {
@@ -50,8 +50,15 @@ fn dtype_of(descr: &str) -> Option<DType> {
 /// Encodes a tensor as `.npy` bytes.
 pub fn encode(t: &Tensor) -> Result<Vec<u8>> {
     let shape: Vec<String> = t.shape().iter().map(|d| d.to_string()).collect();
-    let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(t.dtype())?);
+    let shape = if shape.len() == 1 {
+        format!("({},)", shape[0])
+    } else {
+        format!("({})", shape.join(", "))
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(t.dtype())?
+    );
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
@@ -59,20 +66,46 @@ pub fn encode(t: &Tensor) -> Result<Vec<u8>> {
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     match t.data() {
-        Data::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::F16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_bits().to_le_bytes())),
-        Data::I8(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::I16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::I32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::I64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_bits().to_le_bytes())),
+        Data::I8(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::I16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::I32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::I64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Data::U8(v) => out.extend_from_slice(v),
-        Data::U16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::U32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::U16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::U32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::U64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Data::Bool(v) => v.iter().for_each(|&x| out.push(x as u8)),
-        Data::C64(v) => v.iter().flatten().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::C128(v) => v.iter().flatten().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::C64(v) => v
+            .iter()
+            .flatten()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::C128(v) => v
+            .iter()
+            .flatten()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Data::BF16(_) | Data::Str(_) => bail!("{} tensors cannot be written as .npy", t.dtype()),
     }
     Ok(out)
@@ -80,7 +113,10 @@ pub fn encode(t: &Tensor) -> Result<Vec<u8>> {
 
 /// Decodes `.npy` bytes into a tensor.
 pub fn decode(b: &[u8]) -> Result<Tensor> {
-    ensure!(b.len() >= 10 && &b[..6] == b"\x93NUMPY", "not a .npy file (bad magic)");
+    ensure!(
+        b.len() >= 10 && &b[..6] == b"\x93NUMPY",
+        "not a .npy file (bad magic)"
+    );
     let (hlen, start) = match b[6] {
         1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
         2 | 3 => {
@@ -89,37 +125,68 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
         }
         v => bail!("unsupported .npy version {v}"),
     };
-    let header = b.get(start..start + hlen).ok_or_else(|| err!("truncated .npy header"))?;
+    let header = b
+        .get(start..start + hlen)
+        .ok_or_else(|| err!("truncated .npy header"))?;
     let header = std::str::from_utf8(header).map_err(|_| err!("the .npy header is not text"))?;
     let field = |key: &str| -> Result<&str> {
         let k = format!("'{key}':");
-        let i = header.find(&k).ok_or_else(|| err!(".npy header has no '{key}'"))? + k.len();
+        let i = header
+            .find(&k)
+            .ok_or_else(|| err!(".npy header has no '{key}'"))?
+            + k.len();
         Ok(header[i..].trim_start())
     };
     let d = field("descr")?;
-    let d = d.strip_prefix('\'').and_then(|s| s.split('\'').next()).ok_or_else(|| err!("bad .npy descr"))?;
-    ensure!(!d.starts_with('>'), "big-endian .npy data ({d}) is not supported");
+    let d = d
+        .strip_prefix('\'')
+        .and_then(|s| s.split('\'').next())
+        .ok_or_else(|| err!("bad .npy descr"))?;
+    ensure!(
+        !d.starts_with('>'),
+        "big-endian .npy data ({d}) is not supported"
+    );
     let dtype = dtype_of(d).ok_or_else(|| err!("unsupported .npy element type '{d}'"))?;
-    ensure!(field("fortran_order")?.starts_with("False"), "Fortran-ordered .npy arrays are not supported");
+    ensure!(
+        field("fortran_order")?.starts_with("False"),
+        "Fortran-ordered .npy arrays are not supported"
+    );
     let s = field("shape")?;
-    let s = s.strip_prefix('(').and_then(|s| s.split(')').next()).ok_or_else(|| err!("bad .npy shape"))?;
+    let s = s
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .ok_or_else(|| err!("bad .npy shape"))?;
     let mut shape = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        shape.push(part.parse::<usize>().map_err(|_| err!("bad .npy dimension '{part}'"))?);
+        shape.push(
+            part.parse::<usize>()
+                .map_err(|_| err!("bad .npy dimension '{part}'"))?,
+        );
     }
     let body = &b[start + hlen..];
     let n = smelt_ir::numel(&shape)?;
     let size = (dtype.bits() / 8).max(1);
-    ensure!(body.len() == n.checked_mul(size).unwrap_or(usize::MAX), ".npy data has {} bytes, shape {shape:?} needs {}", body.len(), n * size);
+    ensure!(
+        body.len() == n.saturating_mul(size),
+        ".npy data has {} bytes, shape {shape:?} needs {}",
+        body.len(),
+        n * size
+    );
     macro_rules! le {
         ($t:ty, $w:expr) => {
-            body.chunks_exact($w).map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk width"))).collect()
+            body.chunks_exact($w)
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk width")))
+                .collect()
         };
     }
     let data = match dtype {
         DType::F32 => Data::F32(le!(f32, 4)),
         DType::F64 => Data::F64(le!(f64, 8)),
-        DType::F16 => Data::F16(body.chunks_exact(2).map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect()),
+        DType::F16 => Data::F16(
+            body.chunks_exact(2)
+                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+        ),
         DType::I8 => Data::I8(body.iter().map(|&x| x as i8).collect()),
         DType::I16 => Data::I16(le!(i16, 2)),
         DType::I32 => Data::I32(le!(i32, 4)),
@@ -129,10 +196,24 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
         DType::U32 => Data::U32(le!(u32, 4)),
         DType::U64 => Data::U64(le!(u64, 8)),
         DType::Bool => Data::Bool(body.iter().map(|&x| x != 0).collect()),
-        DType::C64 => Data::C64(body.chunks_exact(8).map(|c| [f32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]])]).collect()),
+        DType::C64 => Data::C64(
+            body.chunks_exact(8)
+                .map(|c| {
+                    [
+                        f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                        f32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                    ]
+                })
+                .collect(),
+        ),
         DType::C128 => Data::C128(
             body.chunks_exact(16)
-                .map(|c| [f64::from_le_bytes(c[..8].try_into().expect("8 bytes")), f64::from_le_bytes(c[8..].try_into().expect("8 bytes"))])
+                .map(|c| {
+                    [
+                        f64::from_le_bytes(c[..8].try_into().expect("8 bytes")),
+                        f64::from_le_bytes(c[8..].try_into().expect("8 bytes")),
+                    ]
+                })
                 .collect(),
         ),
         other => bail!("unsupported .npy element type {other}"),

@@ -125,7 +125,9 @@ fn tokenize(s: &str) -> Result<Vec<Tok>> {
                 i += 1;
             }
             let t: String = c[st..i].iter().collect();
-            out.push(Tok::Num(t.parse().map_err(|_| crate::err!("bad number '{t}'"))?));
+            out.push(Tok::Num(
+                t.parse().map_err(|_| crate::err!("bad number '{t}'"))?,
+            ));
         } else if ch.is_alphabetic() || ch == '_' {
             let st = i;
             while i < c.len() && (c[i].is_alphanumeric() || matches!(c[i], '_' | '.' | ':')) {
@@ -267,6 +269,9 @@ mod tests {
         assert_eq!(d.eval(&env), Some(159));
         assert_eq!(Dim::parse("batch"), Dim::Sym(DimExpr::Sym("batch".into())));
         assert_eq!(Dim::parse("8"), Dim::Known(8));
-        assert_eq!(Dim::parse("2*seq + 1").eval(&HashMap::from([("seq".into(), 4)])), Some(9));
+        assert_eq!(
+            Dim::parse("2*seq + 1").eval(&HashMap::from([("seq".into(), 4)])),
+            Some(9)
+        );
     }
 }

@@ -92,7 +92,11 @@ pub const ALL_DTYPES: [DType; 26] = [
 impl DType {
     /// The ONNX `TensorProto.DataType` code.
     pub fn onnx_code(self) -> i32 {
-        ALL_DTYPES.iter().position(|d| *d == self).map(|i| i as i32 + 1).unwrap_or(0)
+        ALL_DTYPES
+            .iter()
+            .position(|d| *d == self)
+            .map(|i| i as i32 + 1)
+            .unwrap_or(0)
     }
 
     /// The type for an ONNX `TensorProto.DataType` code, if known.
@@ -168,7 +172,10 @@ impl DType {
     /// True for integer types, signed or unsigned, of any width.
     pub fn is_int(self) -> bool {
         use DType::*;
-        matches!(self, U8 | I8 | U16 | I16 | I32 | I64 | U32 | U64 | U4 | I4 | U2 | I2)
+        matches!(
+            self,
+            U8 | I8 | U16 | I16 | I32 | I64 | U32 | U64 | U4 | I4 | U2 | I2
+        )
     }
 
     /// True for signed integer types.
@@ -180,7 +187,10 @@ impl DType {
     /// True for the float8/float4 types stored as raw codes.
     pub fn is_low_precision_float(self) -> bool {
         use DType::*;
-        matches!(self, F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0)
+        matches!(
+            self,
+            F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0
+        )
     }
 
     /// True for complex types.

@@ -15,7 +15,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A new error with a message.
     pub fn new(message: impl Into<String>) -> Self {
-        Error { message: message.into(), context: Vec::new() }
+        Error {
+            message: message.into(),
+            context: Vec::new(),
+        }
     }
 
     /// Adds where the error was seen (e.g. "node conv_17 (Conv)").

@@ -79,7 +79,10 @@ pub struct Graph {
 impl Graph {
     /// Adds a value and returns its id.
     pub fn add_value(&mut self, name: impl Into<String>, ty: Option<ValueType>) -> ValueId {
-        self.values.push(ValueInfo { name: name.into(), ty });
+        self.values.push(ValueInfo {
+            name: name.into(),
+            ty,
+        });
         ValueId(self.values.len() as u32 - 1)
     }
 
@@ -100,7 +103,17 @@ impl Graph {
 
     /// Total number of nodes, counting those inside subgraphs.
     pub fn node_count_deep(&self) -> usize {
-        self.nodes.iter().map(|n| 1 + n.op.subgraphs().iter().map(|g| g.node_count_deep()).sum::<usize>()).sum()
+        self.nodes
+            .iter()
+            .map(|n| {
+                1 + n
+                    .op
+                    .subgraphs()
+                    .iter()
+                    .map(|g| g.node_count_deep())
+                    .sum::<usize>()
+            })
+            .sum()
     }
 }
 

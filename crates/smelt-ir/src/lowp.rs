@@ -17,11 +17,46 @@ struct Format {
 
 fn format(d: DType) -> Option<Format> {
     Some(match d {
-        DType::F8E4M3FN => Format { exp_bits: 4, man_bits: 3, bias: 7, nan: Some(0x7f), ieee_specials: false, uz: false },
-        DType::F8E4M3FNUZ => Format { exp_bits: 4, man_bits: 3, bias: 8, nan: Some(0x80), ieee_specials: false, uz: true },
-        DType::F8E5M2 => Format { exp_bits: 5, man_bits: 2, bias: 15, nan: Some(0x7e), ieee_specials: true, uz: false },
-        DType::F8E5M2FNUZ => Format { exp_bits: 5, man_bits: 2, bias: 16, nan: Some(0x80), ieee_specials: false, uz: true },
-        DType::F4E2M1 => Format { exp_bits: 2, man_bits: 1, bias: 1, nan: None, ieee_specials: false, uz: false },
+        DType::F8E4M3FN => Format {
+            exp_bits: 4,
+            man_bits: 3,
+            bias: 7,
+            nan: Some(0x7f),
+            ieee_specials: false,
+            uz: false,
+        },
+        DType::F8E4M3FNUZ => Format {
+            exp_bits: 4,
+            man_bits: 3,
+            bias: 8,
+            nan: Some(0x80),
+            ieee_specials: false,
+            uz: true,
+        },
+        DType::F8E5M2 => Format {
+            exp_bits: 5,
+            man_bits: 2,
+            bias: 15,
+            nan: Some(0x7e),
+            ieee_specials: true,
+            uz: false,
+        },
+        DType::F8E5M2FNUZ => Format {
+            exp_bits: 5,
+            man_bits: 2,
+            bias: 16,
+            nan: Some(0x80),
+            ieee_specials: false,
+            uz: true,
+        },
+        DType::F4E2M1 => Format {
+            exp_bits: 2,
+            man_bits: 1,
+            bias: 1,
+            nan: None,
+            ieee_specials: false,
+            uz: false,
+        },
         _ => return None,
     })
 }
@@ -29,7 +64,11 @@ fn format(d: DType) -> Option<Format> {
 /// Decodes one code of a float8/float4/e8m0 type to f32.
 pub fn decode(d: DType, code: u8) -> f32 {
     if d == DType::F8E8M0 {
-        return if code == 0xff { f32::NAN } else { 2f32.powi(code as i32 - 127) };
+        return if code == 0xff {
+            f32::NAN
+        } else {
+            2f32.powi(code as i32 - 127)
+        };
     }
     let Some(f) = format(d) else { return f32::NAN };
     let total = 1 + f.exp_bits + f.man_bits;
@@ -47,7 +86,12 @@ pub fn decode(d: DType, code: u8) -> f32 {
         } else {
             f32::NAN
         }
-    } else if !f.uz && !f.ieee_specials && f.nan.is_some() && e == max_e && m == (1 << f.man_bits) - 1 {
+    } else if !f.uz
+        && !f.ieee_specials
+        && f.nan.is_some()
+        && e == max_e
+        && m == (1 << f.man_bits) - 1
+    {
         f32::NAN
     } else if e == 0 {
         m as f32 * 2f32.powi(1 - f.bias - f.man_bits as i32)
@@ -102,7 +146,11 @@ pub fn encode(d: DType, x: f32, saturate: bool) -> u8 {
         } else {
             return nan_code;
         };
-        return if neg && !(f.uz && code == 0) { code | sign_bit } else { code };
+        return if neg && !(f.uz && code == 0) {
+            code | sign_bit
+        } else {
+            code
+        };
     }
     for c in 0..=max_code {
         let v = decode(d, c);
@@ -113,7 +161,11 @@ pub fn encode(d: DType, x: f32, saturate: bool) -> u8 {
                 let lo = prev_val;
                 let dl = a - lo;
                 let dh = v - a;
-                best = if dl < dh || (dl == dh && (c - 1) % 2 == 0) { c - 1 } else { c };
+                best = if dl < dh || (dl == dh && (c - 1) % 2 == 0) {
+                    c - 1
+                } else {
+                    c
+                };
             }
             break;
         }
@@ -130,7 +182,7 @@ pub fn encode(d: DType, x: f32, saturate: bool) -> u8 {
 }
 
 fn encode_e8m0(x: f32) -> u8 {
-    if x.is_nan() || x <= 0.0 && x != 0.0 && x.is_infinite() {
+    if x.is_nan() || x < 0.0 && x.is_infinite() {
         return 0xff;
     }
     let a = x.abs();
@@ -161,7 +213,12 @@ mod tests {
 
     #[test]
     fn round_trip_all_codes() {
-        for d in [DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ] {
+        for d in [
+            DType::F8E4M3FN,
+            DType::F8E4M3FNUZ,
+            DType::F8E5M2,
+            DType::F8E5M2FNUZ,
+        ] {
             for c in 0..=255u8 {
                 let v = decode(d, c);
                 if v.is_finite() && !(v == 0.0 && c != 0) {

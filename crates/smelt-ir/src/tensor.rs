@@ -47,22 +47,86 @@ pub enum Data {
 macro_rules! with_data {
     ($data:expr, $v:ident => $body:expr) => {
         match $data {
-            $crate::Data::F32($v) => $body,
-            $crate::Data::F64($v) => $body,
-            $crate::Data::F16($v) => $body,
-            $crate::Data::BF16($v) => $body,
-            $crate::Data::I8($v) => $body,
-            $crate::Data::I16($v) => $body,
-            $crate::Data::I32($v) => $body,
-            $crate::Data::I64($v) => $body,
-            $crate::Data::U8($v) => $body,
-            $crate::Data::U16($v) => $body,
-            $crate::Data::U32($v) => $body,
-            $crate::Data::U64($v) => $body,
-            $crate::Data::Bool($v) => $body,
-            $crate::Data::Str($v) => $body,
-            $crate::Data::C64($v) => $body,
-            $crate::Data::C128($v) => $body,
+            $crate::Data::F32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::F64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::F16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::BF16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::I64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::U64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::Bool($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::Str($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::C64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
+            $crate::Data::C128($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                r
+            }
         }
     };
 }
@@ -72,22 +136,86 @@ macro_rules! with_data {
 macro_rules! map_data {
     ($data:expr, $v:ident => $body:expr) => {
         match $data {
-            $crate::Data::F32($v) => $crate::Data::F32($body),
-            $crate::Data::F64($v) => $crate::Data::F64($body),
-            $crate::Data::F16($v) => $crate::Data::F16($body),
-            $crate::Data::BF16($v) => $crate::Data::BF16($body),
-            $crate::Data::I8($v) => $crate::Data::I8($body),
-            $crate::Data::I16($v) => $crate::Data::I16($body),
-            $crate::Data::I32($v) => $crate::Data::I32($body),
-            $crate::Data::I64($v) => $crate::Data::I64($body),
-            $crate::Data::U8($v) => $crate::Data::U8($body),
-            $crate::Data::U16($v) => $crate::Data::U16($body),
-            $crate::Data::U32($v) => $crate::Data::U32($body),
-            $crate::Data::U64($v) => $crate::Data::U64($body),
-            $crate::Data::Bool($v) => $crate::Data::Bool($body),
-            $crate::Data::Str($v) => $crate::Data::Str($body),
-            $crate::Data::C64($v) => $crate::Data::C64($body),
-            $crate::Data::C128($v) => $crate::Data::C128($body),
+            $crate::Data::F32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::F32(r)
+            }
+            $crate::Data::F64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::F64(r)
+            }
+            $crate::Data::F16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::F16(r)
+            }
+            $crate::Data::BF16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::BF16(r)
+            }
+            $crate::Data::I8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I8(r)
+            }
+            $crate::Data::I16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I16(r)
+            }
+            $crate::Data::I32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I32(r)
+            }
+            $crate::Data::I64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::I64(r)
+            }
+            $crate::Data::U8($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U8(r)
+            }
+            $crate::Data::U16($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U16(r)
+            }
+            $crate::Data::U32($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U32(r)
+            }
+            $crate::Data::U64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::U64(r)
+            }
+            $crate::Data::Bool($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::Bool(r)
+            }
+            $crate::Data::Str($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::Str(r)
+            }
+            $crate::Data::C64($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::C64(r)
+            }
+            $crate::Data::C128($v) => {
+                #[allow(clippy::clone_on_copy)]
+                let r = $body;
+                $crate::Data::C128(r)
+            }
         }
     };
 }
@@ -115,7 +243,9 @@ impl Data {
             I16 => Data::I16(vec![0; n]),
             I32 => Data::I32(vec![0; n]),
             I64 => Data::I64(vec![0; n]),
-            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => Data::U8(vec![0; n]),
+            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => {
+                Data::U8(vec![0; n])
+            }
             F8E8M0 => Data::U8(vec![127; n]),
             U16 => Data::U16(vec![0; n]),
             U32 => Data::U32(vec![0; n]),
@@ -140,7 +270,9 @@ impl Data {
 
     /// Concatenation of several storages of the same variant.
     pub fn concat(parts: &[&Data]) -> Result<Data> {
-        let Some(first) = parts.first() else { bail!("concat of no parts") };
+        let Some(first) = parts.first() else {
+            bail!("concat of no parts")
+        };
         let mut out = (*first).clone();
         for p in &parts[1..] {
             match (&mut out, *p) {
@@ -173,7 +305,9 @@ impl Data {
                 match (self, src) {
                     $((Data::$var(a), Data::$var(b)) => {
                         for (k, &i) in idx.iter().enumerate() {
-                            a[i] = b[k].clone();
+                            #[allow(clippy::clone_on_copy)]
+                            let v = b[k].clone();
+                            a[i] = v;
                         }
                     })*
                     _ => bail!("scatter between storages of different types"),
@@ -213,16 +347,28 @@ pub fn numel(shape: &[usize]) -> Result<usize> {
 impl Tensor {
     /// A tensor from its parts; checks that the storage fits the type and the shape.
     pub fn new(dtype: DType, shape: Vec<usize>, data: Data) -> Result<Tensor> {
-        ensure!(data.holds(dtype), "storage {:?} does not hold {dtype}", std::mem::discriminant(&data));
+        ensure!(
+            data.holds(dtype),
+            "storage {:?} does not hold {dtype}",
+            std::mem::discriminant(&data)
+        );
         let n = numel(&shape)?;
-        ensure!(data.len() == n, "shape {shape:?} needs {n} elements, got {}", data.len());
+        ensure!(
+            data.len() == n,
+            "shape {shape:?} needs {n} elements, got {}",
+            data.len()
+        );
         Ok(Tensor { dtype, shape, data })
     }
 
     /// A zero-filled tensor.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
         let n = numel(&shape)?;
-        Ok(Tensor { dtype, shape, data: Data::zeros(dtype, n) })
+        Ok(Tensor {
+            dtype,
+            shape,
+            data: Data::zeros(dtype, n),
+        })
     }
 
     /// An f32 tensor.
@@ -247,12 +393,20 @@ impl Tensor {
 
     /// A rank-0 i64 tensor.
     pub fn scalar_i64(x: i64) -> Tensor {
-        Tensor { dtype: DType::I64, shape: vec![], data: Data::I64(vec![x]) }
+        Tensor {
+            dtype: DType::I64,
+            shape: vec![],
+            data: Data::I64(vec![x]),
+        }
     }
 
     /// A rank-0 f32 tensor.
     pub fn scalar_f32(x: f32) -> Tensor {
-        Tensor { dtype: DType::F32, shape: vec![], data: Data::F32(vec![x]) }
+        Tensor {
+            dtype: DType::F32,
+            shape: vec![],
+            data: Data::F32(vec![x]),
+        }
     }
 
     /// The element type.
@@ -298,14 +452,22 @@ impl Tensor {
     /// Same elements, another shape with the same element count.
     pub fn reshape(mut self, shape: Vec<usize>) -> Result<Tensor> {
         let n = numel(&shape)?;
-        ensure!(n == self.len(), "cannot reshape {:?} to {shape:?}", self.shape);
+        ensure!(
+            n == self.len(),
+            "cannot reshape {:?} to {shape:?}",
+            self.shape
+        );
         self.shape = shape;
         Ok(self)
     }
 
     /// Same storage relabelled with another logical type that shares it (e.g. u8 to f8e4m3fn).
     pub fn with_dtype(mut self, dtype: DType) -> Result<Tensor> {
-        ensure!(self.data.holds(dtype), "cannot relabel {} as {dtype}", self.dtype);
+        ensure!(
+            self.data.holds(dtype),
+            "cannot relabel {} as {dtype}",
+            self.dtype
+        );
         self.dtype = dtype;
         Ok(self)
     }
@@ -338,13 +500,17 @@ impl Tensor {
             Data::I16(v) => v.iter().map(|&x| x as f64).collect(),
             Data::I32(v) => v.iter().map(|&x| x as f64).collect(),
             Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
-            Data::U8(v) if d.is_low_precision_float() => v.iter().map(|&x| lowp::decode(d, x) as f64).collect(),
+            Data::U8(v) if d.is_low_precision_float() => {
+                v.iter().map(|&x| lowp::decode(d, x) as f64).collect()
+            }
             Data::U8(v) => v.iter().map(|&x| x as f64).collect(),
             Data::U16(v) => v.iter().map(|&x| x as f64).collect(),
             Data::U32(v) => v.iter().map(|&x| x as f64).collect(),
             Data::U64(v) => v.iter().map(|&x| x as f64).collect(),
             Data::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
-            Data::Str(_) | Data::C64(_) | Data::C128(_) => bail!("{d} elements are not real numbers"),
+            Data::Str(_) | Data::C64(_) | Data::C128(_) => {
+                bail!("{d} elements are not real numbers")
+            }
         })
     }
 
@@ -355,7 +521,9 @@ impl Tensor {
             Data::I16(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I32(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I64(v) => v.clone(),
-            Data::U8(v) if !self.dtype.is_low_precision_float() => v.iter().map(|&x| x as i64).collect(),
+            Data::U8(v) if !self.dtype.is_low_precision_float() => {
+                v.iter().map(|&x| x as i64).collect()
+            }
             Data::U16(v) => v.iter().map(|&x| x as i64).collect(),
             Data::U32(v) => v.iter().map(|&x| x as i64).collect(),
             Data::U64(v) => v.iter().map(|&x| x as i64).collect(),
@@ -389,13 +557,31 @@ impl Tensor {
             U16 => Data::U16(v.iter().map(|&x| x as u16).collect()),
             U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
             U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
-            I4 => Data::I8(v.iter().map(|&x| x.round_ties_even().clamp(-8.0, 7.0) as i8).collect()),
-            I2 => Data::I8(v.iter().map(|&x| x.round_ties_even().clamp(-2.0, 1.0) as i8).collect()),
-            U4 => Data::U8(v.iter().map(|&x| x.round_ties_even().clamp(0.0, 15.0) as u8).collect()),
-            U2 => Data::U8(v.iter().map(|&x| x.round_ties_even().clamp(0.0, 3.0) as u8).collect()),
-            F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => {
-                Data::U8(v.iter().map(|&x| lowp::encode(dtype, x as f32, true)).collect())
-            }
+            I4 => Data::I8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(-8.0, 7.0) as i8)
+                    .collect(),
+            ),
+            I2 => Data::I8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(-2.0, 1.0) as i8)
+                    .collect(),
+            ),
+            U4 => Data::U8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(0.0, 15.0) as u8)
+                    .collect(),
+            ),
+            U2 => Data::U8(
+                v.iter()
+                    .map(|&x| x.round_ties_even().clamp(0.0, 3.0) as u8)
+                    .collect(),
+            ),
+            F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => Data::U8(
+                v.iter()
+                    .map(|&x| lowp::encode(dtype, x as f32, true))
+                    .collect(),
+            ),
             Bool => Data::Bool(v.iter().map(|&x| x != 0.0).collect()),
             Str | C64 | C128 => bail!("cannot build {dtype} elements from real numbers"),
         };
@@ -415,7 +601,13 @@ impl Tensor {
             U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
             U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
             Bool => Data::Bool(v.iter().map(|&x| x != 0).collect()),
-            _ => return Tensor::from_f64(dtype, shape, &v.iter().map(|&x| x as f64).collect::<Vec<_>>()),
+            _ => {
+                return Tensor::from_f64(
+                    dtype,
+                    shape,
+                    &v.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+                )
+            }
         };
         Tensor::new(dtype, shape, data)
     }

@@ -62,7 +62,8 @@ impl Value {
 
     /// The tensor inside, or an error naming what it is instead.
     pub fn tensor(&self) -> crate::Result<&Tensor> {
-        self.as_tensor().ok_or_else(|| crate::err!("expected a tensor, got {}", self.kind()))
+        self.as_tensor()
+            .ok_or_else(|| crate::err!("expected a tensor, got {}", self.kind()))
     }
 
     /// Takes the tensor inside, or an error.
@@ -99,13 +100,22 @@ impl Value {
         Some(match self {
             Value::Tensor(t) => ValueType::Tensor {
                 dtype: t.dtype(),
-                shape: Some(t.shape().iter().map(|&d| crate::Dim::Known(d as u64)).collect()),
+                shape: Some(
+                    t.shape()
+                        .iter()
+                        .map(|&d| crate::Dim::Known(d as u64))
+                        .collect(),
+                ),
             },
             Value::Sequence(s) => ValueType::Sequence(Box::new(
-                s.elem.clone().or_else(|| s.items.first().and_then(|v| v.value_type()))?,
+                s.elem
+                    .clone()
+                    .or_else(|| s.items.first().and_then(|v| v.value_type()))?,
             )),
             Value::Optional(o) => ValueType::Optional(Box::new(
-                o.elem.clone().or_else(|| o.value.as_ref().and_then(|v| v.value_type()))?,
+                o.elem
+                    .clone()
+                    .or_else(|| o.value.as_ref().and_then(|v| v.value_type()))?,
             )),
         })
     }
@@ -120,7 +130,10 @@ impl From<Tensor> for Value {
 impl fmt::Display for ValueType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ValueType::Tensor { dtype, shape: Some(s) } => write!(f, "{dtype}{}", format_shape(s)),
+            ValueType::Tensor {
+                dtype,
+                shape: Some(s),
+            } => write!(f, "{dtype}{}", format_shape(s)),
             ValueType::Tensor { dtype, shape: None } => write!(f, "{dtype}[*]"),
             ValueType::Sequence(e) => write!(f, "seq<{e}>"),
             ValueType::Optional(e) => write!(f, "opt<{e}>"),

@@ -14,7 +14,10 @@ pub fn verify(g: &Graph) -> Result<()> {
             bail!("{what} defines value %{i}, but the graph has {n} values");
         }
         if defined[i] {
-            bail!("value %{i} ({}) is defined twice (again by {what})", g.values[i].name);
+            bail!(
+                "value %{i} ({}) is defined twice (again by {what})",
+                g.values[i].name
+            );
         }
         defined[i] = true;
         Ok(())
@@ -32,11 +35,19 @@ pub fn verify(g: &Graph) -> Result<()> {
         for id in node.inputs.iter().flatten() {
             let i = id.0 as usize;
             if i >= n || !defined[i] {
-                bail!("node {} ({}) uses value %{i} before it is defined", node.name, node.op.name());
+                bail!(
+                    "node {} ({}) uses value %{i} before it is defined",
+                    node.name,
+                    node.op.name()
+                );
             }
         }
         for id in node.outputs.iter().flatten() {
-            define(&mut defined, *id, &format!("node {} ({})", node.name, node.op.name()))?;
+            define(
+                &mut defined,
+                *id,
+                &format!("node {} ({})", node.name, node.op.name()),
+            )?;
         }
         for sub in node.op.subgraphs() {
             verify(sub).map_err(|e| e.context(format!("in a subgraph of node {}", node.name)))?;

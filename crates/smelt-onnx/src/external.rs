@@ -13,28 +13,53 @@ pub fn read(t: &TensorProto, base_dir: &Path) -> Result<Vec<u8>> {
     for kv in &t.external_data {
         match kv.key.as_str() {
             "location" => location = Some(kv.value.clone()),
-            "offset" => offset = kv.value.parse().map_err(|_| err!("bad external data offset '{}'", kv.value))?,
-            "length" => length = Some(kv.value.parse::<u64>().map_err(|_| err!("bad external data length '{}'", kv.value))?),
+            "offset" => {
+                offset = kv
+                    .value
+                    .parse()
+                    .map_err(|_| err!("bad external data offset '{}'", kv.value))?
+            }
+            "length" => {
+                length = Some(
+                    kv.value
+                        .parse::<u64>()
+                        .map_err(|_| err!("bad external data length '{}'", kv.value))?,
+                )
+            }
             _ => {}
         }
     }
-    let Some(loc) = location else { bail!("external data without a location") };
+    let Some(loc) = location else {
+        bail!("external data without a location")
+    };
     let rel = Path::new(&loc);
-    if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
         bail!("external data path '{loc}' leaves the model's folder");
     }
     let path = base_dir.join(rel);
     // Symlinks could still point outside: compare canonical paths.
-    let canon_base = base_dir.canonicalize().map_err(|e| err!("model folder {}: {e}", base_dir.display()))?;
-    let canon = path.canonicalize().map_err(|e| err!("external data file {}: {e}", path.display()))?;
+    let canon_base = base_dir
+        .canonicalize()
+        .map_err(|e| err!("model folder {}: {e}", base_dir.display()))?;
+    let canon = path
+        .canonicalize()
+        .map_err(|e| err!("external data file {}: {e}", path.display()))?;
     if !canon.starts_with(&canon_base) {
         bail!("external data path '{loc}' leaves the model's folder");
     }
-    let mut f = std::fs::File::open(&canon).map_err(|e| err!("external data file {}: {e}", path.display()))?;
+    let mut f = std::fs::File::open(&canon)
+        .map_err(|e| err!("external data file {}: {e}", path.display()))?;
     let size = f.metadata()?.len();
     let len = length.unwrap_or(size.saturating_sub(offset));
     if offset.checked_add(len).is_none_or(|end| end > size) {
-        bail!("external data range {offset}+{len} is past the end of {} ({size} bytes)", path.display());
+        bail!(
+            "external data range {offset}+{len} is past the end of {} ({size} bytes)",
+            path.display()
+        );
     }
     f.seek(SeekFrom::Start(offset))?;
     let mut buf = vec![0u8; len as usize];

@@ -1,20 +1,30 @@
 //! Decoding ONNX tensors, sequences, optionals and types into smelt values.
 
 use crate::proto::{
-    optional_proto, sequence_proto, type_proto, OptionalProto, SequenceProto, TensorProto, TypeProto,
+    optional_proto, sequence_proto, type_proto, OptionalProto, SequenceProto, TensorProto,
+    TypeProto,
 };
 use half::{bf16, f16};
-use smelt_ir::{bail, ensure, err, Data, Dim, DType, Optional, Result, Sequence, Tensor, Value, ValueType};
+use smelt_ir::{
+    bail, ensure, err, DType, Data, Dim, Optional, Result, Sequence, Tensor, Value, ValueType,
+};
 use std::path::Path;
 
 /// Decodes a tensor; `base_dir` is the model's folder, for external data (None forbids it).
 pub fn decode_tensor(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
-    let what = || if t.name.is_empty() { "tensor".to_string() } else { format!("tensor '{}'", t.name) };
+    let what = || {
+        if t.name.is_empty() {
+            "tensor".to_string()
+        } else {
+            format!("tensor '{}'", t.name)
+        }
+    };
     decode_inner(t, base_dir).map_err(|e| e.context(what()))
 }
 
 fn decode_inner(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
-    let dtype = DType::from_onnx_code(t.data_type).ok_or_else(|| err!("unknown data type code {}", t.data_type))?;
+    let dtype = DType::from_onnx_code(t.data_type)
+        .ok_or_else(|| err!("unknown data type code {}", t.data_type))?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         ensure!(d >= 0, "negative dimension {d}");
@@ -23,7 +33,9 @@ fn decode_inner(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
     let n = smelt_ir::numel(&shape)?;
     let external;
     let raw: Option<&[u8]> = if t.data_location == 1 {
-        let Some(dir) = base_dir else { bail!("external data is not allowed here") };
+        let Some(dir) = base_dir else {
+            bail!("external data is not allowed here")
+        };
         external = crate::external::read(t, dir)?;
         Some(&external)
     } else if !t.raw_data.is_empty() || (n == 0 && dtype != DType::Str) {
@@ -38,8 +50,17 @@ fn decode_inner(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
     Tensor::new(dtype, shape, data)
 }
 
-fn chunks<const N: usize>(b: &[u8], n: usize, dtype: DType) -> Result<impl Iterator<Item = [u8; N]> + '_> {
-    ensure!(b.len() == n * N, "{dtype} data has {} bytes, shape needs {}", b.len(), n * N);
+fn chunks<const N: usize>(
+    b: &[u8],
+    n: usize,
+    dtype: DType,
+) -> Result<impl Iterator<Item = [u8; N]> + '_> {
+    ensure!(
+        b.len() == n * N,
+        "{dtype} data has {} bytes, shape needs {}",
+        b.len(),
+        n * N
+    );
     Ok(b.chunks_exact(N).map(|c| {
         let mut a = [0u8; N];
         a.copy_from_slice(c);
@@ -52,10 +73,20 @@ fn from_raw(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
     Ok(match dtype {
         F32 => Data::F32(chunks::<4>(b, n, dtype)?.map(f32::from_le_bytes).collect()),
         F64 => Data::F64(chunks::<8>(b, n, dtype)?.map(f64::from_le_bytes).collect()),
-        F16 => Data::F16(chunks::<2>(b, n, dtype)?.map(|c| f16::from_bits(u16::from_le_bytes(c))).collect()),
-        BF16 => Data::BF16(chunks::<2>(b, n, dtype)?.map(|c| bf16::from_bits(u16::from_le_bytes(c))).collect()),
+        F16 => Data::F16(
+            chunks::<2>(b, n, dtype)?
+                .map(|c| f16::from_bits(u16::from_le_bytes(c)))
+                .collect(),
+        ),
+        BF16 => Data::BF16(
+            chunks::<2>(b, n, dtype)?
+                .map(|c| bf16::from_bits(u16::from_le_bytes(c)))
+                .collect(),
+        ),
         I8 => Data::I8(chunks::<1>(b, n, dtype)?.map(|c| c[0] as i8).collect()),
-        U8 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F8E8M0 => Data::U8(chunks::<1>(b, n, dtype)?.map(|c| c[0]).collect()),
+        U8 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F8E8M0 => {
+            Data::U8(chunks::<1>(b, n, dtype)?.map(|c| c[0]).collect())
+        }
         Bool => Data::Bool(chunks::<1>(b, n, dtype)?.map(|c| c[0] != 0).collect()),
         I16 => Data::I16(chunks::<2>(b, n, dtype)?.map(i16::from_le_bytes).collect()),
         U16 => Data::U16(chunks::<2>(b, n, dtype)?.map(u16::from_le_bytes).collect()),
@@ -65,14 +96,22 @@ fn from_raw(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
         U64 => Data::U64(chunks::<8>(b, n, dtype)?.map(u64::from_le_bytes).collect()),
         C64 => Data::C64(
             chunks::<8>(b, n, dtype)?
-                .map(|c| [f32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]])])
+                .map(|c| {
+                    [
+                        f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                        f32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                    ]
+                })
                 .collect(),
         ),
         C128 => Data::C128(
             chunks::<16>(b, n, dtype)?
                 .map(|c| {
                     let (a, z) = c.split_at(8);
-                    [f64::from_le_bytes(a.try_into().unwrap_or([0; 8])), f64::from_le_bytes(z.try_into().unwrap_or([0; 8]))]
+                    [
+                        f64::from_le_bytes(a.try_into().unwrap_or([0; 8])),
+                        f64::from_le_bytes(z.try_into().unwrap_or([0; 8])),
+                    ]
                 })
                 .collect(),
         ),
@@ -85,19 +124,35 @@ fn from_raw(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
 fn unpack_sub_byte(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
     let bits = dtype.bits();
     let per = 8 / bits;
-    ensure!(b.len() == n.div_ceil(per), "{dtype} data has {} bytes, shape needs {}", b.len(), n.div_ceil(per));
+    ensure!(
+        b.len() == n.div_ceil(per),
+        "{dtype} data has {} bytes, shape needs {}",
+        b.len(),
+        n.div_ceil(per)
+    );
     let mask = (1u8 << bits) - 1;
-    let codes: Vec<u8> = (0..n).map(|i| (b[i / per] >> ((i % per) * bits)) & mask).collect();
+    let codes: Vec<u8> = (0..n)
+        .map(|i| (b[i / per] >> ((i % per) * bits)) & mask)
+        .collect();
     Ok(if dtype.is_signed_int() {
         let shift = 8 - bits as u32;
-        Data::I8(codes.into_iter().map(|c| ((c << shift) as i8) >> shift).collect())
+        Data::I8(
+            codes
+                .into_iter()
+                .map(|c| ((c << shift) as i8) >> shift)
+                .collect(),
+        )
     } else {
         Data::U8(codes)
     })
 }
 
 fn expect_len<T>(v: Vec<T>, n: usize, dtype: DType) -> Result<Vec<T>> {
-    ensure!(v.len() == n, "{dtype} tensor has {} values, shape needs {n}", v.len());
+    ensure!(
+        v.len() == n,
+        "{dtype} tensor has {} values, shape needs {n}",
+        v.len()
+    );
     Ok(v)
 }
 
@@ -109,27 +164,75 @@ fn from_fields(t: &TensorProto, dtype: DType, n: usize) -> Result<Data> {
         F64 => Data::F64(expect_len(t.double_data.clone(), n, dtype)?),
         I64 => Data::I64(expect_len(t.int64_data.clone(), n, dtype)?),
         I32 => Data::I32(expect_len(i32s.clone(), n, dtype)?),
-        I16 => Data::I16(expect_len(i32s.iter().map(|&x| x as i16).collect(), n, dtype)?),
-        I8 => Data::I8(expect_len(i32s.iter().map(|&x| x as i8).collect(), n, dtype)?),
-        U16 => Data::U16(expect_len(i32s.iter().map(|&x| x as u16).collect(), n, dtype)?),
-        U8 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F8E8M0 => {
-            Data::U8(expect_len(i32s.iter().map(|&x| x as u8).collect(), n, dtype)?)
-        }
-        Bool => Data::Bool(expect_len(i32s.iter().map(|&x| x != 0).collect(), n, dtype)?),
-        F16 => Data::F16(expect_len(i32s.iter().map(|&x| f16::from_bits(x as u16)).collect(), n, dtype)?),
-        BF16 => Data::BF16(expect_len(i32s.iter().map(|&x| bf16::from_bits(x as u16)).collect(), n, dtype)?),
-        U32 => Data::U32(expect_len(t.uint64_data.iter().map(|&x| x as u32).collect(), n, dtype)?),
+        I16 => Data::I16(expect_len(
+            i32s.iter().map(|&x| x as i16).collect(),
+            n,
+            dtype,
+        )?),
+        I8 => Data::I8(expect_len(
+            i32s.iter().map(|&x| x as i8).collect(),
+            n,
+            dtype,
+        )?),
+        U16 => Data::U16(expect_len(
+            i32s.iter().map(|&x| x as u16).collect(),
+            n,
+            dtype,
+        )?),
+        U8 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F8E8M0 => Data::U8(expect_len(
+            i32s.iter().map(|&x| x as u8).collect(),
+            n,
+            dtype,
+        )?),
+        Bool => Data::Bool(expect_len(
+            i32s.iter().map(|&x| x != 0).collect(),
+            n,
+            dtype,
+        )?),
+        F16 => Data::F16(expect_len(
+            i32s.iter().map(|&x| f16::from_bits(x as u16)).collect(),
+            n,
+            dtype,
+        )?),
+        BF16 => Data::BF16(expect_len(
+            i32s.iter().map(|&x| bf16::from_bits(x as u16)).collect(),
+            n,
+            dtype,
+        )?),
+        U32 => Data::U32(expect_len(
+            t.uint64_data.iter().map(|&x| x as u32).collect(),
+            n,
+            dtype,
+        )?),
         U64 => Data::U64(expect_len(t.uint64_data.clone(), n, dtype)?),
         C64 => {
-            ensure!(t.float_data.len() == 2 * n, "complex64 tensor has {} floats, needs {}", t.float_data.len(), 2 * n);
+            ensure!(
+                t.float_data.len() == 2 * n,
+                "complex64 tensor has {} floats, needs {}",
+                t.float_data.len(),
+                2 * n
+            );
             Data::C64(t.float_data.chunks_exact(2).map(|c| [c[0], c[1]]).collect())
         }
         C128 => {
-            ensure!(t.double_data.len() == 2 * n, "complex128 tensor has {} doubles, needs {}", t.double_data.len(), 2 * n);
-            Data::C128(t.double_data.chunks_exact(2).map(|c| [c[0], c[1]]).collect())
+            ensure!(
+                t.double_data.len() == 2 * n,
+                "complex128 tensor has {} doubles, needs {}",
+                t.double_data.len(),
+                2 * n
+            );
+            Data::C128(
+                t.double_data
+                    .chunks_exact(2)
+                    .map(|c| [c[0], c[1]])
+                    .collect(),
+            )
         }
         Str => Data::Str(expect_len(
-            t.string_data.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
+            t.string_data
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect(),
             n,
             dtype,
         )?),
@@ -145,17 +248,28 @@ pub fn decode_type(t: &TypeProto) -> Option<ValueType> {
     match t.value.as_ref()? {
         type_proto::Value::TensorType(tt) => Some(ValueType::Tensor {
             dtype: DType::from_onnx_code(tt.elem_type)?,
-            shape: tt.shape.as_ref().map(|s| s.dim.iter().map(decode_dim).collect()),
+            shape: tt
+                .shape
+                .as_ref()
+                .map(|s| s.dim.iter().map(decode_dim).collect()),
         }),
         type_proto::Value::SparseTensorType(tt) => Some(ValueType::Tensor {
             dtype: DType::from_onnx_code(tt.elem_type)?,
-            shape: tt.shape.as_ref().map(|s| s.dim.iter().map(decode_dim).collect()),
+            shape: tt
+                .shape
+                .as_ref()
+                .map(|s| s.dim.iter().map(decode_dim).collect()),
         }),
-        type_proto::Value::SequenceType(s) => Some(ValueType::Sequence(Box::new(decode_type(s.elem_type.as_ref()?)?))),
-        type_proto::Value::OptionalType(o) => Some(ValueType::Optional(Box::new(decode_type(o.elem_type.as_ref()?)?))),
-        type_proto::Value::MapType(m) => {
-            Some(ValueType::Map(DType::from_onnx_code(m.key_type)?, Box::new(decode_type(m.value_type.as_ref()?)?)))
-        }
+        type_proto::Value::SequenceType(s) => Some(ValueType::Sequence(Box::new(decode_type(
+            s.elem_type.as_ref()?,
+        )?))),
+        type_proto::Value::OptionalType(o) => Some(ValueType::Optional(Box::new(decode_type(
+            o.elem_type.as_ref()?,
+        )?))),
+        type_proto::Value::MapType(m) => Some(ValueType::Map(
+            DType::from_onnx_code(m.key_type)?,
+            Box::new(decode_type(m.value_type.as_ref()?)?),
+        )),
     }
 }
 
@@ -171,9 +285,11 @@ fn decode_dim(d: &crate::proto::tensor_shape_proto::Dimension) -> Dim {
 /// Decodes a sequence value.
 pub fn decode_sequence(s: &SequenceProto) -> Result<Sequence> {
     let items: Vec<Value> = match s.elem_type {
-        sequence_proto::data_type::TENSOR => {
-            s.tensor_values.iter().map(|t| decode_tensor(t, None).map(Value::Tensor)).collect::<Result<_>>()?
-        }
+        sequence_proto::data_type::TENSOR => s
+            .tensor_values
+            .iter()
+            .map(|t| decode_tensor(t, None).map(Value::Tensor))
+            .collect::<Result<_>>()?,
         sequence_proto::data_type::SEQUENCE => s
             .sequence_values
             .iter()
@@ -194,9 +310,18 @@ pub fn decode_sequence(s: &SequenceProto) -> Result<Sequence> {
 /// Decodes an optional value.
 pub fn decode_optional(o: &OptionalProto) -> Result<Optional> {
     let value = match o.elem_type {
-        optional_proto::data_type::TENSOR => o.tensor_value.as_ref().map(|t| decode_tensor(t, None).map(Value::Tensor)),
-        optional_proto::data_type::SEQUENCE => o.sequence_value.as_ref().map(|s| decode_sequence(s).map(Value::Sequence)),
-        optional_proto::data_type::OPTIONAL => o.optional_value.as_ref().map(|s| decode_optional(s).map(Value::Optional)),
+        optional_proto::data_type::TENSOR => o
+            .tensor_value
+            .as_ref()
+            .map(|t| decode_tensor(t, None).map(Value::Tensor)),
+        optional_proto::data_type::SEQUENCE => o
+            .sequence_value
+            .as_ref()
+            .map(|s| decode_sequence(s).map(Value::Sequence)),
+        optional_proto::data_type::OPTIONAL => o
+            .optional_value
+            .as_ref()
+            .map(|s| decode_optional(s).map(Value::Optional)),
         optional_proto::data_type::UNDEFINED => None,
         other => bail!("optional contents of kind {other} are not supported"),
     };

@@ -9,7 +9,10 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
     for name in inputs.keys() {
         if !sig.iter().any(|s| &s.name == name) {
             let known: Vec<&str> = sig.iter().map(|s| s.name.as_str()).collect();
-            bail!("the model has no input named '{name}' (inputs: {})", known.join(", "));
+            bail!(
+                "the model has no input named '{name}' (inputs: {})",
+                known.join(", ")
+            );
         }
     }
     let mut symbols: HashMap<String, (usize, String)> = HashMap::new();
@@ -20,9 +23,15 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
             }
             continue;
         };
-        let (Some(ValueType::Tensor { dtype, shape }), Value::Tensor(t)) = (&s.ty, v) else { continue };
+        let (Some(ValueType::Tensor { dtype, shape }), Value::Tensor(t)) = (&s.ty, v) else {
+            continue;
+        };
         if t.dtype() != *dtype {
-            bail!("input '{}': expected {dtype} elements, got {}", s.name, t.dtype());
+            bail!(
+                "input '{}': expected {dtype} elements, got {}",
+                s.name,
+                t.dtype()
+            );
         }
         let Some(shape) = shape else { continue };
         if shape.len() != t.rank() {

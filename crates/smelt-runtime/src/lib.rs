@@ -14,6 +14,7 @@ use std::path::Path;
 /// A model ready to run.
 pub struct Session {
     model: Model,
+    consts: smelt_cpu::Constants,
 }
 
 /// One graph input or output as callers see it.
@@ -30,12 +31,13 @@ pub struct IoInfo {
 impl Session {
     /// Loads an ONNX model file.
     pub fn load(path: &Path) -> Result<Session> {
-        Ok(Session { model: smelt_onnx::load_model(path)? })
+        Ok(Session::from_model(smelt_onnx::load_model(path)?))
     }
 
     /// Wraps an already imported model.
     pub fn from_model(model: Model) -> Session {
-        Session { model }
+        let consts = smelt_cpu::Constants::of(&model.graph);
+        Session { model, consts }
     }
 
     /// The model.
@@ -48,7 +50,11 @@ impl Session {
         let g = &self.model.graph;
         g.inputs
             .iter()
-            .map(|i| IoInfo { name: g.name_of(i.id).to_string(), ty: g.value(i.id).ty.clone(), required: i.default.is_none() })
+            .map(|i| IoInfo {
+                name: g.name_of(i.id).to_string(),
+                ty: g.value(i.id).ty.clone(),
+                required: i.default.is_none(),
+            })
             .collect()
     }
 
@@ -57,14 +63,23 @@ impl Session {
         let g = &self.model.graph;
         g.outputs
             .iter()
-            .map(|&o| IoInfo { name: g.name_of(o).to_string(), ty: g.value(o).ty.clone(), required: false })
+            .map(|&o| IoInfo {
+                name: g.name_of(o).to_string(),
+                ty: g.value(o).ty.clone(),
+                required: false,
+            })
             .collect()
     }
 
     /// Runs the model on named inputs; returns (name, value) per output in graph order.
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
         check_inputs(&self.inputs(), &inputs)?;
-        let outs = smelt_cpu::run_graph_named(&self.model.graph, inputs)?;
-        Ok(self.outputs().into_iter().map(|o| o.name).zip(outs).collect())
+        let outs = smelt_cpu::run_graph_prepared(&self.model.graph, &self.consts, inputs)?;
+        Ok(self
+            .outputs()
+            .into_iter()
+            .map(|o| o.name)
+            .zip(outs)
+            .collect())
     }
 }

@@ -30,7 +30,13 @@ pub fn index_map(src: &[usize], out: &[usize]) -> Vec<usize> {
     let ss = strides(src);
     // Stride 0 where the operand is broadcast.
     let eff: Vec<usize> = (0..out.len())
-        .map(|i| if i < off || src[i - off] == 1 { 0 } else { ss[i - off] })
+        .map(|i| {
+            if i < off || src[i - off] == 1 {
+                0
+            } else {
+                ss[i - off]
+            }
+        })
         .collect();
     let mut res = Vec::with_capacity(n);
     let mut idx = vec![0usize; out.len()];
@@ -56,7 +62,10 @@ mod tests {
 
     #[test]
     fn shapes_and_maps() {
-        assert_eq!(broadcast_shapes(&[&[2, 1, 3], &[4, 1]]).unwrap(), vec![2, 4, 3]);
+        assert_eq!(
+            broadcast_shapes(&[&[2, 1, 3], &[4, 1]]).unwrap(),
+            vec![2, 4, 3]
+        );
         assert!(broadcast_shapes(&[&[2], &[3]]).is_err());
         assert_eq!(index_map(&[3], &[2, 3]), vec![0, 1, 2, 0, 1, 2]);
         assert_eq!(index_map(&[2, 1], &[2, 3]), vec![0, 0, 0, 1, 1, 1]);

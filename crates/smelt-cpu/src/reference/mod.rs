@@ -56,7 +56,9 @@ impl<'a> Inputs<'a> {
     pub fn opt_tensor(&self, i: usize) -> Result<Option<&'a Tensor>> {
         match self.value(i) {
             None => Ok(None),
-            Some(v) => Ok(Some(v.tensor().map_err(|e| e.context(format!("input {i}")))?)),
+            Some(v) => Ok(Some(
+                v.tensor().map_err(|e| e.context(format!("input {i}")))?,
+            )),
         }
     }
 
@@ -64,7 +66,9 @@ impl<'a> Inputs<'a> {
     pub fn opt_ints(&self, i: usize) -> Result<Option<Vec<i64>>> {
         match self.opt_tensor(i)? {
             None => Ok(None),
-            Some(t) => Ok(Some(t.to_i64().map_err(|e| e.context(format!("input {i}")))?)),
+            Some(t) => Ok(Some(
+                t.to_i64().map_err(|e| e.context(format!("input {i}")))?,
+            )),
         }
     }
 
@@ -80,8 +84,10 @@ pub struct Ctx<'a> {
     pub n_outputs: usize,
     /// Which output slots the graph uses.
     pub outputs_used: Vec<bool>,
-    /// Values visible at this point (for subgraph captures).
+    /// Values computed so far in the running graph (for subgraph captures).
     pub env: &'a Env,
+    /// The running graph's constants.
+    pub consts: &'a Env,
 }
 
 impl Ctx<'_> {
@@ -89,10 +95,30 @@ impl Ctx<'_> {
     pub fn run_subgraph(&self, g: &Graph, inputs: Vec<Value>) -> Result<Vec<Value>> {
         let mut env = Env::new();
         for c in &g.captures {
-            let v = self.env.get(&c.outer).ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
+            let v = self
+                .env
+                .get(&c.outer)
+                .or_else(|| self.consts.get(&c.outer))
+                .ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
             env.insert(c.inner, v.clone());
         }
-        execute(g, inputs.into_iter().map(Some).collect(), env)
+        let consts = Constants::of(g);
+        execute(g, inputs.into_iter().map(Some).collect(), env, &consts)
+    }
+}
+
+/// A graph's constants as values, built once and shared by every run of the graph.
+pub struct Constants(Env);
+
+impl Constants {
+    /// Copies the graph's constants.
+    pub fn of(g: &Graph) -> Constants {
+        Constants(
+            g.constants
+                .iter()
+                .map(|c| (c.id, Value::Tensor(c.tensor.clone())))
+                .collect(),
+        )
     }
 }
 
@@ -106,17 +132,44 @@ pub fn run_graph_named(g: &Graph, mut inputs: HashMap<String, Value>) -> Result<
     if let Some(extra) = inputs.keys().next() {
         bail!("the model has no input named '{extra}'");
     }
-    execute(g, pos, Env::new())
+    execute(g, pos, Env::new(), &Constants::of(g))
+}
+
+/// Runs a graph on inputs given by name, with its constants prepared once by the caller.
+pub fn run_graph_prepared(
+    g: &Graph,
+    consts: &Constants,
+    mut inputs: HashMap<String, Value>,
+) -> Result<Vec<Value>> {
+    let mut pos = Vec::with_capacity(g.inputs.len());
+    for inp in &g.inputs {
+        pos.push(inputs.remove(g.name_of(inp.id)));
+    }
+    if let Some(extra) = inputs.keys().next() {
+        bail!("the model has no input named '{extra}'");
+    }
+    execute(g, pos, Env::new(), consts)
 }
 
 /// Runs a graph on positional inputs (None takes the input's default).
 pub fn run_graph(g: &Graph, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
-    execute(g, inputs, Env::new())
+    execute(g, inputs, Env::new(), &Constants::of(g))
 }
 
-fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Value>> {
+fn execute(
+    g: &Graph,
+    inputs: Vec<Option<Value>>,
+    mut env: Env,
+    consts: &Constants,
+) -> Result<Vec<Value>> {
+    let consts = &consts.0;
     if inputs.len() > g.inputs.len() {
-        bail!("graph '{}' takes {} inputs, got {}", g.name, g.inputs.len(), inputs.len());
+        bail!(
+            "graph '{}' takes {} inputs, got {}",
+            g.name,
+            g.inputs.len(),
+            inputs.len()
+        );
     }
     let mut inputs = inputs;
     inputs.resize(g.inputs.len(), None);
@@ -127,9 +180,6 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
             (None, None) => bail!("missing required input '{}'", g.name_of(inp.id)),
         };
         env.insert(inp.id, v);
-    }
-    for c in &g.constants {
-        env.insert(c.id, Value::Tensor(c.tensor.clone()));
     }
     // Free intermediate values after their last use.
     let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -148,11 +198,16 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
     }
     for (i, node) in g.nodes.iter().enumerate() {
         let outs = {
-            let vals = node.inputs.iter().map(|id| id.and_then(|id| env.get(&id))).collect();
+            let vals = node
+                .inputs
+                .iter()
+                .map(|id| id.and_then(|id| env.get(&id).or_else(|| consts.get(&id))))
+                .collect();
             let cx = Ctx {
                 n_outputs: node.outputs.len(),
                 outputs_used: node.outputs.iter().map(|o| o.is_some()).collect(),
                 env: &env,
+                consts,
             };
             run_op(&node.op, &Inputs::new(vals), &cx)
                 .map_err(|e| e.context(format!("node {} ({})", node.name, node.op.name())))?
@@ -170,7 +225,12 @@ fn execute(g: &Graph, inputs: Vec<Option<Value>>, mut env: Env) -> Result<Vec<Va
     }
     g.outputs
         .iter()
-        .map(|o| env.get(o).cloned().ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o))))
+        .map(|o| {
+            env.get(o)
+                .or_else(|| consts.get(o))
+                .cloned()
+                .ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o)))
+        })
         .collect()
 }
 

@@ -13,7 +13,11 @@ pub fn run(op: &NnOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
 
 fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
     if a.rank() != 2 || b.rank() != 2 || a.shape()[1] != b.shape()[0] {
-        bail!("MatMul of {:?} and {:?} is not supported yet", a.shape(), b.shape());
+        bail!(
+            "MatMul of {:?} and {:?} is not supported yet",
+            a.shape(),
+            b.shape()
+        );
     }
     let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
     let (av, bv) = (a.to_f64()?, b.to_f64()?);

@@ -31,7 +31,10 @@ impl ControlOp {
     /// The subgraphs the op carries.
     pub fn subgraphs(&self) -> Vec<&Graph> {
         match self {
-            ControlOp::If { then_branch, else_branch } => vec![then_branch, else_branch],
+            ControlOp::If {
+                then_branch,
+                else_branch,
+            } => vec![then_branch, else_branch],
             ControlOp::Loop { body } => vec![body],
             ControlOp::Scan { body, .. } => vec![body],
         }

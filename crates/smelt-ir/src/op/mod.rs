@@ -129,7 +129,9 @@ impl Op {
             Op::Misc(o) => serde_json::to_value(o),
         };
         match v {
-            Ok(serde_json::Value::Object(mut m)) if m.len() == 1 => m.remove(self.name()).unwrap_or(serde_json::Value::Null),
+            Ok(serde_json::Value::Object(mut m)) if m.len() == 1 => {
+                m.remove(self.name()).unwrap_or(serde_json::Value::Null)
+            }
             _ => serde_json::Value::Null,
         }
     }

@@ -14,7 +14,10 @@ impl NodeCtx<'_, '_> {
         match self.attr(name) {
             None => Ok(None),
             Some(a) if a.r#type == want || a.r#type == at::UNDEFINED => Ok(Some(a)),
-            Some(a) => bail!("attribute '{name}' should be {what}, but has type code {}", a.r#type),
+            Some(a) => bail!(
+                "attribute '{name}' should be {what}, but has type code {}",
+                a.r#type
+            ),
         }
     }
 
@@ -45,7 +48,9 @@ impl NodeCtx<'_, '_> {
 
     /// A string attribute, if present.
     pub fn opt_s(&self, name: &str) -> Result<Option<String>> {
-        Ok(self.typed(name, at::STRING, "a string")?.map(|a| String::from_utf8_lossy(&a.s).into_owned()))
+        Ok(self
+            .typed(name, at::STRING, "a string")?
+            .map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
     /// A string attribute with a default.
@@ -55,27 +60,41 @@ impl NodeCtx<'_, '_> {
 
     /// An integer-list attribute, if present.
     pub fn opt_ints(&self, name: &str) -> Result<Option<Vec<i64>>> {
-        Ok(self.typed(name, at::INTS, "a list of ints")?.map(|a| a.ints.clone()))
+        Ok(self
+            .typed(name, at::INTS, "a list of ints")?
+            .map(|a| a.ints.clone()))
     }
 
     /// A float-list attribute, if present.
     pub fn opt_floats(&self, name: &str) -> Result<Option<Vec<f32>>> {
-        Ok(self.typed(name, at::FLOATS, "a list of floats")?.map(|a| a.floats.clone()))
+        Ok(self
+            .typed(name, at::FLOATS, "a list of floats")?
+            .map(|a| a.floats.clone()))
     }
 
     /// A string-list attribute, if present.
     pub fn opt_strings(&self, name: &str) -> Result<Option<Vec<String>>> {
         Ok(self
             .typed(name, at::STRINGS, "a list of strings")?
-            .map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()))
+            .map(|a| {
+                a.strings
+                    .iter()
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect()
+            }))
     }
 
     /// A tensor attribute, decoded, if present.
     pub fn opt_tensor(&self, name: &str) -> Result<Option<Tensor>> {
         match self.typed(name, at::TENSOR, "a tensor")? {
             Some(a) => {
-                let t = a.t.as_ref().ok_or_else(|| err!("attribute '{name}' has no tensor"))?;
-                Ok(Some(crate::tensor::decode_tensor(t, self.importer.base_dir.as_deref())?))
+                let t =
+                    a.t.as_ref()
+                        .ok_or_else(|| err!("attribute '{name}' has no tensor"))?;
+                Ok(Some(crate::tensor::decode_tensor(
+                    t,
+                    self.importer.base_dir.as_deref(),
+                )?))
             }
             None => Ok(None),
         }
@@ -84,17 +103,24 @@ impl NodeCtx<'_, '_> {
     /// An element-type attribute (ONNX data type code), if present.
     pub fn opt_dtype(&self, name: &str) -> Result<Option<DType>> {
         match self.opt_i(name)? {
-            Some(code) => Ok(Some(
-                DType::from_onnx_code(code as i32).ok_or_else(|| err!("attribute '{name}': unknown data type code {code}"))?,
-            )),
+            Some(code) => Ok(Some(DType::from_onnx_code(code as i32).ok_or_else(
+                || err!("attribute '{name}': unknown data type code {code}"),
+            )?)),
             None => Ok(None),
         }
     }
 
     /// A graph attribute, imported as a subgraph of the current scope.
     pub fn graph(&mut self, name: &str) -> Result<Graph> {
-        let a = self.typed(name, at::GRAPH, "a graph")?.ok_or_else(|| err!("missing graph attribute '{name}'"))?;
-        let g = a.g.as_ref().ok_or_else(|| err!("attribute '{name}' has no graph"))?.clone();
-        self.importer.import_subgraph(&g).map_err(|e| e.context(format!("in subgraph '{name}'")))
+        let a = self
+            .typed(name, at::GRAPH, "a graph")?
+            .ok_or_else(|| err!("missing graph attribute '{name}'"))?;
+        let g =
+            a.g.as_ref()
+                .ok_or_else(|| err!("attribute '{name}' has no graph"))?
+                .clone();
+        self.importer
+            .import_subgraph(&g)
+            .map_err(|e| e.context(format!("in subgraph '{name}'")))
     }
 }

@@ -14,7 +14,9 @@ pub mod sequence;
 
 use crate::proto::{GraphProto, ModelProto, NodeProto};
 use crate::tensor::{decode_tensor, decode_type};
-use smelt_ir::{bail, err, Capture, Constant, Graph, GraphInput, Model, Node, Op, Result, Tensor, ValueId};
+use smelt_ir::{
+    bail, err, Capture, Constant, Graph, GraphInput, Model, Node, Op, Result, Tensor, ValueId,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -42,27 +44,58 @@ fn load(path: &Path, lenient: bool) -> Result<Imported> {
     let bytes = std::fs::read(path).map_err(|e| err!("cannot read model: {e}").context(ctx()))?;
     let proto = <ModelProto as prost::Message>::decode(bytes.as_slice())
         .map_err(|e| err!("not a valid ONNX model (protobuf decode failed: {e})").context(ctx()))?;
-    let base = path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }).map(Path::to_path_buf);
+    let base = path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .map(Path::to_path_buf);
     import_model(&proto, base, lenient).map_err(|e| e.context(ctx()))
 }
 
 /// Imports a decoded model; `base_dir` is where external data lives.
-pub fn import_model(proto: &ModelProto, base_dir: Option<PathBuf>, lenient: bool) -> Result<Imported> {
-    let Some(graph) = proto.graph.as_ref() else { bail!("the model has no graph") };
+pub fn import_model(
+    proto: &ModelProto,
+    base_dir: Option<PathBuf>,
+    lenient: bool,
+) -> Result<Imported> {
+    let Some(graph) = proto.graph.as_ref() else {
+        bail!("the model has no graph")
+    };
     let mut opsets = HashMap::new();
     for o in &proto.opset_import {
-        let domain = if o.domain == "ai.onnx" { String::new() } else { o.domain.clone() };
+        let domain = if o.domain == "ai.onnx" {
+            String::new()
+        } else {
+            o.domain.clone()
+        };
         opsets.insert(domain, o.version);
     }
     if proto.opset_import.is_empty() {
         opsets.insert(String::new(), 1);
     }
-    let mut imp = Importer { opsets, base_dir, scopes: Vec::new(), lenient, unsupported: Vec::new(), counter: 0 };
+    let mut imp = Importer {
+        opsets,
+        base_dir,
+        scopes: Vec::new(),
+        lenient,
+        unsupported: Vec::new(),
+        counter: 0,
+    };
     let g = imp.import_graph(graph, None)?;
     let mut opsets: Vec<(String, i64)> = imp.opsets.iter().map(|(k, v)| (k.clone(), *v)).collect();
     opsets.sort();
     Ok(Imported {
-        model: Model { graph: g, opsets, ir_version: proto.ir_version, producer: proto.producer_name.clone() },
+        model: Model {
+            graph: g,
+            opsets,
+            ir_version: proto.ir_version,
+            producer: proto.producer_name.clone(),
+        },
         unsupported: imp.unsupported,
     })
 }
@@ -118,7 +151,13 @@ impl Importer {
     }
 
     fn import_graph(&mut self, g: &GraphProto, _sub: Option<()>) -> Result<Graph> {
-        self.scopes.push(Scope { graph: Graph { name: g.name.clone(), ..Graph::default() }, names: HashMap::new() });
+        self.scopes.push(Scope {
+            graph: Graph {
+                name: g.name.clone(),
+                ..Graph::default()
+            },
+            names: HashMap::new(),
+        });
         let r = self.fill_graph(g);
         let scope = self.scopes.pop().expect("scope pushed above");
         r.map(|_| scope.graph)
@@ -156,13 +195,19 @@ impl Importer {
         }
         for (i, node) in g.node.iter().enumerate() {
             self.import_node(node, i).map_err(|e| {
-                let name = if node.name.is_empty() { format!("#{i}") } else { node.name.clone() };
+                let name = if node.name.is_empty() {
+                    format!("#{i}")
+                } else {
+                    node.name.clone()
+                };
                 e.context(format!("node {name} ({})", node.op_type))
             })?;
         }
         let level = self.scopes.len() - 1;
         for vi in &g.output {
-            let id = self.resolve_at(level, &vi.name).ok_or_else(|| err!("graph output '{}' is never defined", vi.name))?;
+            let id = self
+                .resolve_at(level, &vi.name)
+                .ok_or_else(|| err!("graph output '{}' is never defined", vi.name))?;
             self.scope().graph.outputs.push(id);
         }
         let s = self.scope();
@@ -184,14 +229,25 @@ impl Importer {
             if name.is_empty() {
                 inputs.push(None);
             } else {
-                let id = self.resolve_at(level, name).ok_or_else(|| err!("input '{name}' is not defined before this node"))?;
+                let id = self
+                    .resolve_at(level, name)
+                    .ok_or_else(|| err!("input '{name}' is not defined before this node"))?;
                 inputs.push(Some(id));
             }
         }
-        let domain = if node.domain == "ai.onnx" { "" } else { node.domain.as_str() };
+        let domain = if node.domain == "ai.onnx" {
+            ""
+        } else {
+            node.domain.as_str()
+        };
         let opset = match self.opsets.get(domain) {
             Some(&v) => v,
-            None if domain == "ai.onnx.ml" || domain == "ai.onnx.preview.training" || domain.is_empty() => 1,
+            None if domain == "ai.onnx.ml"
+                || domain == "ai.onnx.preview.training"
+                || domain.is_empty() =>
+            {
+                1
+            }
             None => bail!("domain '{domain}' is not imported by the model"),
         };
         let name = if node.name.is_empty() {
@@ -202,12 +258,23 @@ impl Importer {
         };
         if domain.is_empty() && node.op_type == "Constant" {
             let t = constant_value(node, self)?;
-            let out = node.output.first().ok_or_else(|| err!("Constant has no output"))?;
+            let out = node
+                .output
+                .first()
+                .ok_or_else(|| err!("Constant has no output"))?;
             let id = self.define(out);
-            self.scope().graph.constants.push(Constant { id, tensor: t });
+            self.scope()
+                .graph
+                .constants
+                .push(Constant { id, tensor: t });
             return Ok(());
         }
-        let mut ctx = NodeCtx { node, domain, opset, importer: self };
+        let mut ctx = NodeCtx {
+            node,
+            domain,
+            opset,
+            importer: self,
+        };
         let op = match import_op(&mut ctx)? {
             Some(op) => op,
             None => {
@@ -219,7 +286,12 @@ impl Importer {
                     name
                 );
                 if !self.lenient {
-                    return Err(err!("unsupported op {} (domain '{}', opset {})", node.op_type, if domain.is_empty() { "ai.onnx" } else { domain }, opset));
+                    return Err(err!(
+                        "unsupported op {} (domain '{}', opset {})",
+                        node.op_type,
+                        if domain.is_empty() { "ai.onnx" } else { domain },
+                        opset
+                    ));
                 }
                 self.unsupported.push(msg);
                 // Keep going: define the outputs so later nodes still resolve.
@@ -229,14 +301,34 @@ impl Importer {
                 return Ok(());
             }
         };
-        let outputs = node.output.iter().map(|o| if o.is_empty() { None } else { Some(self.define(o)) }).collect();
-        self.scope().graph.nodes.push(Node { name, op, inputs, outputs });
+        let outputs = node
+            .output
+            .iter()
+            .map(|o| {
+                if o.is_empty() {
+                    None
+                } else {
+                    Some(self.define(o))
+                }
+            })
+            .collect();
+        self.scope().graph.nodes.push(Node {
+            name,
+            op,
+            inputs,
+            outputs,
+        });
         Ok(())
     }
 }
 
 fn constant_value(node: &NodeProto, imp: &mut Importer) -> Result<Tensor> {
-    let ctx = NodeCtx { node, domain: "", opset: 0, importer: imp };
+    let ctx = NodeCtx {
+        node,
+        domain: "",
+        opset: 0,
+        importer: imp,
+    };
     if let Some(t) = ctx.opt_tensor("value")? {
         return Ok(t);
     }

@@ -1,0 +1,91 @@
+//! `smelt run`: runs a model once on .npy or random inputs and writes .npy outputs.
+
+use crate::inputs::{build_inputs, parse_shape_args, InputArgs};
+use crate::npy;
+use smelt_ir::{Result, Value};
+use smelt_runtime::Session;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `smelt run`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The ONNX model file.
+    model: PathBuf,
+    #[command(flatten)]
+    inputs: InputArgs,
+    /// Folder to write each output to, as `<name>.npy`.
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+}
+
+/// Runs the subcommand.
+pub fn main(a: Args) -> Result<ExitCode> {
+    let session = Session::load(&a.model)?;
+    let shapes = parse_shape_args(&a.inputs.shape)?;
+    let inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
+    let outputs = session
+        .run(inputs)
+        .map_err(|e| e.context(a.model.display().to_string()))?;
+    if let Some(dir) = &a.output_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| smelt_ir::err!("cannot create {}: {e}", dir.display()))?;
+    }
+    for (name, v) in &outputs {
+        println!("{}", describe(name, v));
+        if let (Some(dir), Value::Tensor(t)) = (&a.output_dir, v) {
+            npy::write(&dir.join(format!("{}.npy", safe_file_name(name))), t)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A file name for an output: characters outside `[A-Za-z0-9._-]` become `_`.
+pub fn safe_file_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s == "." || s == ".." {
+        format!("_{s}")
+    } else {
+        s
+    }
+}
+
+fn describe(name: &str, v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => {
+            let first: String = match t.to_f64() {
+                Ok(vals) => vals
+                    .iter()
+                    .take(8)
+                    .map(|x| format!("{x:.6}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Err(_) => format!("{:?}", t.data()).chars().take(80).collect(),
+            };
+            let more = if t.len() > 8 { ", ..." } else { "" };
+            format!("{name}: {} {:?} [{first}{more}]", t.dtype(), t.shape())
+        }
+        other => format!("{name}: {}", other.summary()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_file_name;
+
+    #[test]
+    fn file_names_are_sanitized() {
+        assert_eq!(safe_file_name("gpu_0/softmax:1"), "gpu_0_softmax_1");
+        assert_eq!(safe_file_name(".."), "_..");
+        assert_eq!(safe_file_name("ok-name.1"), "ok-name.1");
+    }
+}

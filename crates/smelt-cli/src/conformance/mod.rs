@@ -1,0 +1,214 @@
+//! `smelt conformance`: runs ONNX backend-test cases in worker processes (so a crash or a
+//! hang fails one case, not the run) and compares with the expected-failures list.
+
+mod case;
+mod compare;
+mod pool;
+
+use compare::Tolerance;
+use smelt_ir::{err, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Arguments of `smelt conformance`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Case folders, or folders to search for them.
+    #[arg(required_unless_present = "worker")]
+    paths: Vec<PathBuf>,
+    /// Relative tolerance for floats.
+    #[arg(long, default_value_t = 1e-3)]
+    rtol: f64,
+    /// Absolute tolerance for floats.
+    #[arg(long, default_value_t = 1e-7)]
+    atol: f64,
+    /// Seconds a case may run before it counts as failed.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// File listing the cases expected to fail, one per line: `name  reason`.
+    #[arg(long)]
+    expected_failures: Option<PathBuf>,
+    /// Write every case's result here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Worker processes to run at once (default: the number of CPUs).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Internal: run cases named on stdin and report on stdout.
+    #[arg(long, hide = true)]
+    worker: bool,
+}
+
+/// The result of one case as reported.
+#[derive(Clone)]
+pub struct CaseResult {
+    /// Case name (the folder name).
+    pub name: String,
+    /// "pass", "fail" or "skip".
+    pub status: &'static str,
+    /// Why it failed or was skipped.
+    pub reason: String,
+    /// Seconds it took.
+    pub seconds: f64,
+}
+
+/// Runs the subcommand.
+pub fn main(a: Args) -> Result<ExitCode> {
+    let tol = Tolerance {
+        rtol: a.rtol,
+        atol: a.atol,
+    };
+    if a.worker {
+        return worker(tol);
+    }
+    let expected = match &a.expected_failures {
+        Some(p) => Some(read_expected(p)?),
+        None => None,
+    };
+    let cases = case::discover(&a.paths)?;
+    if cases.is_empty() {
+        return Err(err!(
+            "no cases (folders with model.onnx) found under the given paths"
+        ));
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let started = Instant::now();
+    let results = pool::run_all(&cases, jobs, &a, a.timeout)?;
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut failed_names = BTreeSet::new();
+    for r in &results {
+        match r.status {
+            "pass" => passed += 1,
+            "skip" => skipped += 1,
+            _ => {
+                failed += 1;
+                failed_names.insert(r.name.clone());
+                let tag = match &expected {
+                    Some(e) if e.contains_key(&r.name) => "xfail",
+                    _ => "FAIL",
+                };
+                println!("{tag} {}: {}", r.name, one_line(&r.reason));
+            }
+        }
+    }
+    let mut ok = failed == 0;
+    if let Some(exp) = &expected {
+        let run: BTreeSet<&String> = results.iter().map(|r| &r.name).collect();
+        let unexpected_pass: Vec<&String> = exp
+            .keys()
+            .filter(|n| run.contains(n) && !failed_names.contains(*n))
+            .collect();
+        let unexpected_fail: Vec<&String> = failed_names
+            .iter()
+            .filter(|n| !exp.contains_key(*n))
+            .collect();
+        for n in &unexpected_pass {
+            println!(
+                "XPASS {n}: listed as an expected failure but passed (remove it from the list)"
+            );
+        }
+        ok = unexpected_pass.is_empty() && unexpected_fail.is_empty();
+        println!(
+            "expected failures: {} listed, {} unexpected failures, {} unexpected passes",
+            exp.len(),
+            unexpected_fail.len(),
+            unexpected_pass.len()
+        );
+    }
+    if let Some(p) = &a.json {
+        write_json(p, &results, a.rtol, a.atol)?;
+    }
+    eprintln!(
+        "({} cases in {:.1}s with {jobs} workers)",
+        results.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn one_line(s: &str) -> String {
+    let s = s.replace('\n', " ");
+    if s.chars().count() > 300 {
+        format!("{}...", s.chars().take(300).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Reads an expected-failures file: `name  reason` per line; `#` starts a comment line.
+pub fn read_expected(p: &PathBuf) -> Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(p).map_err(|e| err!("{}: {e}", p.display()))?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        out.insert(name.to_string(), reason.trim().to_string());
+    }
+    Ok(out)
+}
+
+fn write_json(p: &PathBuf, results: &[CaseResult], rtol: f64, atol: f64) -> Result<()> {
+    let cases: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| serde_json::json!({"name": r.name, "status": r.status, "reason": r.reason, "seconds": r.seconds}))
+        .collect();
+    let count = |s: &str| results.iter().filter(|r| r.status == s).count();
+    let doc = serde_json::json!({
+        "tolerance": {"rtol": rtol, "atol": atol},
+        "summary": {"passed": count("pass"), "failed": count("fail"), "skipped": count("skip")},
+        "cases": cases,
+    });
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| err!("{e}"))?;
+    std::fs::write(p, text).map_err(|e| err!("{}: {e}", p.display()))
+}
+
+/// Worker side: one case folder per stdin line, one result line per case on stdout.
+fn worker(tol: Tolerance) -> Result<ExitCode> {
+    // Panics are caught per case and reported as failures; keep stderr quiet.
+    std::panic::set_hook(Box::new(|_| {}));
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let dir = PathBuf::from(line?);
+        let t = Instant::now();
+        let outcome = std::panic::catch_unwind(|| case::run_case(&dir, tol)).unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            case::Outcome::Fail(format!("panic: {msg}"))
+        });
+        let (status, reason) = match outcome {
+            case::Outcome::Pass => ("pass", String::new()),
+            case::Outcome::Fail(r) => ("fail", r),
+            case::Outcome::Skip(r) => ("skip", r),
+        };
+        writeln!(
+            out,
+            "{status}\t{:.4}\t{}",
+            t.elapsed().as_secs_f64(),
+            one_line(&reason)
+        )?;
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

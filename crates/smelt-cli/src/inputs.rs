@@ -1,0 +1,176 @@
+//! Building model inputs from the command line: `.npy` files, `--shape`, random values.
+
+use crate::npy;
+use smelt_ir::{bail, err, DType, Data, Dim, Result, Tensor, Value, ValueType};
+use smelt_runtime::IoInfo;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Input options shared by commands that run a model.
+#[derive(clap::Args, Clone)]
+pub struct InputArgs {
+    /// An input as NAME=FILE.npy (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    pub input: Vec<String>,
+    /// A concrete input shape as NAME=1x3x224x224 (repeatable), for random inputs.
+    #[arg(long = "shape", value_name = "NAME=DIMS")]
+    pub shape: Vec<String>,
+    /// Fill inputs not given with seeded random values.
+    #[arg(long)]
+    pub random_inputs: bool,
+    /// Seed for --random-inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Parses `--shape NAME=AxBxC` arguments.
+pub fn parse_shape_args(args: &[String]) -> Result<HashMap<String, Vec<usize>>> {
+    let mut out = HashMap::new();
+    for a in args {
+        let (name, dims) = a
+            .rsplit_once('=')
+            .ok_or_else(|| err!("--shape {a}: expected NAME=DIMS, e.g. x=1x3x224x224"))?;
+        let dims = if dims.is_empty() {
+            Vec::new()
+        } else {
+            dims.split(['x', ','])
+                .map(|d| {
+                    d.trim()
+                        .parse::<usize>()
+                        .map_err(|_| err!("--shape {a}: '{d}' is not a dimension"))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        out.insert(name.to_string(), dims);
+    }
+    Ok(out)
+}
+
+/// The inputs for a run: files first, then random values for the rest when asked.
+pub fn build_inputs(
+    sig: &[IoInfo],
+    a: &InputArgs,
+    shapes: &HashMap<String, Vec<usize>>,
+) -> Result<HashMap<String, Value>> {
+    let mut out = HashMap::new();
+    for spec in &a.input {
+        let (name, file) = spec
+            .rsplit_once('=')
+            .ok_or_else(|| err!("--input {spec}: expected NAME=FILE.npy"))?;
+        if !sig.iter().any(|s| s.name == name) {
+            let known: Vec<&str> = sig.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "--input {spec}: the model has no input '{name}' (inputs: {})",
+                known.join(", ")
+            );
+        }
+        out.insert(
+            name.to_string(),
+            Value::Tensor(npy::read(&PathBuf::from(file))?),
+        );
+    }
+    for name in shapes.keys() {
+        if !sig.iter().any(|s| &s.name == name) {
+            bail!("--shape: the model has no input '{name}'");
+        }
+    }
+    let mut rng = SplitMix(a.seed);
+    let mut symbols: HashMap<String, i64> = HashMap::new();
+    let missing: Vec<&IoInfo> = sig
+        .iter()
+        .filter(|s| s.required && !out.contains_key(&s.name))
+        .collect();
+    for s in missing {
+        if !a.random_inputs {
+            bail!(
+                "missing required input '{}' (give --input {}=FILE.npy, or --random-inputs)",
+                s.name,
+                s.name
+            );
+        }
+        let Some(ValueType::Tensor { dtype, shape }) = &s.ty else {
+            bail!(
+                "input '{}' is not a tensor with a known type; give it with --input",
+                s.name
+            );
+        };
+        let dims = match (shapes.get(&s.name), shape) {
+            (Some(d), _) => d.clone(),
+            (None, Some(shape)) => concrete(shape, &s.name, &mut symbols)?,
+            (None, None) => bail!(
+                "input '{}' has an unknown shape; give --shape {}=DIMS",
+                s.name,
+                s.name
+            ),
+        };
+        out.insert(
+            s.name.clone(),
+            Value::Tensor(random_tensor(*dtype, dims, &mut rng)?),
+        );
+    }
+    Ok(out)
+}
+
+fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Result<Vec<usize>> {
+    shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => Ok(*n as usize),
+            Dim::Sym(smelt_ir::DimExpr::Sym(s)) => {
+                let v = *symbols.entry(s.clone()).or_insert_with(|| {
+                    eprintln!("note: input '{name}': symbolic dimension '{s}' set to 1 (use --shape to choose)");
+                    1
+                });
+                Ok(v as usize)
+            }
+            other => d
+                .eval(symbols)
+                .map(|v| v as usize)
+                .ok_or_else(|| err!("input '{name}': cannot choose a value for dimension {other}; give --shape")),
+        })
+        .collect()
+}
+
+/// A small deterministic generator (splitmix64) for random inputs.
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform value in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A random tensor: floats uniform in [0, 1), integers in [0, 10), random booleans.
+pub fn random_tensor(dtype: DType, shape: Vec<usize>, rng: &mut SplitMix) -> Result<Tensor> {
+    let n = smelt_ir::numel(&shape)?;
+    if dtype == DType::Bool {
+        return Tensor::new(
+            dtype,
+            shape,
+            Data::Bool((0..n).map(|_| rng.next_u64() & 1 == 1).collect()),
+        );
+    }
+    if dtype == DType::Str {
+        return Tensor::new(
+            dtype,
+            shape,
+            Data::Str((0..n).map(|i| format!("s{i}")).collect()),
+        );
+    }
+    let v: Vec<f64> = if dtype.is_int() {
+        (0..n).map(|_| (rng.next_u64() % 10) as f64).collect()
+    } else {
+        (0..n).map(|_| rng.next_f64()).collect()
+    };
+    Tensor::from_f64(dtype, shape, &v)
+}

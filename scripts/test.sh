@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite: fetch the test data (cached), build, unit and CLI tests,
+# then the conformance suites against their expected-failures lists.
+#
+#   scripts/test.sh              # everything
+#   SMELT_SKIP_LINT=1 scripts/test.sh   # skip fmt/clippy
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+SMELT_CACHE="${SMELT_CACHE:-$HOME/.cache/smelt}"
+export SMELT_CACHE
+# Error paths should stay cheap: no backtrace capture in tests.
+export RUST_BACKTRACE=0
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "test data"
+scripts/fetch-test-data.sh
+DATA="$SMELT_CACHE/data"
+
+step "build (release)"
+cargo build --release --workspace --locked
+SMELT="$ROOT/target/release/smelt"
+
+if [[ -z "${SMELT_SKIP_LINT:-}" ]]; then
+  step "fmt and clippy"
+  cargo fmt --all -- --check
+  cargo clippy --release --workspace --all-targets --locked -- -D warnings
+fi
+
+step "unit and CLI tests"
+cargo test --release --workspace --locked
+
+status=0
+conf() {
+  local name="$1"; shift
+  step "conformance: $name"
+  "$SMELT" conformance "$@" --expected-failures "tests/conformance/$name.xfail" --json "target/conformance-$name.json" || status=1
+}
+conf node "$DATA/node"
+conf pytorch-converted "$DATA/onnx-wheel/pytorch-converted"
+conf pytorch-operator "$DATA/onnx-wheel/pytorch-operator"
+conf simple "$DATA/onnx-wheel/simple"
+conf models "$DATA/models" --rtol 1e-3 --atol 1e-4 --timeout 300 --jobs 1
+
+step "example"
+"$SMELT" run examples/mlp/model.onnx --input x=examples/mlp/x.npy
+
+if [[ $status -ne 0 ]]; then
+  echo "conformance: some suite did not match its expected-failures list" >&2
+fi
+exit $status
