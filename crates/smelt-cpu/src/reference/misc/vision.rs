@@ -1,0 +1,812 @@
+//! Vision ops: Resize (and Upsample), NonMaxSuppression, RoiAlign, GridSample, AffineGrid.
+
+use super::super::{one, Inputs};
+use super::from_f64_rounded;
+use smelt_ir::op::misc::{AspectPolicy, CoordMode, GridPadding, InterpMode, NearestMode};
+use smelt_ir::op::MiscOp;
+use smelt_ir::{bail, ensure, map_data, numel, strides, Data, Result, Tensor, Value};
+
+// ---------------------------------------------------------------- Resize
+
+/// Per output position of one axis: the input indices and their weights (None: extrapolate).
+struct AxisPlan {
+    /// Taps per output position.
+    n: usize,
+    /// `out * n` clamped input indices.
+    idx: Vec<usize>,
+    /// `out * n` weights.
+    w: Vec<f64>,
+    /// Output positions that take the extrapolation value.
+    extrap: Vec<bool>,
+}
+
+struct AxisParams {
+    mode: InterpMode,
+    coord: CoordMode,
+    nearest: NearestMode,
+    a: f64,
+    exclude_outside: bool,
+    antialias: bool,
+}
+
+fn cubic_coeffs(r: f64, a: f64) -> Vec<f64> {
+    vec![
+        ((a * (r + 1.0) - 5.0 * a) * (r + 1.0) + 8.0 * a) * (r + 1.0) - 4.0 * a,
+        ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
+        ((a + 2.0) * (1.0 - r) - (a + 3.0)) * (1.0 - r) * (1.0 - r) + 1.0,
+        ((a * ((1.0 - r) + 1.0) - 5.0 * a) * ((1.0 - r) + 1.0) + 8.0 * a) * ((1.0 - r) + 1.0) - 4.0 * a,
+    ]
+}
+
+fn cubic_coeffs_antialias(r: f64, scale: f64, a: f64) -> Vec<f64> {
+    let scale = scale.min(1.0);
+    let f = |x: f64| {
+        let x = x.abs();
+        let (x2, x3) = (x * x, x * x * x);
+        if x <= 1.0 {
+            (a + 2.0) * x3 - (a + 3.0) * x2 + 1.0
+        } else if x < 2.0 {
+            a * x3 - 5.0 * a * x2 + 8.0 * a * x - 4.0 * a
+        } else {
+            0.0
+        }
+    };
+    let start = (-2.0 / scale).floor() as i64 + 1;
+    let end = 2 - start;
+    let c: Vec<f64> = (start..end).map(|i| f(scale * (i as f64 - r))).collect();
+    let s: f64 = c.iter().sum();
+    c.into_iter().map(|v| v / s).collect()
+}
+
+fn linear_coeffs_antialias(r: f64, scale: f64) -> Vec<f64> {
+    let scale = scale.min(1.0);
+    let start = (-1.0 / scale).floor() as i64 + 1;
+    let footprint = 2 - 2 * start;
+    let c: Vec<f64> = (start..start + footprint).map(|i| (1.0 - ((i as f64 - r) * scale).abs()).clamp(0.0, 1.0)).collect();
+    let s: f64 = c.iter().sum();
+    c.into_iter().map(|v| v / s).collect()
+}
+
+fn plan_axis(p: &AxisParams, in_w: usize, out_w: usize, scale: f64, roi: (f64, f64)) -> Result<AxisPlan> {
+    let inw = in_w as f64;
+    let outf = scale * inw;
+    let mut plan = AxisPlan { n: 0, idx: Vec::new(), w: Vec::new(), extrap: vec![false; out_w] };
+    let last = in_w as i64 - 1;
+    for y in 0..out_w {
+        let yf = y as f64;
+        let x = match p.coord {
+            CoordMode::AlignCorners => {
+                if outf == 1.0 {
+                    0.0
+                } else {
+                    yf * (inw - 1.0) / (outf - 1.0)
+                }
+            }
+            CoordMode::Asymmetric => yf / scale,
+            CoordMode::TfCropAndResize => {
+                let v = if outf == 1.0 {
+                    (roi.1 - roi.0) * (inw - 1.0) / 2.0
+                } else {
+                    yf * (roi.1 - roi.0) * (inw - 1.0) / (outf - 1.0)
+                };
+                let v = v + roi.0 * (inw - 1.0);
+                if v < 0.0 || v > inw - 1.0 {
+                    plan.extrap[y] = true;
+                }
+                v
+            }
+            CoordMode::PytorchHalfPixel => {
+                if outf == 1.0 {
+                    -0.5
+                } else {
+                    (yf + 0.5) / scale - 0.5
+                }
+            }
+            CoordMode::HalfPixel => (yf + 0.5) / scale - 0.5,
+            CoordMode::HalfPixelSymmetric => {
+                let adjustment = out_w as f64 / outf;
+                let center = inw / 2.0;
+                center * (1.0 - adjustment) + (yf + 0.5) / scale - 0.5
+            }
+            CoordMode::TfHalfPixelForNn => (yf + 0.5) / scale,
+        };
+        let fl = x.floor();
+        let is_int = x == fl;
+        if p.mode == InterpMode::Nearest {
+            let r = x - fl;
+            let up = !is_int
+                && match p.nearest {
+                    NearestMode::RoundPreferFloor => r > 0.5,
+                    NearestMode::RoundPreferCeil => r >= 0.5,
+                    NearestMode::Floor => false,
+                    NearestMode::Ceil => true,
+                    NearestMode::Simple => scale < 1.0,
+                };
+            let i = if up { fl as i64 + 1 } else { fl as i64 };
+            plan.n = 1;
+            plan.idx.push(i.clamp(0, last.max(0)) as usize);
+            plan.w.push(1.0);
+            continue;
+        }
+        let ratio = if is_int { 1.0 } else { x - fl };
+        let mut c = match (p.mode, p.antialias) {
+            (InterpMode::Linear, false) => vec![1.0 - ratio, ratio],
+            (InterpMode::Linear, true) => linear_coeffs_antialias(ratio, scale),
+            (_, false) => cubic_coeffs(ratio, p.a),
+            (_, true) => cubic_coeffs_antialias(ratio, scale, p.a),
+        };
+        let n = c.len();
+        ensure!(n <= 1 << 20, "Resize: filter of {n} taps is too wide");
+        let pad = n.div_ceil(2) as f64;
+        let xp = x + pad;
+        let pp = xp.floor();
+        let frac = xp - pp;
+        let offset = if n % 2 == 0 {
+            if frac == 0.0 {
+                -((n / 2) as i64)
+            } else {
+                -((n / 2) as i64) + 1
+            }
+        } else {
+            let base = -(((n - 1) / 2) as i64);
+            if frac <= 0.5 {
+                base
+            } else {
+                base + 1
+            }
+        };
+        let start = pp as i64 + offset - pad as i64;
+        if p.exclude_outside {
+            for (j, cj) in c.iter_mut().enumerate() {
+                let i = start + j as i64;
+                if i < 0 || i > last {
+                    *cj = 0.0;
+                }
+            }
+            let s: f64 = c.iter().sum();
+            let s = if s == 0.0 { 1.0 } else { s };
+            c.iter_mut().for_each(|v| *v /= s);
+        }
+        plan.n = n;
+        for (j, cj) in c.into_iter().enumerate() {
+            plan.idx.push((start + j as i64).clamp(0, last.max(0)) as usize);
+            plan.w.push(cj);
+        }
+    }
+    Ok(plan)
+}
+
+/// Gathers along one axis of a `[outer, in_len, inner]` view.
+fn gather_axis<T: Clone>(v: &[T], outer: usize, in_len: usize, inner: usize, idx: &[usize]) -> Vec<T> {
+    let mut out = Vec::with_capacity(outer * idx.len() * inner);
+    for o in 0..outer {
+        let base = o * in_len * inner;
+        for &i in idx {
+            let s = base + i * inner;
+            out.extend_from_slice(&v[s..s + inner]);
+        }
+    }
+    out
+}
+
+/// Weighted sum along one axis of a `[outer, in_len, inner]` view.
+fn interp_axis<T>(v: &[T], outer: usize, in_len: usize, inner: usize, plan: &AxisPlan, fill: T) -> Vec<T>
+where
+    T: Copy + Default + std::ops::Mul<Output = T> + std::ops::Add<Output = T>,
+    f64: IntoT<T>,
+{
+    let out_len = plan.extrap.len();
+    let n = plan.n;
+    let w: Vec<T> = plan.w.iter().map(|&x| x.into_t()).collect();
+    let mut out = vec![T::default(); outer * out_len * inner];
+    for o in 0..outer {
+        let src = &v[o * in_len * inner..(o + 1) * in_len * inner];
+        let dst = &mut out[o * out_len * inner..(o + 1) * out_len * inner];
+        for y in 0..out_len {
+            let d = &mut dst[y * inner..(y + 1) * inner];
+            if plan.extrap[y] {
+                d.iter_mut().for_each(|e| *e = fill);
+                continue;
+            }
+            for j in 0..n {
+                let c = w[y * n + j];
+                let s = &src[plan.idx[y * n + j] * inner..(plan.idx[y * n + j] + 1) * inner];
+                if inner == 1 {
+                    d[0] = d[0] + c * s[0];
+                } else {
+                    for (a, &b) in d.iter_mut().zip(s) {
+                        *a = *a + c * b;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Conversion from f64 into the working element type.
+pub trait IntoT<T> {
+    /// Converts.
+    fn into_t(self) -> T;
+}
+impl IntoT<f32> for f64 {
+    fn into_t(self) -> f32 {
+        self as f32
+    }
+}
+impl IntoT<f64> for f64 {
+    fn into_t(self) -> f64 {
+        self
+    }
+}
+
+fn norm_axes(axes: &Option<Vec<i64>>, r: usize) -> Result<Vec<usize>> {
+    let Some(axes) = axes else { return Ok((0..r).collect()) };
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let b = if a < 0 { a + r as i64 } else { a };
+        ensure!(b >= 0 && (b as usize) < r, "axis {a} is out of range for rank {r}");
+        ensure!(!out.contains(&(b as usize)), "axis {a} is repeated");
+        out.push(b as usize);
+    }
+    Ok(out)
+}
+
+/// Resize and Upsample.
+pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
+    let MiscOp::Resize {
+        mode,
+        coord,
+        nearest,
+        cubic_coeff_a,
+        exclude_outside,
+        extrapolation_value,
+        antialias,
+        axes,
+        keep_aspect_ratio_policy,
+        scales: scales_attr,
+        roi_input,
+        scales_input,
+        sizes_input,
+    } = op
+    else {
+        bail!("not a Resize")
+    };
+    let t = x.tensor(0)?;
+    let shape = t.shape().to_vec();
+    let r = shape.len();
+    let axes = norm_axes(axes, r)?;
+    let nonempty = |i: Option<usize>| -> Result<Option<&Tensor>> {
+        match i {
+            Some(i) => Ok(x.opt_tensor(i)?.filter(|t| !t.is_empty())),
+            None => Ok(None),
+        }
+    };
+    let roi = match nonempty(*roi_input)? {
+        Some(t) => Some(t.to_f64()?),
+        None => None,
+    };
+    let scales: Option<Vec<f64>> = match scales_attr {
+        Some(s) => Some(s.iter().map(|&v| v as f64).collect()),
+        None => match nonempty(*scales_input)? {
+            Some(t) => Some(t.to_f64()?),
+            None => None,
+        },
+    };
+    let sizes = match nonempty(*sizes_input)? {
+        Some(t) => Some(t.to_i64()?),
+        None => None,
+    };
+    let mut scale = vec![1.0f64; r];
+    let mut out = shape.clone();
+    match (&scales, &sizes) {
+        (Some(_), Some(_)) => bail!("Resize: give scales or sizes, not both"),
+        (None, None) => bail!("Resize: scales or sizes is required"),
+        (Some(s), None) => {
+            ensure!(s.len() == axes.len(), "Resize: {} scales for {} axes", s.len(), axes.len());
+            for (k, &a) in axes.iter().enumerate() {
+                ensure!(s[k] > 0.0 && s[k].is_finite(), "Resize: scales must be positive, got {}", s[k]);
+                scale[a] = s[k];
+                let o = (s[k] * shape[a] as f64).floor();
+                ensure!(o < 1e12, "Resize: output too large");
+                out[a] = o as usize;
+            }
+        }
+        (None, Some(z)) => {
+            ensure!(z.len() == axes.len(), "Resize: {} sizes for {} axes", z.len(), axes.len());
+            for (k, &a) in axes.iter().enumerate() {
+                ensure!(z[k] >= 0, "Resize: sizes must not be negative, got {}", z[k]);
+                out[a] = z[k] as usize;
+                scale[a] = z[k] as f64 / shape[a] as f64;
+            }
+            if *keep_aspect_ratio_policy != AspectPolicy::Stretch {
+                let it = axes.iter().map(|&a| scale[a]);
+                let s = if *keep_aspect_ratio_policy == AspectPolicy::NotLarger {
+                    it.fold(f64::INFINITY, f64::min)
+                } else {
+                    it.fold(f64::NEG_INFINITY, f64::max)
+                };
+                for &a in &axes {
+                    scale[a] = s;
+                    out[a] = (s * shape[a] as f64 + 0.5).floor() as usize;
+                }
+            }
+        }
+    }
+    let mut roi_full: Vec<(f64, f64)> = vec![(0.0, 1.0); r];
+    if *coord == CoordMode::TfCropAndResize {
+        let roi = roi.ok_or_else(|| smelt_ir::err!("Resize: tf_crop_and_resize needs roi"))?;
+        ensure!(roi.len() == 2 * axes.len(), "Resize: roi has {} values for {} axes", roi.len(), axes.len());
+        for (k, &a) in axes.iter().enumerate() {
+            roi_full[a] = (roi[k], roi[axes.len() + k]);
+        }
+    }
+    let n_out = numel(&out)?;
+    if n_out == 0 || t.is_empty() {
+        return one(Tensor::zeros(t.dtype(), out)?);
+    }
+    let params = AxisParams {
+        mode: *mode,
+        coord: *coord,
+        nearest: *nearest,
+        a: *cubic_coeff_a as f64,
+        exclude_outside: *exclude_outside,
+        antialias: *antialias,
+    };
+    let mut plans = Vec::new();
+    for &a in &axes {
+        let identity = (scale[a] - 1.0).abs() <= 1e-9 * scale[a].abs().max(1.0)
+            && out[a] == shape[a]
+            && roi_full[a] == (0.0, 1.0);
+        if identity {
+            continue;
+        }
+        plans.push((a, plan_axis(&params, shape[a], out[a], scale[a], roi_full[a])?));
+    }
+    let mut cur_shape = shape.clone();
+    let views = |cur: &[usize], a: usize| -> (usize, usize, usize) {
+        (cur[..a].iter().product(), cur[a], cur[a + 1..].iter().product())
+    };
+    if *mode == InterpMode::Nearest && !(*coord == CoordMode::TfCropAndResize) {
+        let mut data = t.data().clone();
+        for (a, plan) in &plans {
+            let (o, l, i) = views(&cur_shape, *a);
+            data = map_data!(&data, v => gather_axis(v, o, l, i, &plan.idx));
+            cur_shape[*a] = out[*a];
+        }
+        return one(Tensor::new(t.dtype(), out, data)?);
+    }
+    if let Some(v) = t.as_f32() {
+        let mut data = v.to_vec();
+        for (a, plan) in &plans {
+            let (o, l, i) = views(&cur_shape, *a);
+            data = interp_axis::<f32>(&data, o, l, i, plan, *extrapolation_value);
+            cur_shape[*a] = out[*a];
+        }
+        return one(Tensor::new(t.dtype(), out, Data::F32(data))?);
+    }
+    let mut data = t.to_f64()?;
+    for (a, plan) in &plans {
+        let (o, l, i) = views(&cur_shape, *a);
+        data = interp_axis::<f64>(&data, o, l, i, plan, *extrapolation_value as f64);
+        cur_shape[*a] = out[*a];
+    }
+    one(from_f64_rounded(t.dtype(), out, data)?)
+}
+
+// ---------------------------------------------------------------- NonMaxSuppression
+
+/// NonMaxSuppression: boxes [B, N, 4], scores [B, C, N] -> selected [K, 3] (batch, class, box).
+pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
+    let boxes = x.tensor(0)?;
+    let scores = x.tensor(1)?;
+    ensure!(boxes.rank() == 3 && boxes.shape()[2] == 4, "NonMaxSuppression: boxes must be [B, N, 4], got {:?}", boxes.shape());
+    ensure!(scores.rank() == 3, "NonMaxSuppression: scores must be [B, C, N], got {:?}", scores.shape());
+    let (b, nb) = (boxes.shape()[0], boxes.shape()[1]);
+    let nc = scores.shape()[1];
+    ensure!(
+        scores.shape()[0] == b && scores.shape()[2] == nb,
+        "NonMaxSuppression: scores {:?} do not match boxes {:?}",
+        scores.shape(),
+        boxes.shape()
+    );
+    let first_i = |i: usize| -> Result<Option<i64>> {
+        Ok(match x.opt_tensor(i)? {
+            Some(t) if !t.is_empty() => Some(t.to_i64()?[0]),
+            _ => None,
+        })
+    };
+    let first_f = |i: usize| -> Result<Option<f64>> {
+        Ok(match x.opt_tensor(i)? {
+            Some(t) if !t.is_empty() => Some(t.to_f64()?[0]),
+            _ => None,
+        })
+    };
+    let max_out = first_i(2)?.unwrap_or(0).max(0) as usize;
+    let iou_th = first_f(3)?.unwrap_or(0.0);
+    let score_th = first_f(4)?;
+    let bv = boxes.to_f64()?;
+    let sv = scores.to_f64()?;
+    let corners = |bi: usize, i: usize| -> [f64; 4] {
+        let p = &bv[(bi * nb + i) * 4..(bi * nb + i) * 4 + 4];
+        if center {
+            let (hw, hh) = (p[2] / 2.0, p[3] / 2.0);
+            [p[1] - hh, p[0] - hw, p[1] + hh, p[0] + hw]
+        } else {
+            [p[0].min(p[2]), p[1].min(p[3]), p[0].max(p[2]), p[1].max(p[3])]
+        }
+    };
+    let suppress = |a: [f64; 4], c: [f64; 4]| -> bool {
+        let ix0 = a[1].max(c[1]);
+        let ix1 = a[3].min(c[3]);
+        if ix1 <= ix0 {
+            return false;
+        }
+        let iy0 = a[0].max(c[0]);
+        let iy1 = a[2].min(c[2]);
+        if iy1 <= iy0 {
+            return false;
+        }
+        let inter = (ix1 - ix0) * (iy1 - iy0);
+        let a1 = (a[2] - a[0]) * (a[3] - a[1]);
+        let a2 = (c[2] - c[0]) * (c[3] - c[1]);
+        let uni = a1 + a2 - inter;
+        if inter <= 0.0 || a1 <= 0.0 || a2 <= 0.0 || uni <= 0.0 {
+            return false;
+        }
+        inter / uni > iou_th
+    };
+    let mut sel: Vec<i64> = Vec::new();
+    for bi in 0..b {
+        for ci in 0..nc {
+            let s = &sv[(bi * nc + ci) * nb..(bi * nc + ci + 1) * nb];
+            let mut cand: Vec<usize> = (0..nb).filter(|&i| score_th.is_none_or(|th| s[i] > th)).collect();
+            // Highest score first; ties keep the lower box index first.
+            cand.sort_by(|&i, &j| s[j].partial_cmp(&s[i]).unwrap_or(std::cmp::Ordering::Equal).then(i.cmp(&j)));
+            let mut kept: Vec<[f64; 4]> = Vec::new();
+            for i in cand {
+                if kept.len() >= max_out {
+                    break;
+                }
+                let bx = corners(bi, i);
+                if kept.iter().all(|&k| !suppress(bx, k)) {
+                    kept.push(bx);
+                    sel.extend_from_slice(&[bi as i64, ci as i64, i as i64]);
+                }
+            }
+        }
+    }
+    let k = sel.len() / 3;
+    one(Tensor::from_i64_vec(vec![k, 3], sel)?)
+}
+
+// ---------------------------------------------------------------- RoiAlign
+
+/// RoiAlign over X [N, C, H, W], rois [R, 4], batch_indices [R].
+pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
+    let MiscOp::RoiAlign { max_mode, half_pixel, output_height, output_width, sampling_ratio, spatial_scale } = op else {
+        bail!("not a RoiAlign")
+    };
+    let xt = x.tensor(0)?;
+    let rois = x.tensor(1)?;
+    let bidx = x.tensor(2)?.to_i64()?;
+    ensure!(xt.rank() == 4, "RoiAlign: X must be 4-D, got {:?}", xt.shape());
+    ensure!(rois.rank() == 2 && rois.shape()[1] == 4, "RoiAlign: rois must be [R, 4], got {:?}", rois.shape());
+    let nr = rois.shape()[0];
+    ensure!(bidx.len() == nr, "RoiAlign: {} batch indices for {nr} rois", bidx.len());
+    let (n, c, h, w) = (xt.shape()[0], xt.shape()[1], xt.shape()[2], xt.shape()[3]);
+    ensure!(h > 0 && w > 0, "RoiAlign: X has an empty spatial size {:?}", xt.shape());
+    let (ph, pw) = (*output_height as usize, *output_width as usize);
+    let xv = xt.to_f64()?;
+    let rv = rois.to_f64()?;
+    let mut out = vec![0f64; numel(&[nr, c, ph, pw])?];
+    let sc = *spatial_scale as f64;
+    for ri in 0..nr {
+        let b = bidx[ri];
+        ensure!(b >= 0 && (b as usize) < n, "RoiAlign: batch index {b} out of range for batch {n}");
+        let b = b as usize;
+        let off = if *half_pixel { 0.5 } else { 0.0 };
+        let r = &rv[ri * 4..ri * 4 + 4];
+        let (x0, y0, x1, y1) = (r[0] * sc - off, r[1] * sc - off, r[2] * sc - off, r[3] * sc - off);
+        let (mut rw, mut rh) = (x1 - x0, y1 - y0);
+        if !*half_pixel {
+            rw = rw.max(1.0);
+            rh = rh.max(1.0);
+        }
+        let (bh, bw) = (rh / ph as f64, rw / pw as f64);
+        let gh = if *sampling_ratio > 0 { *sampling_ratio as usize } else { (rh / ph as f64).ceil().max(0.0) as usize };
+        let gw = if *sampling_ratio > 0 { *sampling_ratio as usize } else { (rw / pw as f64).ceil().max(0.0) as usize };
+        let count = (gh * gw).max(1) as f64;
+        // Precompute the bilinear taps of every sample: (4 positions, 4 weights).
+        let mut pre: Vec<([usize; 4], [f64; 4])> = Vec::with_capacity(ph * pw * gh * gw);
+        for py in 0..ph {
+            for px in 0..pw {
+                for iy in 0..gh {
+                    let yy = y0 + py as f64 * bh + (iy as f64 + 0.5) * bh / gh as f64;
+                    for ix in 0..gw {
+                        let xx = x0 + px as f64 * bw + (ix as f64 + 0.5) * bw / gw as f64;
+                        if yy < -1.0 || yy > h as f64 || xx < -1.0 || xx > w as f64 {
+                            pre.push(([0; 4], [0.0; 4]));
+                            continue;
+                        }
+                        let (mut y, mut xq) = (yy.max(0.0), xx.max(0.0));
+                        let (mut yl, mut xl) = (y as usize, xq as usize);
+                        let (yh, xh);
+                        if yl + 1 >= h {
+                            yl = h - 1;
+                            yh = yl;
+                            y = yl as f64;
+                        } else {
+                            yh = yl + 1;
+                        }
+                        if xl + 1 >= w {
+                            xl = w - 1;
+                            xh = xl;
+                            xq = xl as f64;
+                        } else {
+                            xh = xl + 1;
+                        }
+                        let (ly, lx) = (y - yl as f64, xq - xl as f64);
+                        let (hy, hx) = (1.0 - ly, 1.0 - lx);
+                        pre.push((
+                            [yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh],
+                            [hy * hx, hy * lx, ly * hx, ly * lx],
+                        ));
+                    }
+                }
+            }
+        }
+        for ci in 0..c {
+            let img = &xv[(b * c + ci) * h * w..(b * c + ci + 1) * h * w];
+            let dst = &mut out[(ri * c + ci) * ph * pw..(ri * c + ci + 1) * ph * pw];
+            let mut k = 0;
+            for d in dst.iter_mut() {
+                let mut acc = 0.0;
+                let mut first = true;
+                for _ in 0..gh * gw {
+                    let (p, wt) = &pre[k];
+                    k += 1;
+                    if *max_mode {
+                        let v = (0..4).map(|j| wt[j] * img[p[j]]).fold(f64::NEG_INFINITY, f64::max);
+                        acc = if first { v } else { acc.max(v) };
+                        first = false;
+                    } else {
+                        acc += (0..4).map(|j| wt[j] * img[p[j]]).sum::<f64>();
+                    }
+                }
+                *d = if *max_mode { acc } else { acc / count };
+            }
+        }
+    }
+    one(Tensor::from_f64(xt.dtype(), vec![nr, c, ph, pw], &out)?)
+}
+
+// ---------------------------------------------------------------- GridSample
+
+fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
+    let rng = hi - lo;
+    if rng <= 0.0 {
+        return lo;
+    }
+    if x < lo {
+        let dx = lo - x;
+        let n = (dx / rng).trunc();
+        let r = dx - n * rng;
+        if n as i64 % 2 == 0 {
+            lo + r
+        } else {
+            hi - r
+        }
+    } else if x > hi {
+        let dx = x - hi;
+        let n = (dx / rng).trunc();
+        let r = dx - n * rng;
+        if n as i64 % 2 == 0 {
+            hi - r
+        } else {
+            lo + r
+        }
+    } else {
+        x
+    }
+}
+
+fn cubic_a75(x: f64) -> [f64; 4] {
+    let a = -0.75;
+    let x = x.abs();
+    [
+        ((a * (x + 1.0) - 5.0 * a) * (x + 1.0) + 8.0 * a) * (x + 1.0) - 4.0 * a,
+        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0,
+        ((a + 2.0) * (1.0 - x) - (a + 3.0)) * (1.0 - x) * (1.0 - x) + 1.0,
+        ((a * (2.0 - x) - 5.0 * a) * (2.0 - x) + 8.0 * a) * (2.0 - x) - 4.0 * a,
+    ]
+}
+
+/// GridSample over X [N, C, D1..Dk] with grid [N, O1..Ok, k].
+pub fn grid_sample(x: &Inputs, mode: InterpMode, padding: GridPadding, align: bool) -> Result<Vec<Value>> {
+    let xt = x.tensor(0)?;
+    let gt = x.tensor(1)?;
+    ensure!(xt.rank() >= 3, "GridSample: X must have rank >= 3, got {:?}", xt.shape());
+    let k = xt.rank() - 2;
+    ensure!(
+        gt.rank() == k + 2 && gt.shape()[k + 1] == k && gt.shape()[0] == xt.shape()[0],
+        "GridSample: grid {:?} does not fit X {:?}",
+        gt.shape(),
+        xt.shape()
+    );
+    let (n, c) = (xt.shape()[0], xt.shape()[1]);
+    let dims: Vec<usize> = xt.shape()[2..].to_vec();
+    let odims: Vec<usize> = gt.shape()[1..=k].to_vec();
+    let mut oshape = vec![n, c];
+    oshape.extend_from_slice(&odims);
+    let npts: usize = odims.iter().product();
+    let isz: usize = dims.iter().product();
+    let mut out = vec![0f64; numel(&oshape)?];
+    if out.is_empty() {
+        return one(Tensor::zeros(xt.dtype(), oshape)?);
+    }
+    let xv = xt.to_f64()?;
+    let gv = gt.to_f64()?;
+    let ist = strides(&dims);
+    let border: Vec<(f64, f64)> =
+        dims.iter().map(|&d| if align { (0.0, d as f64 - 1.0) } else { (-0.5, d as f64 - 0.5) }).collect();
+    let taps = match mode {
+        InterpMode::Nearest => 1,
+        InterpMode::Linear => 2,
+        InterpMode::Cubic => 4,
+    };
+    // Per point and dim: tap indices (None = zero) and weights.
+    let mut tidx: Vec<Option<usize>> = vec![None; k * taps];
+    let mut tw = vec![0f64; k * taps];
+    for ni in 0..n {
+        for p in 0..npts {
+            let g = &gv[(ni * npts + p) * k..(ni * npts + p + 1) * k];
+            for d in 0..k {
+                let len = dims[d];
+                let gn = g[k - 1 - d] as f32;
+                let lf = len as f32;
+                let mut v = if align { (gn + 1.0) / 2.0 * (lf - 1.0) } else { ((gn + 1.0) * lf - 1.0) / 2.0 } as f64;
+                if mode == InterpMode::Nearest {
+                    v = v.round_ties_even();
+                }
+                let (lo, hi) = border[d];
+                if v < lo || v > hi {
+                    match padding {
+                        GridPadding::Border => v = v.clamp(0.0, len as f64 - 1.0),
+                        GridPadding::Reflection => v = reflect(v, lo, hi),
+                        GridPadding::Zeros => {}
+                    }
+                }
+                let fix = |i: i64| -> Option<usize> {
+                    let li = len as i64;
+                    match padding {
+                        GridPadding::Zeros => (i >= 0 && i < li).then_some(i as usize),
+                        GridPadding::Border => Some(i.clamp(0, li - 1) as usize),
+                        GridPadding::Reflection => Some((reflect(i as f64, lo, hi) as i64).clamp(0, li - 1) as usize),
+                    }
+                };
+                match mode {
+                    InterpMode::Nearest => {
+                        tidx[d] = fix(v as i64);
+                        tw[d] = 1.0;
+                    }
+                    InterpMode::Linear => {
+                        let f = v.floor();
+                        let r = v - f;
+                        tidx[d * 2] = fix(f as i64);
+                        tidx[d * 2 + 1] = fix(f as i64 + 1);
+                        tw[d * 2] = 1.0 - r;
+                        tw[d * 2 + 1] = r;
+                    }
+                    InterpMode::Cubic => {
+                        let f = v.floor();
+                        let cf = cubic_a75(v - f);
+                        for j in 0..4 {
+                            tidx[d * 4 + j] = fix(f as i64 - 1 + j as i64);
+                            tw[d * 4 + j] = cf[j];
+                        }
+                    }
+                }
+            }
+            let combos = taps.pow(k as u32);
+            for ci in 0..c {
+                let img = &xv[(ni * c + ci) * isz..(ni * c + ci + 1) * isz];
+                let mut acc = 0.0;
+                'combo: for mut cmb in 0..combos {
+                    let mut off = 0;
+                    let mut wgt = 1.0;
+                    for d in (0..k).rev() {
+                        let j = cmb % taps;
+                        cmb /= taps;
+                        match tidx[d * taps + j] {
+                            Some(i) => off += i * ist[d],
+                            None => continue 'combo,
+                        }
+                        wgt *= tw[d * taps + j];
+                    }
+                    acc += wgt * img[off];
+                }
+                out[(ni * c + ci) * npts + p] = acc;
+            }
+        }
+    }
+    one(Tensor::from_f64(xt.dtype(), oshape, &out)?)
+}
+
+// ---------------------------------------------------------------- AffineGrid
+
+/// AffineGrid: theta [N, 2, 3] / [N, 3, 4] and size [N, C, H, W] / [N, C, D, H, W].
+pub fn affine_grid(x: &Inputs, align: bool) -> Result<Vec<Value>> {
+    let theta = x.tensor(0)?;
+    let size = x.tensor(1)?.to_i64()?;
+    ensure!(size.len() == 4 || size.len() == 5, "AffineGrid: size must have 4 or 5 values, got {size:?}");
+    ensure!(size.iter().all(|&s| s >= 0), "AffineGrid: negative size {size:?}");
+    let k = size.len() - 2;
+    let n = size[0] as usize;
+    ensure!(
+        theta.shape() == [n, k, k + 1],
+        "AffineGrid: theta must be [{n}, {k}, {}], got {:?}",
+        k + 1,
+        theta.shape()
+    );
+    let sp: Vec<usize> = size[2..].iter().map(|&s| s as usize).collect();
+    let base = |i: usize, len: usize| -> f64 {
+        if align {
+            if len <= 1 {
+                -1.0
+            } else {
+                -1.0 + 2.0 * i as f64 / (len - 1) as f64
+            }
+        } else {
+            (2 * i + 1) as f64 / len as f64 - 1.0
+        }
+    };
+    let th = theta.to_f64()?;
+    let npts: usize = sp.iter().product();
+    let mut out = Vec::with_capacity(n * npts * k);
+    let st = strides(&sp);
+    for ni in 0..n {
+        let m = &th[ni * k * (k + 1)..(ni + 1) * k * (k + 1)];
+        for p in 0..npts {
+            // Homogeneous point (x, y[, z], 1): x runs along the last spatial dim.
+            let mut h = vec![1.0; k + 1];
+            for d in 0..k {
+                let i = (p / st[d]) % sp[d];
+                h[k - 1 - d] = base(i, sp[d]);
+            }
+            for row in 0..k {
+                out.push((0..=k).map(|j| m[row * (k + 1) + j] * h[j]).sum::<f64>());
+            }
+        }
+    }
+    let mut shape = vec![n];
+    shape.extend_from_slice(&sp);
+    shape.push(k);
+    one(Tensor::from_f64(theta.dtype(), shape, &out)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reflect_folds_back() {
+        assert_eq!(reflect(-1.5, -0.5, 3.5), 0.5);
+        assert_eq!(reflect(4.0, -0.5, 3.5), 3.0);
+        assert_eq!(reflect(1.0, 0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn nearest_plan_doubles() {
+        let p = AxisParams {
+            mode: InterpMode::Nearest,
+            coord: CoordMode::Asymmetric,
+            nearest: NearestMode::Floor,
+            a: -0.75,
+            exclude_outside: false,
+            antialias: false,
+        };
+        let plan = plan_axis(&p, 2, 4, 2.0, (0.0, 1.0)).unwrap();
+        assert_eq!(plan.idx, vec![0, 0, 1, 1]);
+    }
+}
