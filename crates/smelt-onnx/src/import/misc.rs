@@ -3,7 +3,8 @@
 
 use super::NodeCtx;
 use smelt_ir::op::misc::{
-    AspectPolicy, CaseChange, CoordMode, GridPadding, InterpMode, NearestMode, TfIdfMode, TreeEnsembleSpec, TreeNodeMode,
+    AspectPolicy, CaseChange, CoordMode, GridPadding, InterpMode, NearestMode, TfIdfMode,
+    TreeEnsembleSpec, TreeNodeMode,
 };
 use smelt_ir::op::MiscOp;
 use smelt_ir::{bail, err, DType, Op, Result, Tensor};
@@ -27,11 +28,16 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
     let op = match n.op_type() {
         "Resize" => resize(n)?,
         "Upsample" => upsample(n)?,
-        "NonMaxSuppression" => MiscOp::NonMaxSuppression { center_point_box: n.flag("center_point_box", false)? },
+        "NonMaxSuppression" => MiscOp::NonMaxSuppression {
+            center_point_box: n.flag("center_point_box", false)?,
+        },
         "RoiAlign" => {
             let half_pixel = match n.opset {
                 ..=15 => false,
-                _ => match n.s("coordinate_transformation_mode", "half_pixel")?.as_str() {
+                _ => match n
+                    .s("coordinate_transformation_mode", "half_pixel")?
+                    .as_str()
+                {
                     "half_pixel" => true,
                     "output_half_pixel" => false,
                     m => bail!("RoiAlign: unknown coordinate_transformation_mode '{m}'"),
@@ -69,15 +75,27 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 "reflection" => GridPadding::Reflection,
                 m => bail!("GridSample: unknown padding_mode '{m}'"),
             };
-            MiscOp::GridSample { mode, padding, align_corners: n.flag("align_corners", false)? }
+            MiscOp::GridSample {
+                mode,
+                padding,
+                align_corners: n.flag("align_corners", false)?,
+            }
         }
-        "AffineGrid" => MiscOp::AffineGrid { align_corners: n.flag("align_corners", false)? },
+        "AffineGrid" => MiscOp::AffineGrid {
+            align_corners: n.flag("align_corners", false)?,
+        },
         "DFT" => MiscOp::Dft {
             onesided: n.flag("onesided", false)?,
             inverse: n.flag("inverse", false)?,
-            axis: if n.opset < 20 { Some(n.i("axis", 1)?) } else { None },
+            axis: if n.opset < 20 {
+                Some(n.i("axis", 1)?)
+            } else {
+                None
+            },
         },
-        "STFT" => MiscOp::Stft { onesided: n.flag("onesided", true)? },
+        "STFT" => MiscOp::Stft {
+            onesided: n.flag("onesided", true)?,
+        },
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
             let periodic = n.flag("periodic", true)?;
             let dtype = n.opt_dtype("output_datatype")?.unwrap_or(DType::F32);
@@ -87,7 +105,9 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 _ => MiscOp::BlackmanWindow { periodic, dtype },
             }
         }
-        "MelWeightMatrix" => MiscOp::MelWeightMatrix { dtype: n.opt_dtype("output_datatype")?.unwrap_or(DType::F32) },
+        "MelWeightMatrix" => MiscOp::MelWeightMatrix {
+            dtype: n.opt_dtype("output_datatype")?.unwrap_or(DType::F32),
+        },
         "StringNormalizer" => MiscOp::StringNormalizer {
             case_change: match n.s("case_change_action", "NONE")?.as_str() {
                 "NONE" => CaseChange::None,
@@ -103,24 +123,33 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             delimiter: n.opt_s("delimiter")?.filter(|d| !d.is_empty()),
             maxsplit: n.opt_i("maxsplit")?,
         },
-        "RegexFullMatch" => {
-            MiscOp::RegexFullMatch { pattern: n.opt_s("pattern")?.ok_or_else(|| err!("RegexFullMatch needs a pattern"))? }
-        }
+        "RegexFullMatch" => MiscOp::RegexFullMatch {
+            pattern: n
+                .opt_s("pattern")?
+                .ok_or_else(|| err!("RegexFullMatch needs a pattern"))?,
+        },
         "TfIdfVectorizer" => tfidf(n)?,
-        "Bernoulli" => MiscOp::Bernoulli { dtype: n.opt_dtype("dtype")?, seed: seed(n)? },
+        "Bernoulli" => MiscOp::Bernoulli {
+            dtype: n.opt_dtype("dtype")?,
+            seed: seed(n)?,
+        },
         "RandomUniform" => MiscOp::RandomUniform {
             dtype: n.opt_dtype("dtype")?.unwrap_or(DType::F32),
             low: n.f("low", 0.0)?,
             high: n.f("high", 1.0)?,
             seed: seed(n)?,
-            shape: n.opt_ints("shape")?.ok_or_else(|| err!("RandomUniform needs a shape"))?,
+            shape: n
+                .opt_ints("shape")?
+                .ok_or_else(|| err!("RandomUniform needs a shape"))?,
         },
         "RandomNormal" => MiscOp::RandomNormal {
             dtype: n.opt_dtype("dtype")?.unwrap_or(DType::F32),
             mean: n.f("mean", 0.0)?,
             scale: n.f("scale", 1.0)?,
             seed: seed(n)?,
-            shape: n.opt_ints("shape")?.ok_or_else(|| err!("RandomNormal needs a shape"))?,
+            shape: n
+                .opt_ints("shape")?
+                .ok_or_else(|| err!("RandomNormal needs a shape"))?,
         },
         "RandomUniformLike" => MiscOp::RandomUniformLike {
             dtype: n.opt_dtype("dtype")?,
@@ -139,7 +168,11 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             if !matches!(dtype, DType::I32 | DType::I64) {
                 bail!("Multinomial: dtype must be int32 or int64, got {dtype}");
             }
-            MiscOp::Multinomial { dtype, sample_size: n.i("sample_size", 1)?, seed: seed(n)? }
+            MiscOp::Multinomial {
+                dtype,
+                sample_size: n.i("sample_size", 1)?,
+                seed: seed(n)?,
+            }
         }
         _ => return Ok(None),
     };
@@ -156,7 +189,10 @@ fn resize(n: &NodeCtx) -> Result<MiscOp> {
     if n.opset < 11 {
         return Ok(upsample_like(mode, None, Some(1)));
     }
-    let coord = match n.s("coordinate_transformation_mode", "half_pixel")?.as_str() {
+    let coord = match n
+        .s("coordinate_transformation_mode", "half_pixel")?
+        .as_str()
+    {
         "half_pixel" => CoordMode::HalfPixel,
         "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
         "pytorch_half_pixel" => CoordMode::PytorchHalfPixel,
@@ -201,7 +237,11 @@ fn resize(n: &NodeCtx) -> Result<MiscOp> {
 }
 
 /// Resize-10 and Upsample semantics: asymmetric coordinates, simple nearest rounding.
-fn upsample_like(mode: InterpMode, scales: Option<Vec<f32>>, scales_input: Option<usize>) -> MiscOp {
+fn upsample_like(
+    mode: InterpMode,
+    scales: Option<Vec<f32>>,
+    scales_input: Option<usize>,
+) -> MiscOp {
     MiscOp::Resize {
         mode,
         coord: CoordMode::Asymmetric,
@@ -232,7 +272,9 @@ fn upsample(n: &NodeCtx) -> Result<MiscOp> {
             upsample_like(mode, Some(vec![1.0, 1.0, h, w]), None)
         }
         7..=8 => {
-            let s = n.opt_floats("scales")?.ok_or_else(|| err!("Upsample-7 needs the scales attribute"))?;
+            let s = n
+                .opt_floats("scales")?
+                .ok_or_else(|| err!("Upsample-7 needs the scales attribute"))?;
             upsample_like(mode, Some(s), None)
         }
         _ => upsample_like(mode, None, Some(1)),
@@ -272,7 +314,9 @@ fn vec_tensor<T>(v: Vec<T>, f: impl Fn(Vec<usize>, Vec<T>) -> Result<Tensor>) ->
 fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
     let op = match n.op_type() {
         "ArrayFeatureExtractor" => MiscOp::ArrayFeatureExtractor,
-        "Binarizer" => MiscOp::Binarizer { threshold: n.f("threshold", 0.0)? },
+        "Binarizer" => MiscOp::Binarizer {
+            threshold: n.f("threshold", 0.0)?,
+        },
         "LabelEncoder" => label_encoder(n)?,
         "TreeEnsemble" => tree_ensemble(n)?,
         _ => return Ok(None),
@@ -307,7 +351,11 @@ fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
         bail!("LabelEncoder has no values")
     };
     if keys.rank() != 1 || values.rank() != 1 || keys.len() != values.len() {
-        bail!("LabelEncoder: keys ({:?}) and values ({:?}) must be 1-D of one length", keys.shape(), values.shape());
+        bail!(
+            "LabelEncoder: keys ({:?}) and values ({:?}) must be 1-D of one length",
+            keys.shape(),
+            values.shape()
+        );
     }
     let vt = values.dtype();
     let default = match n.opt_tensor("default_tensor")? {
@@ -317,22 +365,34 @@ fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
             }
             t.reshape(vec![])?
         }
-        None if vt == DType::Str => Tensor::from_strings(vec![], vec![n.s("default_string", "_Unused")?])?,
-        None if vt.is_float() => Tensor::from_f64(vt, vec![], &[n.f("default_float", -0.0)? as f64])?,
+        None if vt == DType::Str => {
+            Tensor::from_strings(vec![], vec![n.s("default_string", "_Unused")?])?
+        }
+        None if vt.is_float() => {
+            Tensor::from_f64(vt, vec![], &[n.f("default_float", -0.0)? as f64])?
+        }
         None => Tensor::from_i64(vt, vec![], &[n.i("default_int64", -1)?])?,
     };
-    Ok(MiscOp::LabelEncoder { keys, values, default })
+    Ok(MiscOp::LabelEncoder {
+        keys,
+        values,
+        default,
+    })
 }
 
 fn tensor_or_floats(n: &NodeCtx, name: &str) -> Result<Option<Vec<f64>>> {
     if let Some(t) = n.opt_tensor(name)? {
         return Ok(Some(t.to_f64()?));
     }
-    Ok(n.opt_floats(name)?.map(|v| v.into_iter().map(f64::from).collect()))
+    Ok(n.opt_floats(name)?
+        .map(|v| v.into_iter().map(f64::from).collect()))
 }
 
 fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
-    let ints = |name: &str| -> Result<Vec<i64>> { n.opt_ints(name)?.ok_or_else(|| err!("TreeEnsemble needs '{name}'")) };
+    let ints = |name: &str| -> Result<Vec<i64>> {
+        n.opt_ints(name)?
+            .ok_or_else(|| err!("TreeEnsemble needs '{name}'"))
+    };
     let feature_ids = ints("nodes_featureids")?;
     let k = feature_ids.len();
     let modes_raw = match n.opt_tensor("nodes_modes")? {
@@ -354,21 +414,37 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let splits = tensor_or_floats(n, "nodes_splits")?.ok_or_else(|| err!("TreeEnsemble needs 'nodes_splits'"))?;
+    let splits = tensor_or_floats(n, "nodes_splits")?
+        .ok_or_else(|| err!("TreeEnsemble needs 'nodes_splits'"))?;
     let true_ids = ints("nodes_truenodeids")?;
     let false_ids = ints("nodes_falsenodeids")?;
-    let true_leafs: Vec<bool> = ints("nodes_trueleafs")?.into_iter().map(|x| x != 0).collect();
-    let false_leafs: Vec<bool> = ints("nodes_falseleafs")?.into_iter().map(|x| x != 0).collect();
+    let true_leafs: Vec<bool> = ints("nodes_trueleafs")?
+        .into_iter()
+        .map(|x| x != 0)
+        .collect();
+    let false_leafs: Vec<bool> = ints("nodes_falseleafs")?
+        .into_iter()
+        .map(|x| x != 0)
+        .collect();
     let missing_tracks_true: Vec<bool> = n
         .opt_ints("nodes_missing_value_tracks_true")?
         .map(|v| v.into_iter().map(|x| x != 0).collect())
         .unwrap_or_else(|| vec![false; k]);
-    let lens = [modes.len(), splits.len(), true_ids.len(), false_ids.len(), true_leafs.len(), false_leafs.len(), missing_tracks_true.len()];
+    let lens = [
+        modes.len(),
+        splits.len(),
+        true_ids.len(),
+        false_ids.len(),
+        true_leafs.len(),
+        false_leafs.len(),
+        missing_tracks_true.len(),
+    ];
     if lens.iter().any(|&l| l != k) {
         bail!("TreeEnsemble: node attributes have different lengths ({k} features, {lens:?})");
     }
     let leaf_targets = ints("leaf_targetids")?;
-    let leaf_weights = tensor_or_floats(n, "leaf_weights")?.ok_or_else(|| err!("TreeEnsemble needs 'leaf_weights'"))?;
+    let leaf_weights = tensor_or_floats(n, "leaf_weights")?
+        .ok_or_else(|| err!("TreeEnsemble needs 'leaf_weights'"))?;
     if leaf_targets.len() != leaf_weights.len() {
         bail!("TreeEnsemble: leaf_targetids and leaf_weights differ in length");
     }
@@ -418,14 +494,20 @@ fn import_training(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             norm_coefficient_post: n.f("norm_coefficient_post", 0.0)?,
         },
         "Momentum" => MiscOp::Momentum {
-            alpha: n.opt_f("alpha")?.ok_or_else(|| err!("Momentum needs alpha"))?,
-            beta: n.opt_f("beta")?.ok_or_else(|| err!("Momentum needs beta"))?,
+            alpha: n
+                .opt_f("alpha")?
+                .ok_or_else(|| err!("Momentum needs alpha"))?,
+            beta: n
+                .opt_f("beta")?
+                .ok_or_else(|| err!("Momentum needs beta"))?,
             nesterov: match n.s("mode", "standard")?.as_str() {
                 "standard" => false,
                 "nesterov" => true,
                 m => bail!("Momentum: unknown mode '{m}'"),
             },
-            norm_coefficient: n.opt_f("norm_coefficient")?.ok_or_else(|| err!("Momentum needs norm_coefficient"))?,
+            norm_coefficient: n
+                .opt_f("norm_coefficient")?
+                .ok_or_else(|| err!("Momentum needs norm_coefficient"))?,
         },
         _ => return Ok(None),
     };

@@ -17,15 +17,28 @@ enum Key {
 fn keys_of(t: &Tensor) -> Result<Vec<Key>> {
     Ok(match t.data() {
         Data::Str(v) => v.iter().cloned().map(Key::S).collect(),
-        _ if t.dtype().is_float() => {
-            t.to_f64()?.into_iter().map(|f| Key::F(if f.is_nan() { u64::MAX } else { (f + 0.0).to_bits() })).collect()
-        }
+        _ if t.dtype().is_float() => t
+            .to_f64()?
+            .into_iter()
+            .map(|f| {
+                Key::F(if f.is_nan() {
+                    u64::MAX
+                } else {
+                    (f + 0.0).to_bits()
+                })
+            })
+            .collect(),
         _ => t.to_i64()?.into_iter().map(Key::I).collect(),
     })
 }
 
 /// LabelEncoder: value of each key, the default for unknown keys.
-pub fn label_encoder(x: &Inputs, keys: &Tensor, values: &Tensor, default: &Tensor) -> Result<Vec<Value>> {
+pub fn label_encoder(
+    x: &Inputs,
+    keys: &Tensor,
+    values: &Tensor,
+    default: &Tensor,
+) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     ensure!(
         (t.dtype() == smelt_ir::DType::Str) == (keys.dtype() == smelt_ir::DType::Str),
@@ -38,20 +51,33 @@ pub fn label_encoder(x: &Inputs, keys: &Tensor, values: &Tensor, default: &Tenso
         map.entry(k).or_insert(i);
     }
     let n = values.len();
-    let idx: Vec<usize> = keys_of(t)?.iter().map(|k| map.get(k).copied().unwrap_or(n)).collect();
+    let idx: Vec<usize> = keys_of(t)?
+        .iter()
+        .map(|k| map.get(k).copied().unwrap_or(n))
+        .collect();
     let pool = Data::concat(&[values.data(), default.data()])?;
-    one(Tensor::new(values.dtype(), t.shape().to_vec(), pool.take(&idx))?)
+    one(Tensor::new(
+        values.dtype(),
+        t.shape().to_vec(),
+        pool.take(&idx),
+    )?)
 }
 
 /// ArrayFeatureExtractor: X[..., indices]; a 1-D X gives [1, k].
 pub fn array_feature_extractor(x: &Inputs) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let ind = x.tensor(1)?.to_i64()?;
-    ensure!(t.rank() >= 1, "ArrayFeatureExtractor: X must have rank >= 1");
+    ensure!(
+        t.rank() >= 1,
+        "ArrayFeatureExtractor: X must have rank >= 1"
+    );
     let last = t.shape()[t.rank() - 1];
     let outer = t.len() / last.max(1);
     for &i in &ind {
-        ensure!(i >= 0 && (i as usize) < last, "ArrayFeatureExtractor: index {i} out of range [0, {last})");
+        ensure!(
+            i >= 0 && (i as usize) < last,
+            "ArrayFeatureExtractor: index {i} out of range [0, {last})"
+        );
     }
     let mut idx = Vec::with_capacity(outer * ind.len());
     for o in 0..outer {
@@ -70,14 +96,22 @@ pub fn array_feature_extractor(x: &Inputs) -> Result<Vec<Value>> {
 /// Binarizer: 1 where x > threshold, else 0.
 pub fn binarizer(x: &Inputs, threshold: f32) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
-    let v: Vec<f64> = t.to_f64()?.into_iter().map(|a| if a > threshold as f64 { 1.0 } else { 0.0 }).collect();
+    let v: Vec<f64> = t
+        .to_f64()?
+        .into_iter()
+        .map(|a| if a > threshold as f64 { 1.0 } else { 0.0 })
+        .collect();
     one(Tensor::from_f64(t.dtype(), t.shape().to_vec(), &v)?)
 }
 
 /// TreeEnsemble (ai.onnx.ml opset 5) over X [N, F] -> [N, n_targets].
 pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
-    ensure!(t.rank() == 2, "TreeEnsemble: X must be [N, F], got {:?}", t.shape());
+    ensure!(
+        t.rank() == 2,
+        "TreeEnsemble: X must be [N, F], got {:?}",
+        t.shape()
+    );
     let (n, f) = (t.shape()[0], t.shape()[1]);
     let xv = t.to_f64()?;
     let nodes = s.feature_ids.len();
@@ -102,25 +136,40 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
     };
     let mut out = vec![init; n * nt];
     let leaf = |i: i64| -> Result<(usize, f64)> {
-        let i = usize::try_from(i).ok().filter(|&i| i < s.leaf_weights.len());
-        let Some(i) = i else { bail!("TreeEnsemble: leaf index out of range") };
+        let i = usize::try_from(i)
+            .ok()
+            .filter(|&i| i < s.leaf_weights.len());
+        let Some(i) = i else {
+            bail!("TreeEnsemble: leaf index out of range")
+        };
         Ok((s.leaf_targets[i] as usize, s.leaf_weights[i]))
     };
     for r in 0..n {
         let row = &xv[r * f..(r + 1) * f];
         for &root in &s.roots {
             let ri = usize::try_from(root).ok().filter(|&i| i < nodes);
-            let Some(ri) = ri else { bail!("TreeEnsemble: root {root} out of range") };
-            let (target, w) = if s.true_leafs[ri] && s.false_leafs[ri] && s.true_ids[ri] == s.false_ids[ri] {
+            let Some(ri) = ri else {
+                bail!("TreeEnsemble: root {root} out of range")
+            };
+            let (target, w) = if s.true_leafs[ri]
+                && s.false_leafs[ri]
+                && s.true_ids[ri] == s.false_ids[ri]
+            {
                 leaf(s.true_ids[ri])?
             } else {
                 let mut cur = ri;
                 let mut steps = 0;
                 loop {
                     steps += 1;
-                    ensure!(steps <= nodes + 1, "TreeEnsemble: the trees contain a cycle");
+                    ensure!(
+                        steps <= nodes + 1,
+                        "TreeEnsemble: the trees contain a cycle"
+                    );
                     let fi = s.feature_ids[cur];
-                    ensure!(fi >= 0 && (fi as usize) < f, "TreeEnsemble: feature {fi} out of range [0, {f})");
+                    ensure!(
+                        fi >= 0 && (fi as usize) < f,
+                        "TreeEnsemble: feature {fi} out of range [0, {f})"
+                    );
                     let v = row[fi as usize];
                     let sp = s.splits[cur];
                     let go = (s.missing_tracks_true[cur] && v.is_nan())
@@ -133,11 +182,18 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
                             TreeNodeMode::Neq => v != sp,
                             TreeNodeMode::Member => sets[cur].contains(&v),
                         };
-                    let (next, is_leaf) = if go { (s.true_ids[cur], s.true_leafs[cur]) } else { (s.false_ids[cur], s.false_leafs[cur]) };
+                    let (next, is_leaf) = if go {
+                        (s.true_ids[cur], s.true_leafs[cur])
+                    } else {
+                        (s.false_ids[cur], s.false_leafs[cur])
+                    };
                     if is_leaf {
                         break leaf(next)?;
                     }
-                    cur = usize::try_from(next).ok().filter(|&i| i < nodes).ok_or_else(|| smelt_ir::err!("TreeEnsemble: node {next} out of range"))?;
+                    cur = usize::try_from(next)
+                        .ok()
+                        .filter(|&i| i < nodes)
+                        .ok_or_else(|| smelt_ir::err!("TreeEnsemble: node {next} out of range"))?;
                 }
             };
             let o = &mut out[r * nt + target];
@@ -173,7 +229,12 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
         _ => 4,
     };
     let rest = x.len().saturating_sub(2);
-    ensure!(rest > 0 && rest % groups == 0, "{}: expected R, T and {groups} groups of tensors, got {} inputs", op.name(), x.len());
+    ensure!(
+        rest > 0 && rest.is_multiple_of(groups),
+        "{}: expected R, T and {groups} groups of tensors, got {} inputs",
+        op.name(),
+        x.len()
+    );
     let k = rest / groups;
     let get = |g: usize, i: usize| -> Result<(&Tensor, Vec<f64>)> {
         let t = x.tensor(2 + g * k + i)?;
@@ -183,10 +244,20 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
     for i in 0..k {
         let (xt, xv) = get(0, i)?;
         let (_, gv) = get(1, i)?;
-        ensure!(gv.len() == xv.len(), "{}: gradient {i} does not match its tensor", op.name());
-        let mk = |v: &[f64], like: &Tensor| Tensor::from_f64(like.dtype(), like.shape().to_vec(), v).map(Value::Tensor);
+        ensure!(
+            gv.len() == xv.len(),
+            "{}: gradient {i} does not match its tensor",
+            op.name()
+        );
+        let mk = |v: &[f64], like: &Tensor| {
+            Tensor::from_f64(like.dtype(), like.shape().to_vec(), v).map(Value::Tensor)
+        };
         match op {
-            MiscOp::Adagrad { decay_factor, epsilon, norm_coefficient } => {
+            MiscOp::Adagrad {
+                decay_factor,
+                epsilon,
+                norm_coefficient,
+            } => {
                 let (ht, hv) = get(2, i)?;
                 let lr = r / (1.0 + step as f64 * *decay_factor as f64);
                 let mut xn = Vec::with_capacity(xv.len());
@@ -200,7 +271,12 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 outs[0].push(mk(&xn, xt)?);
                 outs[1].push(mk(&hn, ht)?);
             }
-            MiscOp::Momentum { alpha, beta, nesterov, norm_coefficient } => {
+            MiscOp::Momentum {
+                alpha,
+                beta,
+                nesterov,
+                norm_coefficient,
+            } => {
                 let (vt, vv) = get(2, i)?;
                 let b = if step > 0 { *beta as f64 } else { 1.0 };
                 let mut xn = Vec::with_capacity(xv.len());
@@ -209,16 +285,30 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                     let g = *norm_coefficient as f64 * xv[j] + gv[j];
                     let v = *alpha as f64 * vv[j] + b * g;
                     vn.push(v);
-                    xn.push(if *nesterov { xv[j] - r * (g + *alpha as f64 * v) } else { xv[j] - r * v });
+                    xn.push(if *nesterov {
+                        xv[j] - r * (g + *alpha as f64 * v)
+                    } else {
+                        xv[j] - r * v
+                    });
                 }
                 outs[0].push(mk(&xn, xt)?);
                 outs[1].push(mk(&vn, vt)?);
             }
-            MiscOp::Adam { alpha, beta, epsilon, norm_coefficient, norm_coefficient_post } => {
+            MiscOp::Adam {
+                alpha,
+                beta,
+                epsilon,
+                norm_coefficient,
+                norm_coefficient_post,
+            } => {
                 let (vt, vv) = get(2, i)?;
                 let (ht, hv) = get(3, i)?;
                 let (a, b) = (*alpha as f64, *beta as f64);
-                let lr = if step > 0 { r * (1.0 - b.powi(step as i32)).sqrt() / (1.0 - a.powi(step as i32)) } else { r };
+                let lr = if step > 0 {
+                    r * (1.0 - b.powi(step as i32)).sqrt() / (1.0 - a.powi(step as i32))
+                } else {
+                    r
+                };
                 let (mut xn, mut vn, mut hn) = (Vec::new(), Vec::new(), Vec::new());
                 for j in 0..xv.len() {
                     let g = *norm_coefficient as f64 * xv[j] + gv[j];

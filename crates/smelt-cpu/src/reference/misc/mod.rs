@@ -18,19 +18,32 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Resize { .. } => vision::resize(op, x),
         NonMaxSuppression { center_point_box } => vision::nms(x, *center_point_box),
         RoiAlign { .. } => vision::roi_align(op, x),
-        GridSample { mode, padding, align_corners } => vision::grid_sample(x, *mode, *padding, *align_corners),
+        GridSample {
+            mode,
+            padding,
+            align_corners,
+        } => vision::grid_sample(x, *mode, *padding, *align_corners),
         AffineGrid { align_corners } => vision::affine_grid(x, *align_corners),
-        Dft { onesided, inverse, axis } => signal::dft(x, *onesided, *inverse, *axis),
+        Dft {
+            onesided,
+            inverse,
+            axis,
+        } => signal::dft(x, *onesided, *inverse, *axis),
         Stft { onesided } => signal::stft(x, *onesided),
         HannWindow { periodic, dtype } => signal::window(x, 0, *periodic, *dtype),
         HammingWindow { periodic, dtype } => signal::window(x, 1, *periodic, *dtype),
         BlackmanWindow { periodic, dtype } => signal::window(x, 2, *periodic, *dtype),
         MelWeightMatrix { dtype } => signal::mel_weight_matrix(x, *dtype),
-        StringNormalizer { case_change, is_case_sensitive, stopwords } => {
-            text::string_normalizer(x, *case_change, *is_case_sensitive, stopwords)
-        }
+        StringNormalizer {
+            case_change,
+            is_case_sensitive,
+            stopwords,
+        } => text::string_normalizer(x, *case_change, *is_case_sensitive, stopwords),
         StringConcat => text::string_concat(x),
-        StringSplit { delimiter, maxsplit } => text::string_split(x, delimiter.as_deref(), *maxsplit),
+        StringSplit {
+            delimiter,
+            maxsplit,
+        } => text::string_split(x, delimiter.as_deref(), *maxsplit),
         RegexFullMatch { pattern } => text::regex_full_match(x, pattern),
         TfIdfVectorizer { .. } => text::tfidf(op, x),
         Bernoulli { .. }
@@ -39,7 +52,11 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         | RandomUniformLike { .. }
         | RandomNormalLike { .. }
         | Multinomial { .. } => random::run(op, x),
-        LabelEncoder { keys, values, default } => ml::label_encoder(x, keys, values, default),
+        LabelEncoder {
+            keys,
+            values,
+            default,
+        } => ml::label_encoder(x, keys, values, default),
         ArrayFeatureExtractor => ml::array_feature_extractor(x),
         Binarizer { threshold } => ml::binarizer(x, *threshold),
         TreeEnsemble(spec) => ml::tree_ensemble(x, spec),
@@ -49,7 +66,10 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 
 /// A scalar (or one-element) integer input.
 fn scalar_i64(x: &Inputs, i: usize, what: &str) -> Result<i64> {
-    let v = x.tensor(i)?.to_i64().map_err(|e| e.context(what.to_string()))?;
+    let v = x
+        .tensor(i)?
+        .to_i64()
+        .map_err(|e| e.context(what.to_string()))?;
     match v.as_slice() {
         [a] => Ok(*a),
         _ => bail!("{what} must be a single integer, got {} elements", v.len()),
@@ -58,7 +78,10 @@ fn scalar_i64(x: &Inputs, i: usize, what: &str) -> Result<i64> {
 
 /// A scalar (or one-element) real input.
 fn scalar_f64(x: &Inputs, i: usize, what: &str) -> Result<f64> {
-    let v = x.tensor(i)?.to_f64().map_err(|e| e.context(what.to_string()))?;
+    let v = x
+        .tensor(i)?
+        .to_f64()
+        .map_err(|e| e.context(what.to_string()))?;
     match v.as_slice() {
         [a] => Ok(*a),
         _ => bail!("{what} must be a single number, got {} elements", v.len()),

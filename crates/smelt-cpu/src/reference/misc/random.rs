@@ -49,7 +49,10 @@ impl Rng {
 }
 
 fn shape_of(shape: &[i64]) -> Result<Vec<usize>> {
-    ensure!(shape.iter().all(|&d| d >= 0), "negative dimension in shape {shape:?}");
+    ensure!(
+        shape.iter().all(|&d| d >= 0),
+        "negative dimension in shape {shape:?}"
+    );
     Ok(shape.iter().map(|&d| d as usize).collect())
 }
 
@@ -65,28 +68,77 @@ pub fn run(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             let t = x.tensor(0)?;
             let p = t.to_f64()?;
             let mut rng = Rng::new(*seed);
-            let v: Vec<f64> = p.iter().map(|&p| (rng.uniform() < p) as u8 as f64).collect();
-            one(Tensor::from_f64(dtype.unwrap_or(t.dtype()), t.shape().to_vec(), &v)?)
+            let v: Vec<f64> = p
+                .iter()
+                .map(|&p| (rng.uniform() < p) as u8 as f64)
+                .collect();
+            one(Tensor::from_f64(
+                dtype.unwrap_or(t.dtype()),
+                t.shape().to_vec(),
+                &v,
+            )?)
         }
-        MiscOp::RandomUniform { dtype, low, high, seed, shape } => {
+        MiscOp::RandomUniform {
+            dtype,
+            low,
+            high,
+            seed,
+            shape,
+        } => {
             let shape = shape_of(shape)?;
             uniform(float_type(*dtype)?, shape, *low, *high, *seed)
         }
-        MiscOp::RandomUniformLike { dtype, low, high, seed } => {
+        MiscOp::RandomUniformLike {
+            dtype,
+            low,
+            high,
+            seed,
+        } => {
             let t = x.tensor(0)?;
-            uniform(float_type(dtype.unwrap_or(t.dtype()))?, t.shape().to_vec(), *low, *high, *seed)
+            uniform(
+                float_type(dtype.unwrap_or(t.dtype()))?,
+                t.shape().to_vec(),
+                *low,
+                *high,
+                *seed,
+            )
         }
-        MiscOp::RandomNormal { dtype, mean, scale, seed, shape } => {
+        MiscOp::RandomNormal {
+            dtype,
+            mean,
+            scale,
+            seed,
+            shape,
+        } => {
             let shape = shape_of(shape)?;
             normal(float_type(*dtype)?, shape, *mean, *scale, *seed)
         }
-        MiscOp::RandomNormalLike { dtype, mean, scale, seed } => {
+        MiscOp::RandomNormalLike {
+            dtype,
+            mean,
+            scale,
+            seed,
+        } => {
             let t = x.tensor(0)?;
-            normal(float_type(dtype.unwrap_or(t.dtype()))?, t.shape().to_vec(), *mean, *scale, *seed)
+            normal(
+                float_type(dtype.unwrap_or(t.dtype()))?,
+                t.shape().to_vec(),
+                *mean,
+                *scale,
+                *seed,
+            )
         }
-        MiscOp::Multinomial { dtype, sample_size, seed } => {
+        MiscOp::Multinomial {
+            dtype,
+            sample_size,
+            seed,
+        } => {
             let t = x.tensor(0)?;
-            ensure!(t.rank() == 2, "Multinomial: input must be [batch, classes], got {:?}", t.shape());
+            ensure!(
+                t.rank() == 2,
+                "Multinomial: input must be [batch, classes], got {:?}",
+                t.shape()
+            );
             ensure!(*sample_size >= 0, "Multinomial: negative sample_size");
             let (b, k) = (t.shape()[0], t.shape()[1]);
             let ss = *sample_size as usize;
@@ -106,7 +158,10 @@ pub fn run(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
                 let total = cdf.last().copied().unwrap_or(0.0);
                 for _ in 0..ss {
                     let u = rng.uniform() * total;
-                    let c = cdf.iter().position(|&c| u < c).unwrap_or(k.saturating_sub(1));
+                    let c = cdf
+                        .iter()
+                        .position(|&c| u < c)
+                        .unwrap_or(k.saturating_sub(1));
                     out.push(c as i64);
                 }
             }
@@ -116,16 +171,32 @@ pub fn run(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     }
 }
 
-fn uniform(dtype: DType, shape: Vec<usize>, low: f32, high: f32, seed: Option<f32>) -> Result<Vec<Value>> {
+fn uniform(
+    dtype: DType,
+    shape: Vec<usize>,
+    low: f32,
+    high: f32,
+    seed: Option<f32>,
+) -> Result<Vec<Value>> {
     let mut rng = Rng::new(seed);
     let (lo, hi) = (low as f64, high as f64);
-    let v: Vec<f64> = (0..numel(&shape)?).map(|_| lo + (hi - lo) * rng.uniform()).collect();
+    let v: Vec<f64> = (0..numel(&shape)?)
+        .map(|_| lo + (hi - lo) * rng.uniform())
+        .collect();
     one(from_f64_rounded(dtype, shape, v)?)
 }
 
-fn normal(dtype: DType, shape: Vec<usize>, mean: f32, scale: f32, seed: Option<f32>) -> Result<Vec<Value>> {
+fn normal(
+    dtype: DType,
+    shape: Vec<usize>,
+    mean: f32,
+    scale: f32,
+    seed: Option<f32>,
+) -> Result<Vec<Value>> {
     let mut rng = Rng::new(seed);
-    let v: Vec<f64> = (0..numel(&shape)?).map(|_| mean as f64 + scale as f64 * rng.normal()).collect();
+    let v: Vec<f64> = (0..numel(&shape)?)
+        .map(|_| mean as f64 + scale as f64 * rng.normal())
+        .collect();
     one(from_f64_rounded(dtype, shape, v)?)
 }
 
@@ -135,8 +206,12 @@ mod tests {
 
     #[test]
     fn seeded_is_repeatable() {
-        let a: Vec<u64> = (0..3).scan(Rng::new(Some(1.0)), |r, _| Some(r.next_u64())).collect();
-        let b: Vec<u64> = (0..3).scan(Rng::new(Some(1.0)), |r, _| Some(r.next_u64())).collect();
+        let a: Vec<u64> = (0..3)
+            .scan(Rng::new(Some(1.0)), |r, _| Some(r.next_u64()))
+            .collect();
+        let b: Vec<u64> = (0..3)
+            .scan(Rng::new(Some(1.0)), |r, _| Some(r.next_u64()))
+            .collect();
         assert_eq!(a, b);
         let u = Rng::new(Some(3.0)).uniform();
         assert!((0.0..1.0).contains(&u));

@@ -70,7 +70,11 @@ impl Parser<'_> {
             self.i += 1;
             alts.push(self.concat()?);
         }
-        Ok(if alts.len() == 1 { alts.pop().unwrap_or(Node::Concat(vec![])) } else { Node::Alt(alts) })
+        Ok(if alts.len() == 1 {
+            alts.pop().unwrap_or(Node::Concat(vec![]))
+        } else {
+            Node::Alt(alts)
+        })
     }
 
     fn concat(&mut self) -> Result<Node, String> {
@@ -250,7 +254,9 @@ impl Matcher<'_> {
             Node::Char(c) => s.get(p) == Some(c) && k(p + 1),
             Node::Any => s.get(p).is_some_and(|&c| c != '\n') && k(p + 1),
             Node::Class(items, neg) => {
-                s.get(p).is_some_and(|&c| items.iter().any(|it| it.matches(c)) != *neg) && k(p + 1)
+                s.get(p)
+                    .is_some_and(|&c| items.iter().any(|it| it.matches(c)) != *neg)
+                    && k(p + 1)
             }
             Node::Start => p == 0 && k(p),
             Node::End => p == s.len() && k(p),
@@ -273,16 +279,26 @@ impl Matcher<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn rep(&self, n: &Node, min: usize, max: Option<usize>, greedy: bool, count: usize, p: usize, k: &dyn Fn(usize) -> bool) -> bool {
+    fn rep(
+        &self,
+        n: &Node,
+        min: usize,
+        max: Option<usize>,
+        greedy: bool,
+        count: usize,
+        p: usize,
+        k: &dyn Fn(usize) -> bool,
+    ) -> bool {
         let more = |this: &Self| {
             max.is_none_or(|m| count < m)
-                && this.m(n, p, &|q| (q != p || count < min) && this.rep(n, min, max, greedy, count + 1, q, k))
+                && this.m(n, p, &|q| {
+                    (q != p || count < min) && this.rep(n, min, max, greedy, count + 1, q, k)
+                })
         };
-        if greedy {
-            more(self) || (count >= min && k(p))
-        } else {
-            (count >= min && k(p)) || more(self)
-        }
+        let more = || more(self);
+        let stop = || count >= min && k(p);
+        let order: [&dyn Fn() -> bool; 2] = if greedy { [&more, &stop] } else { [&stop, &more] };
+        order.iter().any(|f| f())
     }
 }
 
@@ -301,7 +317,10 @@ impl Regex {
     /// True when the whole string matches.
     pub fn full_match(&self, text: &str) -> bool {
         let s: Vec<char> = text.chars().collect();
-        let m = Matcher { s: &s, budget: Cell::new(50_000_000) };
+        let m = Matcher {
+            s: &s,
+            budget: Cell::new(50_000_000),
+        };
         m.m(&self.root, 0, &|p| p == s.len())
     }
 }

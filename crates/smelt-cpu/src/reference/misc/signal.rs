@@ -9,7 +9,9 @@ type C = (f64, f64);
 
 /// DFT of `input` (zero-padded or truncated to `n`); `sign` -1 forward, +1 inverse (unscaled).
 fn dft_1d(input: &[C], n: usize, sign: f64) -> Vec<C> {
-    let mut a: Vec<C> = (0..n).map(|i| input.get(i).copied().unwrap_or((0.0, 0.0))).collect();
+    let mut a: Vec<C> = (0..n)
+        .map(|i| input.get(i).copied().unwrap_or((0.0, 0.0)))
+        .collect();
     if n <= 1 {
         return a;
     }
@@ -39,7 +41,10 @@ fn dft_1d(input: &[C], n: usize, sign: f64) -> Vec<C> {
         }
         return a;
     }
-    let tw: Vec<C> = (0..n).map(|k| (sign * 2.0 * PI * k as f64 / n as f64).sin_cos()).map(|(s, c)| (c, s)).collect();
+    let tw: Vec<C> = (0..n)
+        .map(|k| (sign * 2.0 * PI * k as f64 / n as f64).sin_cos())
+        .map(|(s, c)| (c, s))
+        .collect();
     (0..n)
         .map(|k| {
             let mut acc = (0.0, 0.0);
@@ -60,7 +65,10 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
     let r = shape.len();
     ensure!(r >= 2, "DFT: input must have rank >= 2, got {shape:?}");
     let ch = shape[r - 1];
-    ensure!(ch == 1 || ch == 2, "DFT: the last dimension must be 1 (real) or 2 (complex), got {ch}");
+    ensure!(
+        ch == 1 || ch == 2,
+        "DFT: the last dimension must be 1 (real) or 2 (complex), got {ch}"
+    );
     let axis = match axis {
         Some(a) => a,
         None => match x.opt_tensor(2)? {
@@ -69,7 +77,10 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
         },
     };
     let a = axis.rem_euclid(r as i64) as usize;
-    ensure!(axis >= -(r as i64) && axis < r as i64 && a < r - 1, "DFT: axis {axis} is out of range for {shape:?}");
+    ensure!(
+        axis >= -(r as i64) && axis < r as i64 && a < r - 1,
+        "DFT: axis {axis} is out of range for {shape:?}"
+    );
     let n_in = shape[a];
     let n = match x.opt_tensor(1)? {
         Some(t) if !t.is_empty() => {
@@ -104,7 +115,10 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
             let res: Vec<C> = if !inverse {
                 dft_1d(&line, n, -1.0)
             } else if !onesided {
-                dft_1d(&line, n, 1.0).into_iter().map(|(re, im)| (re / n as f64, im / n as f64)).collect()
+                dft_1d(&line, n, 1.0)
+                    .into_iter()
+                    .map(|(re, im)| (re / n as f64, im / n as f64))
+                    .collect()
             } else {
                 // Inverse of a one-sided spectrum: rebuild the Hermitian full spectrum.
                 let half = n / 2 + 1;
@@ -122,7 +136,10 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
                 if n % 2 == 0 {
                     full[n / 2].1 = 0.0;
                 }
-                dft_1d(&full, n, 1.0).into_iter().map(|(re, _)| (re / n as f64, 0.0)).collect()
+                dft_1d(&full, n, 1.0)
+                    .into_iter()
+                    .map(|(re, _)| (re / n as f64, 0.0))
+                    .collect()
             };
             for (k, &(re, im)) in res.iter().take(out_len).enumerate() {
                 let p = ((o * out_len + k) * inner + i) * out_ch;
@@ -139,14 +156,25 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
 /// STFT of signal [B, L, 1|2] -> [B, frames, bins, 2].
 pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
-    ensure!(t.rank() == 3, "STFT: signal must be [batch, length, 1|2], got {:?}", t.shape());
+    ensure!(
+        t.rank() == 3,
+        "STFT: signal must be [batch, length, 1|2], got {:?}",
+        t.shape()
+    );
     let (b, l, ch) = (t.shape()[0], t.shape()[1], t.shape()[2]);
-    ensure!(ch == 1 || ch == 2, "STFT: the last dimension must be 1 or 2, got {ch}");
+    ensure!(
+        ch == 1 || ch == 2,
+        "STFT: the last dimension must be 1 or 2, got {ch}"
+    );
     let step = scalar_i64(x, 1, "STFT frame_step")?;
     ensure!(step >= 1, "STFT: frame_step must be positive, got {step}");
     let window = match x.opt_tensor(2)? {
         Some(w) => {
-            ensure!(w.rank() == 1, "STFT: window must be 1-D, got {:?}", w.shape());
+            ensure!(
+                w.rank() == 1,
+                "STFT: window must be 1-D, got {:?}",
+                w.shape()
+            );
             Some(w.to_f64()?)
         }
         None => None,
@@ -158,7 +186,10 @@ pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
             None => l as i64,
         },
     };
-    ensure!(fl >= 1 && fl as usize <= l, "STFT: frame_length {fl} does not fit the signal length {l}");
+    ensure!(
+        fl >= 1 && fl as usize <= l,
+        "STFT: frame_length {fl} does not fit the signal length {l}"
+    );
     let fl = fl as usize;
     let window = window.unwrap_or_else(|| vec![1.0; fl]);
     let ws = window.len();
@@ -193,9 +224,16 @@ pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
 /// Hann (0), Hamming (1) and Blackman (2) windows.
 pub fn window(x: &Inputs, kind: u8, periodic: bool, dtype: DType) -> Result<Vec<Value>> {
     let size = scalar_i64(x, 0, "window size")?;
-    ensure!((0..1 << 32).contains(&size), "window size {size} is out of range");
+    ensure!(
+        (0..1 << 32).contains(&size),
+        "window size {size} is out of range"
+    );
     let size = size as usize;
-    let n1 = if periodic { size as f64 } else { size as f64 - 1.0 };
+    let n1 = if periodic {
+        size as f64
+    } else {
+        size as f64 - 1.0
+    };
     let v: Vec<f64> = (0..size)
         .map(|i| {
             let i = i as f64;
@@ -219,8 +257,14 @@ pub fn mel_weight_matrix(x: &Inputs, dtype: DType) -> Result<Vec<Value>> {
     let rate = scalar_i64(x, 2, "sample_rate")?;
     let lo = scalar_f64(x, 3, "lower_edge_hertz")?;
     let hi = scalar_f64(x, 4, "upper_edge_hertz")?;
-    ensure!(nmel >= 1 && dft_len >= 1 && rate >= 1, "MelWeightMatrix: sizes and rate must be positive");
-    ensure!(nmel < 1 << 20 && dft_len < 1 << 24, "MelWeightMatrix: sizes too large");
+    ensure!(
+        nmel >= 1 && dft_len >= 1 && rate >= 1,
+        "MelWeightMatrix: sizes and rate must be positive"
+    );
+    ensure!(
+        nmel < 1 << 20 && dft_len < 1 << 24,
+        "MelWeightMatrix: sizes too large"
+    );
     let (nmel, nspec) = (nmel as usize, (dft_len / 2 + 1) as usize);
     let mel = |hz: f64| 2595.0 * (hz / 700.0).ln_1p() / 10f64.ln();
     let (lm, hm) = (mel(lo), mel(hi));
@@ -234,7 +278,10 @@ pub fn mel_weight_matrix(x: &Inputs, dtype: DType) -> Result<Vec<Value>> {
         .collect();
     let mut out = vec![0f64; nspec * nmel];
     let mut set = |j: i64, i: usize, v: f64| -> Result<()> {
-        ensure!(j >= 0 && (j as usize) < nspec, "MelWeightMatrix: frequency bin {j} is outside [0, {nspec})");
+        ensure!(
+            j >= 0 && (j as usize) < nspec,
+            "MelWeightMatrix: frequency bin {j} is outside [0, {nspec})"
+        );
         out[j as usize * nmel + i] = v;
         Ok(())
     };

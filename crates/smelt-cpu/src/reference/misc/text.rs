@@ -15,24 +15,45 @@ fn strings(t: &Tensor) -> Result<&[String]> {
 }
 
 /// StringNormalizer on [C] or [1, C]: stopword removal and case change; empty results are dropped.
-pub fn string_normalizer(x: &Inputs, case: CaseChange, sensitive: bool, stopwords: &[String]) -> Result<Vec<Value>> {
+pub fn string_normalizer(
+    x: &Inputs,
+    case: CaseChange,
+    sensitive: bool,
+    stopwords: &[String],
+) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let s = strings(t)?;
-    ensure!(t.rank() == 1 || t.rank() == 2, "StringNormalizer: input must be [C] or [1, C], got {:?}", t.shape());
+    ensure!(
+        t.rank() == 1 || t.rank() == 2,
+        "StringNormalizer: input must be [C] or [1, C], got {:?}",
+        t.shape()
+    );
     let change = |w: &str| match case {
         CaseChange::None => w.to_string(),
         CaseChange::Lower => w.to_lowercase(),
         CaseChange::Upper => w.to_uppercase(),
     };
-    let stops: HashSet<String> =
-        stopwords.iter().map(|w| if sensitive { w.clone() } else { w.to_lowercase() }).collect();
+    let stops: HashSet<String> = stopwords
+        .iter()
+        .map(|w| {
+            if sensitive {
+                w.clone()
+            } else {
+                w.to_lowercase()
+            }
+        })
+        .collect();
     let remove = |text: &str| -> String {
         if stops.is_empty() {
             return text.to_string();
         }
         text.split(' ')
             .filter(|w| {
-                let k = if sensitive { (*w).to_string() } else { w.to_lowercase() };
+                let k = if sensitive {
+                    (*w).to_string()
+                } else {
+                    w.to_lowercase()
+                };
                 !stops.contains(&k)
             })
             .collect::<Vec<_>>()
@@ -58,13 +79,20 @@ pub fn string_concat(x: &Inputs) -> Result<Vec<Value>> {
     let (sa, sb) = (strings(a)?, strings(b)?);
     let shape = broadcast_shapes(&[a.shape(), b.shape()])?;
     let (ia, ib) = (index_map(a.shape(), &shape), index_map(b.shape(), &shape));
-    let out = ia.iter().zip(&ib).map(|(&i, &j)| format!("{}{}", sa[i], sb[j])).collect();
+    let out = ia
+        .iter()
+        .zip(&ib)
+        .map(|(&i, &j)| format!("{}{}", sa[i], sb[j]))
+        .collect();
     one(Tensor::from_strings(shape, out)?)
 }
 
 /// Python's `str.split(sep, maxsplit)`.
 fn py_split(s: &str, sep: Option<&str>, maxsplit: Option<i64>) -> Vec<String> {
-    let max = maxsplit.filter(|&m| m >= 0).map(|m| m as usize).unwrap_or(usize::MAX);
+    let max = maxsplit
+        .filter(|&m| m >= 0)
+        .map(|m| m as usize)
+        .unwrap_or(usize::MAX);
     match sep {
         Some(sep) => {
             let mut out = Vec::new();
@@ -106,7 +134,11 @@ fn py_split(s: &str, sep: Option<&str>, maxsplit: Option<i64>) -> Vec<String> {
 }
 
 /// StringSplit: substrings padded with "" to the longest split, and the split counts.
-pub fn string_split(x: &Inputs, delimiter: Option<&str>, maxsplit: Option<i64>) -> Result<Vec<Value>> {
+pub fn string_split(
+    x: &Inputs,
+    delimiter: Option<&str>,
+    maxsplit: Option<i64>,
+) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let s = strings(t)?;
     let parts: Vec<Vec<String>> = s.iter().map(|w| py_split(w, delimiter, maxsplit)).collect();
@@ -129,7 +161,8 @@ pub fn string_split(x: &Inputs, delimiter: Option<&str>, maxsplit: Option<i64>) 
 pub fn regex_full_match(x: &Inputs, pattern: &str) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let s = strings(t)?;
-    let re = super::regex::Regex::new(pattern).map_err(|e| err!("RegexFullMatch: pattern '{pattern}': {e}"))?;
+    let re = super::regex::Regex::new(pattern)
+        .map_err(|e| err!("RegexFullMatch: pattern '{pattern}': {e}"))?;
     let out = s.iter().map(|w| re.full_match(w)).collect();
     one(Tensor::from_bools(t.shape().to_vec(), out)?)
 }
@@ -166,19 +199,37 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     } else {
         pool_strings.iter().cloned().map(Key::S).collect()
     };
-    let out_size = ngram_indexes.iter().copied().max().map(|m| m + 1).unwrap_or(0).max(0) as usize;
-    ensure!(ngram_indexes.iter().all(|&i| i >= 0), "TfIdfVectorizer: negative ngram index");
+    let out_size = ngram_indexes
+        .iter()
+        .copied()
+        .max()
+        .map(|m| m + 1)
+        .unwrap_or(0)
+        .max(0) as usize;
+    ensure!(
+        ngram_indexes.iter().all(|&i| i >= 0),
+        "TfIdfVectorizer: negative ngram index"
+    );
     // n-gram -> output column.
     let mut map: HashMap<Vec<Key>, usize> = HashMap::new();
     let mut id = 0usize;
     for (i, &start) in ngram_counts.iter().enumerate() {
         let size = i + 1;
-        let end = ngram_counts.get(i + 1).copied().unwrap_or(pool.len() as i64);
-        ensure!(0 <= start && start <= end && end as usize <= pool.len(), "TfIdfVectorizer: bad ngram_counts");
+        let end = ngram_counts
+            .get(i + 1)
+            .copied()
+            .unwrap_or(pool.len() as i64);
+        ensure!(
+            0 <= start && start <= end && end as usize <= pool.len(),
+            "TfIdfVectorizer: bad ngram_counts"
+        );
         let items = (end - start) as usize;
         for g in 0..items / size {
             let s = start as usize + g * size;
-            let col = *ngram_indexes.get(id).ok_or_else(|| err!("TfIdfVectorizer: too few ngram_indexes"))? as usize;
+            let col = *ngram_indexes
+                .get(id)
+                .ok_or_else(|| err!("TfIdfVectorizer: too few ngram_indexes"))?
+                as usize;
             if (*min_gram_length as usize..=*max_gram_length as usize).contains(&size) {
                 map.entry(pool[s..s + size].to_vec()).or_insert(col);
             }
@@ -189,7 +240,10 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         0 => (1, 1, vec![out_size]),
         1 => (1, t.shape()[0], vec![out_size]),
         2 => (t.shape()[0], t.shape()[1], vec![t.shape()[0], out_size]),
-        _ => bail!("TfIdfVectorizer: input must be [C] or [B, C], got {:?}", t.shape()),
+        _ => bail!(
+            "TfIdfVectorizer: input must be [C] or [B, C], got {:?}",
+            t.shape()
+        ),
     };
     let mut freq = vec![0f32; rows * out_size];
     let (mn, mx) = (*min_gram_length as usize, *max_gram_length as usize);

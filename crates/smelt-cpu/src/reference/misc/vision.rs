@@ -34,7 +34,8 @@ fn cubic_coeffs(r: f64, a: f64) -> Vec<f64> {
         ((a * (r + 1.0) - 5.0 * a) * (r + 1.0) + 8.0 * a) * (r + 1.0) - 4.0 * a,
         ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
         ((a + 2.0) * (1.0 - r) - (a + 3.0)) * (1.0 - r) * (1.0 - r) + 1.0,
-        ((a * ((1.0 - r) + 1.0) - 5.0 * a) * ((1.0 - r) + 1.0) + 8.0 * a) * ((1.0 - r) + 1.0) - 4.0 * a,
+        ((a * ((1.0 - r) + 1.0) - 5.0 * a) * ((1.0 - r) + 1.0) + 8.0 * a) * ((1.0 - r) + 1.0)
+            - 4.0 * a,
     ]
 }
 
@@ -62,15 +63,28 @@ fn linear_coeffs_antialias(r: f64, scale: f64) -> Vec<f64> {
     let scale = scale.min(1.0);
     let start = (-1.0 / scale).floor() as i64 + 1;
     let footprint = 2 - 2 * start;
-    let c: Vec<f64> = (start..start + footprint).map(|i| (1.0 - ((i as f64 - r) * scale).abs()).clamp(0.0, 1.0)).collect();
+    let c: Vec<f64> = (start..start + footprint)
+        .map(|i| (1.0 - ((i as f64 - r) * scale).abs()).clamp(0.0, 1.0))
+        .collect();
     let s: f64 = c.iter().sum();
     c.into_iter().map(|v| v / s).collect()
 }
 
-fn plan_axis(p: &AxisParams, in_w: usize, out_w: usize, scale: f64, roi: (f64, f64)) -> Result<AxisPlan> {
+fn plan_axis(
+    p: &AxisParams,
+    in_w: usize,
+    out_w: usize,
+    scale: f64,
+    roi: (f64, f64),
+) -> Result<AxisPlan> {
     let inw = in_w as f64;
     let outf = scale * inw;
-    let mut plan = AxisPlan { n: 0, idx: Vec::new(), w: Vec::new(), extrap: vec![false; out_w] };
+    let mut plan = AxisPlan {
+        n: 0,
+        idx: Vec::new(),
+        w: Vec::new(),
+        extrap: vec![false; out_w],
+    };
     let last = in_w as i64 - 1;
     for y in 0..out_w {
         let yf = y as f64;
@@ -169,7 +183,8 @@ fn plan_axis(p: &AxisParams, in_w: usize, out_w: usize, scale: f64, roi: (f64, f
         }
         plan.n = n;
         for (j, cj) in c.into_iter().enumerate() {
-            plan.idx.push((start + j as i64).clamp(0, last.max(0)) as usize);
+            plan.idx
+                .push((start + j as i64).clamp(0, last.max(0)) as usize);
             plan.w.push(cj);
         }
     }
@@ -177,7 +192,53 @@ fn plan_axis(p: &AxisParams, in_w: usize, out_w: usize, scale: f64, roi: (f64, f
 }
 
 /// Gathers along one axis of a `[outer, in_len, inner]` view.
-fn gather_axis<T: Clone>(v: &[T], outer: usize, in_len: usize, inner: usize, idx: &[usize]) -> Vec<T> {
+/// Nearest resize of the last two axes of an f32 tensor in one pass (the NCHW fast path):
+/// rows that repeat a source row are copied from the previous output row.
+fn nearest_2d_f32(
+    v: &[f32],
+    shape: &[usize],
+    out: &[usize],
+    plans: &[(usize, AxisPlan)],
+) -> Vec<f32> {
+    let r = shape.len();
+    let (h, w, oh, ow) = (shape[r - 2], shape[r - 1], out[r - 2], out[r - 1]);
+    let ident = |n: usize| (0..n).collect::<Vec<usize>>();
+    let iy = plans
+        .iter()
+        .find(|(a, _)| *a == r - 2)
+        .map(|(_, p)| p.idx.clone())
+        .unwrap_or_else(|| ident(h));
+    let ix = plans
+        .iter()
+        .find(|(a, _)| *a == r - 1)
+        .map(|(_, p)| p.idx.clone())
+        .unwrap_or_else(|| ident(w));
+    let planes: usize = shape[..r - 2].iter().product();
+    let mut res = vec![0f32; planes * oh * ow];
+    for p in 0..planes {
+        let src = &v[p * h * w..(p + 1) * h * w];
+        let dst = &mut res[p * oh * ow..(p + 1) * oh * ow];
+        for y in 0..oh {
+            if y > 0 && iy[y] == iy[y - 1] {
+                dst.copy_within((y - 1) * ow..y * ow, y * ow);
+                continue;
+            }
+            let srow = &src[iy[y] * w..(iy[y] + 1) * w];
+            for (d, &i) in dst[y * ow..(y + 1) * ow].iter_mut().zip(&ix) {
+                *d = srow[i];
+            }
+        }
+    }
+    res
+}
+
+fn gather_axis<T: Clone>(
+    v: &[T],
+    outer: usize,
+    in_len: usize,
+    inner: usize,
+    idx: &[usize],
+) -> Vec<T> {
     let mut out = Vec::with_capacity(outer * idx.len() * inner);
     for o in 0..outer {
         let base = o * in_len * inner;
@@ -190,7 +251,14 @@ fn gather_axis<T: Clone>(v: &[T], outer: usize, in_len: usize, inner: usize, idx
 }
 
 /// Weighted sum along one axis of a `[outer, in_len, inner]` view.
-fn interp_axis<T>(v: &[T], outer: usize, in_len: usize, inner: usize, plan: &AxisPlan, fill: T) -> Vec<T>
+fn interp_axis<T>(
+    v: &[T],
+    outer: usize,
+    in_len: usize,
+    inner: usize,
+    plan: &AxisPlan,
+    fill: T,
+) -> Vec<T>
 where
     T: Copy + Default + std::ops::Mul<Output = T> + std::ops::Add<Output = T>,
     f64: IntoT<T>,
@@ -241,11 +309,16 @@ impl IntoT<f64> for f64 {
 }
 
 fn norm_axes(axes: &Option<Vec<i64>>, r: usize) -> Result<Vec<usize>> {
-    let Some(axes) = axes else { return Ok((0..r).collect()) };
+    let Some(axes) = axes else {
+        return Ok((0..r).collect());
+    };
     let mut out = Vec::with_capacity(axes.len());
     for &a in axes {
         let b = if a < 0 { a + r as i64 } else { a };
-        ensure!(b >= 0 && (b as usize) < r, "axis {a} is out of range for rank {r}");
+        ensure!(
+            b >= 0 && (b as usize) < r,
+            "axis {a} is out of range for rank {r}"
+        );
         ensure!(!out.contains(&(b as usize)), "axis {a} is repeated");
         out.push(b as usize);
     }
@@ -303,9 +376,18 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         (Some(_), Some(_)) => bail!("Resize: give scales or sizes, not both"),
         (None, None) => bail!("Resize: scales or sizes is required"),
         (Some(s), None) => {
-            ensure!(s.len() == axes.len(), "Resize: {} scales for {} axes", s.len(), axes.len());
+            ensure!(
+                s.len() == axes.len(),
+                "Resize: {} scales for {} axes",
+                s.len(),
+                axes.len()
+            );
             for (k, &a) in axes.iter().enumerate() {
-                ensure!(s[k] > 0.0 && s[k].is_finite(), "Resize: scales must be positive, got {}", s[k]);
+                ensure!(
+                    s[k] > 0.0 && s[k].is_finite(),
+                    "Resize: scales must be positive, got {}",
+                    s[k]
+                );
                 scale[a] = s[k];
                 let o = (s[k] * shape[a] as f64).floor();
                 ensure!(o < 1e12, "Resize: output too large");
@@ -313,9 +395,18 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             }
         }
         (None, Some(z)) => {
-            ensure!(z.len() == axes.len(), "Resize: {} sizes for {} axes", z.len(), axes.len());
+            ensure!(
+                z.len() == axes.len(),
+                "Resize: {} sizes for {} axes",
+                z.len(),
+                axes.len()
+            );
             for (k, &a) in axes.iter().enumerate() {
-                ensure!(z[k] >= 0, "Resize: sizes must not be negative, got {}", z[k]);
+                ensure!(
+                    z[k] >= 0,
+                    "Resize: sizes must not be negative, got {}",
+                    z[k]
+                );
                 out[a] = z[k] as usize;
                 scale[a] = z[k] as f64 / shape[a] as f64;
             }
@@ -336,7 +427,12 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let mut roi_full: Vec<(f64, f64)> = vec![(0.0, 1.0); r];
     if *coord == CoordMode::TfCropAndResize {
         let roi = roi.ok_or_else(|| smelt_ir::err!("Resize: tf_crop_and_resize needs roi"))?;
-        ensure!(roi.len() == 2 * axes.len(), "Resize: roi has {} values for {} axes", roi.len(), axes.len());
+        ensure!(
+            roi.len() == 2 * axes.len(),
+            "Resize: roi has {} values for {} axes",
+            roi.len(),
+            axes.len()
+        );
         for (k, &a) in axes.iter().enumerate() {
             roi_full[a] = (roi[k], roi[axes.len() + k]);
         }
@@ -361,15 +457,35 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         if identity {
             continue;
         }
-        plans.push((a, plan_axis(&params, shape[a], out[a], scale[a], roi_full[a])?));
+        plans.push((
+            a,
+            plan_axis(&params, shape[a], out[a], scale[a], roi_full[a])?,
+        ));
     }
     let mut cur_shape = shape.clone();
     let views = |cur: &[usize], a: usize| -> (usize, usize, usize) {
-        (cur[..a].iter().product(), cur[a], cur[a + 1..].iter().product())
+        (
+            cur[..a].iter().product(),
+            cur[a],
+            cur[a + 1..].iter().product(),
+        )
     };
     if *mode == InterpMode::Nearest && !(*coord == CoordMode::TfCropAndResize) {
-        let mut data = t.data().clone();
-        for (a, plan) in &plans {
+        if let (Some(v), true) = (t.as_f32(), r >= 2 && plans.iter().all(|(a, _)| *a >= r - 2)) {
+            return one(Tensor::from_f32(
+                out.clone(),
+                nearest_2d_f32(v, &shape, &out, &plans),
+            )?);
+        }
+        let mut plans = plans.into_iter();
+        let Some((a0, p0)) = plans.next() else {
+            return one(t.clone());
+        };
+        let (o, l, i) = views(&cur_shape, a0);
+        let mut data = map_data!(t.data(), v => gather_axis(v, o, l, i, &p0.idx));
+        cur_shape[a0] = out[a0];
+        for (a, plan) in plans {
+            let (a, plan) = (&a, &plan);
             let (o, l, i) = views(&cur_shape, *a);
             data = map_data!(&data, v => gather_axis(v, o, l, i, &plan.idx));
             cur_shape[*a] = out[*a];
@@ -377,12 +493,20 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         return one(Tensor::new(t.dtype(), out, data)?);
     }
     if let Some(v) = t.as_f32() {
-        let mut data = v.to_vec();
+        let mut data: Option<Vec<f32>> = None;
         for (a, plan) in &plans {
             let (o, l, i) = views(&cur_shape, *a);
-            data = interp_axis::<f32>(&data, o, l, i, plan, *extrapolation_value);
+            data = Some(interp_axis::<f32>(
+                data.as_deref().unwrap_or(v),
+                o,
+                l,
+                i,
+                plan,
+                *extrapolation_value,
+            ));
             cur_shape[*a] = out[*a];
         }
+        let data = data.unwrap_or_else(|| v.to_vec());
         return one(Tensor::new(t.dtype(), out, Data::F32(data))?);
     }
     let mut data = t.to_f64()?;
@@ -400,8 +524,16 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
 pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
     let boxes = x.tensor(0)?;
     let scores = x.tensor(1)?;
-    ensure!(boxes.rank() == 3 && boxes.shape()[2] == 4, "NonMaxSuppression: boxes must be [B, N, 4], got {:?}", boxes.shape());
-    ensure!(scores.rank() == 3, "NonMaxSuppression: scores must be [B, C, N], got {:?}", scores.shape());
+    ensure!(
+        boxes.rank() == 3 && boxes.shape()[2] == 4,
+        "NonMaxSuppression: boxes must be [B, N, 4], got {:?}",
+        boxes.shape()
+    );
+    ensure!(
+        scores.rank() == 3,
+        "NonMaxSuppression: scores must be [B, C, N], got {:?}",
+        scores.shape()
+    );
     let (b, nb) = (boxes.shape()[0], boxes.shape()[1]);
     let nc = scores.shape()[1];
     ensure!(
@@ -433,7 +565,12 @@ pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
             let (hw, hh) = (p[2] / 2.0, p[3] / 2.0);
             [p[1] - hh, p[0] - hw, p[1] + hh, p[0] + hw]
         } else {
-            [p[0].min(p[2]), p[1].min(p[3]), p[0].max(p[2]), p[1].max(p[3])]
+            [
+                p[0].min(p[2]),
+                p[1].min(p[3]),
+                p[0].max(p[2]),
+                p[1].max(p[3]),
+            ]
         }
     };
     let suppress = |a: [f64; 4], c: [f64; 4]| -> bool {
@@ -460,9 +597,15 @@ pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
     for bi in 0..b {
         for ci in 0..nc {
             let s = &sv[(bi * nc + ci) * nb..(bi * nc + ci + 1) * nb];
-            let mut cand: Vec<usize> = (0..nb).filter(|&i| score_th.is_none_or(|th| s[i] > th)).collect();
+            let mut cand: Vec<usize> = (0..nb)
+                .filter(|&i| score_th.is_none_or(|th| s[i] > th))
+                .collect();
             // Highest score first; ties keep the lower box index first.
-            cand.sort_by(|&i, &j| s[j].partial_cmp(&s[i]).unwrap_or(std::cmp::Ordering::Equal).then(i.cmp(&j)));
+            cand.sort_by(|&i, &j| {
+                s[j].partial_cmp(&s[i])
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(i.cmp(&j))
+            });
             let mut kept: Vec<[f64; 4]> = Vec::new();
             for i in cand {
                 if kept.len() >= max_out {
@@ -484,18 +627,42 @@ pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
 
 /// RoiAlign over X [N, C, H, W], rois [R, 4], batch_indices [R].
 pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
-    let MiscOp::RoiAlign { max_mode, half_pixel, output_height, output_width, sampling_ratio, spatial_scale } = op else {
+    let MiscOp::RoiAlign {
+        max_mode,
+        half_pixel,
+        output_height,
+        output_width,
+        sampling_ratio,
+        spatial_scale,
+    } = op
+    else {
         bail!("not a RoiAlign")
     };
     let xt = x.tensor(0)?;
     let rois = x.tensor(1)?;
     let bidx = x.tensor(2)?.to_i64()?;
-    ensure!(xt.rank() == 4, "RoiAlign: X must be 4-D, got {:?}", xt.shape());
-    ensure!(rois.rank() == 2 && rois.shape()[1] == 4, "RoiAlign: rois must be [R, 4], got {:?}", rois.shape());
+    ensure!(
+        xt.rank() == 4,
+        "RoiAlign: X must be 4-D, got {:?}",
+        xt.shape()
+    );
+    ensure!(
+        rois.rank() == 2 && rois.shape()[1] == 4,
+        "RoiAlign: rois must be [R, 4], got {:?}",
+        rois.shape()
+    );
     let nr = rois.shape()[0];
-    ensure!(bidx.len() == nr, "RoiAlign: {} batch indices for {nr} rois", bidx.len());
+    ensure!(
+        bidx.len() == nr,
+        "RoiAlign: {} batch indices for {nr} rois",
+        bidx.len()
+    );
     let (n, c, h, w) = (xt.shape()[0], xt.shape()[1], xt.shape()[2], xt.shape()[3]);
-    ensure!(h > 0 && w > 0, "RoiAlign: X has an empty spatial size {:?}", xt.shape());
+    ensure!(
+        h > 0 && w > 0,
+        "RoiAlign: X has an empty spatial size {:?}",
+        xt.shape()
+    );
     let (ph, pw) = (*output_height as usize, *output_width as usize);
     let xv = xt.to_f64()?;
     let rv = rois.to_f64()?;
@@ -503,19 +670,35 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let sc = *spatial_scale as f64;
     for ri in 0..nr {
         let b = bidx[ri];
-        ensure!(b >= 0 && (b as usize) < n, "RoiAlign: batch index {b} out of range for batch {n}");
+        ensure!(
+            b >= 0 && (b as usize) < n,
+            "RoiAlign: batch index {b} out of range for batch {n}"
+        );
         let b = b as usize;
         let off = if *half_pixel { 0.5 } else { 0.0 };
         let r = &rv[ri * 4..ri * 4 + 4];
-        let (x0, y0, x1, y1) = (r[0] * sc - off, r[1] * sc - off, r[2] * sc - off, r[3] * sc - off);
+        let (x0, y0, x1, y1) = (
+            r[0] * sc - off,
+            r[1] * sc - off,
+            r[2] * sc - off,
+            r[3] * sc - off,
+        );
         let (mut rw, mut rh) = (x1 - x0, y1 - y0);
         if !*half_pixel {
             rw = rw.max(1.0);
             rh = rh.max(1.0);
         }
         let (bh, bw) = (rh / ph as f64, rw / pw as f64);
-        let gh = if *sampling_ratio > 0 { *sampling_ratio as usize } else { (rh / ph as f64).ceil().max(0.0) as usize };
-        let gw = if *sampling_ratio > 0 { *sampling_ratio as usize } else { (rw / pw as f64).ceil().max(0.0) as usize };
+        let gh = if *sampling_ratio > 0 {
+            *sampling_ratio as usize
+        } else {
+            (rh / ph as f64).ceil().max(0.0) as usize
+        };
+        let gw = if *sampling_ratio > 0 {
+            *sampling_ratio as usize
+        } else {
+            (rw / pw as f64).ceil().max(0.0) as usize
+        };
         let count = (gh * gw).max(1) as f64;
         // Precompute the bilinear taps of every sample: (4 positions, 4 weights).
         let mut pre: Vec<([usize; 4], [f64; 4])> = Vec::with_capacity(ph * pw * gh * gw);
@@ -567,7 +750,9 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
                     let (p, wt) = &pre[k];
                     k += 1;
                     if *max_mode {
-                        let v = (0..4).map(|j| wt[j] * img[p[j]]).fold(f64::NEG_INFINITY, f64::max);
+                        let v = (0..4)
+                            .map(|j| wt[j] * img[p[j]])
+                            .fold(f64::NEG_INFINITY, f64::max);
                         acc = if first { v } else { acc.max(v) };
                         first = false;
                     } else {
@@ -623,10 +808,19 @@ fn cubic_a75(x: f64) -> [f64; 4] {
 }
 
 /// GridSample over X [N, C, D1..Dk] with grid [N, O1..Ok, k].
-pub fn grid_sample(x: &Inputs, mode: InterpMode, padding: GridPadding, align: bool) -> Result<Vec<Value>> {
+pub fn grid_sample(
+    x: &Inputs,
+    mode: InterpMode,
+    padding: GridPadding,
+    align: bool,
+) -> Result<Vec<Value>> {
     let xt = x.tensor(0)?;
     let gt = x.tensor(1)?;
-    ensure!(xt.rank() >= 3, "GridSample: X must have rank >= 3, got {:?}", xt.shape());
+    ensure!(
+        xt.rank() >= 3,
+        "GridSample: X must have rank >= 3, got {:?}",
+        xt.shape()
+    );
     let k = xt.rank() - 2;
     ensure!(
         gt.rank() == k + 2 && gt.shape()[k + 1] == k && gt.shape()[0] == xt.shape()[0],
@@ -648,8 +842,16 @@ pub fn grid_sample(x: &Inputs, mode: InterpMode, padding: GridPadding, align: bo
     let xv = xt.to_f64()?;
     let gv = gt.to_f64()?;
     let ist = strides(&dims);
-    let border: Vec<(f64, f64)> =
-        dims.iter().map(|&d| if align { (0.0, d as f64 - 1.0) } else { (-0.5, d as f64 - 0.5) }).collect();
+    let border: Vec<(f64, f64)> = dims
+        .iter()
+        .map(|&d| {
+            if align {
+                (0.0, d as f64 - 1.0)
+            } else {
+                (-0.5, d as f64 - 0.5)
+            }
+        })
+        .collect();
     let taps = match mode {
         InterpMode::Nearest => 1,
         InterpMode::Linear => 2,
@@ -665,7 +867,11 @@ pub fn grid_sample(x: &Inputs, mode: InterpMode, padding: GridPadding, align: bo
                 let len = dims[d];
                 let gn = g[k - 1 - d] as f32;
                 let lf = len as f32;
-                let mut v = if align { (gn + 1.0) / 2.0 * (lf - 1.0) } else { ((gn + 1.0) * lf - 1.0) / 2.0 } as f64;
+                let mut v = if align {
+                    (gn + 1.0) / 2.0 * (lf - 1.0)
+                } else {
+                    ((gn + 1.0) * lf - 1.0) / 2.0
+                } as f64;
                 if mode == InterpMode::Nearest {
                     v = v.round_ties_even();
                 }
@@ -682,7 +888,9 @@ pub fn grid_sample(x: &Inputs, mode: InterpMode, padding: GridPadding, align: bo
                     match padding {
                         GridPadding::Zeros => (i >= 0 && i < li).then_some(i as usize),
                         GridPadding::Border => Some(i.clamp(0, li - 1) as usize),
-                        GridPadding::Reflection => Some((reflect(i as f64, lo, hi) as i64).clamp(0, li - 1) as usize),
+                        GridPadding::Reflection => {
+                            Some((reflect(i as f64, lo, hi) as i64).clamp(0, li - 1) as usize)
+                        }
                     }
                 };
                 match mode {
@@ -739,8 +947,14 @@ pub fn grid_sample(x: &Inputs, mode: InterpMode, padding: GridPadding, align: bo
 pub fn affine_grid(x: &Inputs, align: bool) -> Result<Vec<Value>> {
     let theta = x.tensor(0)?;
     let size = x.tensor(1)?.to_i64()?;
-    ensure!(size.len() == 4 || size.len() == 5, "AffineGrid: size must have 4 or 5 values, got {size:?}");
-    ensure!(size.iter().all(|&s| s >= 0), "AffineGrid: negative size {size:?}");
+    ensure!(
+        size.len() == 4 || size.len() == 5,
+        "AffineGrid: size must have 4 or 5 values, got {size:?}"
+    );
+    ensure!(
+        size.iter().all(|&s| s >= 0),
+        "AffineGrid: negative size {size:?}"
+    );
     let k = size.len() - 2;
     let n = size[0] as usize;
     ensure!(
