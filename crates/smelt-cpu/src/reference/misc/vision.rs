@@ -27,6 +27,8 @@ struct AxisParams {
     a: f64,
     exclude_outside: bool,
     antialias: bool,
+    /// Compute nearest-mode coordinates in f32 (as onnxruntime does) rather than f64.
+    f32_coords: bool,
 }
 
 fn cubic_coeffs(r: f64, a: f64) -> Vec<f64> {
@@ -70,6 +72,52 @@ fn linear_coeffs_antialias(r: f64, scale: f64) -> Vec<f64> {
     c.into_iter().map(|v| v / s).collect()
 }
 
+/// Maps output coordinate `y` to an input coordinate, computing in `$t`.
+macro_rules! coord_fn {
+    ($name:ident, $t:ty) => {
+        fn $name(c: CoordMode, y: usize, in_w: usize, out_w: usize, scale: f64, roi: (f64, f64)) -> f64 {
+            let (scale, inw, yf) = (scale as $t, in_w as $t, y as $t);
+            let outf = scale * inw;
+            let (r0, r1) = (roi.0 as $t, roi.1 as $t);
+            let x = match c {
+                CoordMode::AlignCorners => {
+                    if outf == 1.0 {
+                        0.0
+                    } else {
+                        yf * (inw - 1.0) / (outf - 1.0)
+                    }
+                }
+                CoordMode::Asymmetric => yf / scale,
+                CoordMode::TfCropAndResize => {
+                    let v = if outf == 1.0 {
+                        (r1 - r0) * (inw - 1.0) / 2.0
+                    } else {
+                        yf * (r1 - r0) * (inw - 1.0) / (outf - 1.0)
+                    };
+                    v + r0 * (inw - 1.0)
+                }
+                CoordMode::PytorchHalfPixel => {
+                    if outf == 1.0 {
+                        -0.5
+                    } else {
+                        (yf + 0.5) / scale - 0.5
+                    }
+                }
+                CoordMode::HalfPixel => (yf + 0.5) / scale - 0.5,
+                CoordMode::HalfPixelSymmetric => {
+                    let adjustment = out_w as $t / outf;
+                    let center = inw / 2.0;
+                    center * (1.0 - adjustment) + (yf + 0.5) / scale - 0.5
+                }
+                CoordMode::TfHalfPixelForNn => (yf + 0.5) / scale,
+            };
+            x as f64
+        }
+    };
+}
+coord_fn!(coord_f64, f64);
+coord_fn!(coord_f32, f32);
+
 fn plan_axis(
     p: &AxisParams,
     in_w: usize,
@@ -78,7 +126,6 @@ fn plan_axis(
     roi: (f64, f64),
 ) -> Result<AxisPlan> {
     let inw = in_w as f64;
-    let outf = scale * inw;
     let mut plan = AxisPlan {
         n: 0,
         idx: Vec::new(),
@@ -87,43 +134,14 @@ fn plan_axis(
     };
     let last = in_w as i64 - 1;
     for y in 0..out_w {
-        let yf = y as f64;
-        let x = match p.coord {
-            CoordMode::AlignCorners => {
-                if outf == 1.0 {
-                    0.0
-                } else {
-                    yf * (inw - 1.0) / (outf - 1.0)
-                }
-            }
-            CoordMode::Asymmetric => yf / scale,
-            CoordMode::TfCropAndResize => {
-                let v = if outf == 1.0 {
-                    (roi.1 - roi.0) * (inw - 1.0) / 2.0
-                } else {
-                    yf * (roi.1 - roi.0) * (inw - 1.0) / (outf - 1.0)
-                };
-                let v = v + roi.0 * (inw - 1.0);
-                if v < 0.0 || v > inw - 1.0 {
-                    plan.extrap[y] = true;
-                }
-                v
-            }
-            CoordMode::PytorchHalfPixel => {
-                if outf == 1.0 {
-                    -0.5
-                } else {
-                    (yf + 0.5) / scale - 0.5
-                }
-            }
-            CoordMode::HalfPixel => (yf + 0.5) / scale - 0.5,
-            CoordMode::HalfPixelSymmetric => {
-                let adjustment = out_w as f64 / outf;
-                let center = inw / 2.0;
-                center * (1.0 - adjustment) + (yf + 0.5) / scale - 0.5
-            }
-            CoordMode::TfHalfPixelForNn => (yf + 0.5) / scale,
+        let x = if p.mode == InterpMode::Nearest && p.f32_coords {
+            coord_f32(p.coord, y, in_w, out_w, scale, roi)
+        } else {
+            coord_f64(p.coord, y, in_w, out_w, scale, roi)
         };
+        if p.coord == CoordMode::TfCropAndResize && (x < 0.0 || x > inw - 1.0) {
+            plan.extrap[y] = true;
+        }
         let fl = x.floor();
         let is_int = x == fl;
         if p.mode == InterpMode::Nearest {
@@ -448,6 +466,7 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         a: *cubic_coeff_a as f64,
         exclude_outside: *exclude_outside,
         antialias: *antialias,
+        f32_coords: true,
     };
     let mut plans = Vec::new();
     for &a in &axes {
@@ -1019,6 +1038,7 @@ mod tests {
             a: -0.75,
             exclude_outside: false,
             antialias: false,
+            f32_coords: false,
         };
         let plan = plan_axis(&p, 2, 4, 2.0, (0.0, 1.0)).unwrap();
         assert_eq!(plan.idx, vec![0, 0, 1, 1]);
