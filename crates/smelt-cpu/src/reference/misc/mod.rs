@@ -9,7 +9,7 @@ mod vision;
 
 use super::{Ctx, Inputs};
 use smelt_ir::op::MiscOp;
-use smelt_ir::{bail, DType, Result, Tensor, Value};
+use smelt_ir::{bail, ensure, numel, DType, Result, Tensor, Value};
 
 /// Runs one op of the family.
 pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
@@ -62,6 +62,19 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         TreeEnsemble(spec) => ml::tree_ensemble(x, spec),
         Adagrad { .. } | Adam { .. } | Momentum { .. } => ml::optimizer(op, x, cx),
     }
+}
+
+/// Largest number of elements an op of this family will produce.
+const MAX_ELEMS: usize = 1 << 31;
+
+/// Element count of an output shape, refusing absurd sizes instead of aborting on allocation.
+fn out_numel(shape: &[usize]) -> Result<usize> {
+    let n = numel(shape)?;
+    ensure!(
+        n <= MAX_ELEMS,
+        "output of shape {shape:?} is too large ({n} elements)"
+    );
+    Ok(n)
 }
 
 /// A scalar (or one-element) integer input.

@@ -4,9 +4,9 @@
 //! onnxruntime's or numpy's generators, so only shapes and distributions are comparable.
 
 use super::super::{one, Inputs};
-use super::from_f64_rounded;
+use super::{from_f64_rounded, out_numel};
 use smelt_ir::op::MiscOp;
-use smelt_ir::{bail, ensure, numel, DType, Result, Tensor, Value};
+use smelt_ir::{bail, ensure, DType, Result, Tensor, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0x853c_49e6_748f_ea9b);
@@ -144,7 +144,7 @@ pub fn run(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             let ss = *sample_size as usize;
             let logits = t.to_f64()?;
             let mut rng = Rng::new(*seed);
-            let mut out = Vec::with_capacity(numel(&[b, ss])?);
+            let mut out = Vec::with_capacity(out_numel(&[b, ss])?);
             for r in 0..b {
                 let row = &logits[r * k..(r + 1) * k];
                 let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -180,7 +180,7 @@ fn uniform(
 ) -> Result<Vec<Value>> {
     let mut rng = Rng::new(seed);
     let (lo, hi) = (low as f64, high as f64);
-    let v: Vec<f64> = (0..numel(&shape)?)
+    let v: Vec<f64> = (0..out_numel(&shape)?)
         .map(|_| lo + (hi - lo) * rng.uniform())
         .collect();
     one(from_f64_rounded(dtype, shape, v)?)
@@ -194,7 +194,7 @@ fn normal(
     seed: Option<f32>,
 ) -> Result<Vec<Value>> {
     let mut rng = Rng::new(seed);
-    let v: Vec<f64> = (0..numel(&shape)?)
+    let v: Vec<f64> = (0..out_numel(&shape)?)
         .map(|_| mean as f64 + scale as f64 * rng.normal())
         .collect();
     one(from_f64_rounded(dtype, shape, v)?)

@@ -297,7 +297,11 @@ impl Matcher<'_> {
         };
         let more = || more(self);
         let stop = || count >= min && k(p);
-        let order: [&dyn Fn() -> bool; 2] = if greedy { [&more, &stop] } else { [&stop, &more] };
+        let order: [&dyn Fn() -> bool; 2] = if greedy {
+            [&more, &stop]
+        } else {
+            [&stop, &more]
+        };
         order.iter().any(|f| f())
     }
 }
@@ -314,14 +318,18 @@ impl Regex {
         Ok(Regex { root })
     }
 
-    /// True when the whole string matches.
-    pub fn full_match(&self, text: &str) -> bool {
+    /// True when the whole string matches; an error when backtracking takes too long.
+    pub fn full_match(&self, text: &str) -> Result<bool, String> {
         let s: Vec<char> = text.chars().collect();
         let m = Matcher {
             s: &s,
             budget: Cell::new(50_000_000),
         };
-        m.m(&self.root, 0, &|p| p == s.len())
+        let hit = m.m(&self.root, 0, &|p| p == s.len());
+        if !hit && m.budget.get() == 0 {
+            return Err("the pattern backtracks too much on this input".into());
+        }
+        Ok(hit)
     }
 }
 
@@ -332,12 +340,12 @@ mod tests {
     #[test]
     fn full_matches() {
         let r = Regex::new(r"www\.[\w.-]+\.\bcom\b").unwrap();
-        assert!(r.full_match("www.google.com"));
-        assert!(!r.full_match("www.bbc.co.uk"));
+        assert!(r.full_match("www.google.com").unwrap());
+        assert!(!r.full_match("www.bbc.co.uk").unwrap());
         let e = Regex::new(r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)").unwrap();
-        assert!(e.full_match("account@gmail.com"));
-        assert!(!e.full_match("account@hotmail.com"));
-        assert!(Regex::new("a*?b").unwrap().full_match("aaab"));
-        assert!(Regex::new("[^0-9]+").unwrap().full_match("abc"));
+        assert!(e.full_match("account@gmail.com").unwrap());
+        assert!(!e.full_match("account@hotmail.com").unwrap());
+        assert!(Regex::new("a*?b").unwrap().full_match("aaab").unwrap());
+        assert!(Regex::new("[^0-9]+").unwrap().full_match("abc").unwrap());
     }
 }

@@ -1,8 +1,8 @@
 //! Signal ops: DFT, STFT, Hann/Hamming/Blackman windows, MelWeightMatrix.
 
 use super::super::{one, Inputs};
-use super::{from_f64_rounded, scalar_f64, scalar_i64};
-use smelt_ir::{ensure, numel, DType, Result, Tensor, Value};
+use super::{from_f64_rounded, out_numel, scalar_f64, scalar_i64};
+use smelt_ir::{ensure, DType, Result, Tensor, Value};
 use std::f64::consts::PI;
 
 type C = (f64, f64);
@@ -85,7 +85,10 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
     let n = match x.opt_tensor(1)? {
         Some(t) if !t.is_empty() => {
             let v = scalar_i64(x, 1, "DFT dft_length")?;
-            ensure!(v >= 1, "DFT: dft_length must be positive, got {v}");
+            ensure!(
+                (1..=1 << 26).contains(&v),
+                "DFT: dft_length must be in [1, 2^26], got {v}"
+            );
             v as usize
         }
         _ if inverse && onesided => 2 * n_in.saturating_sub(1),
@@ -103,7 +106,7 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
     let mut oshape = shape.clone();
     oshape[a] = out_len;
     oshape[r - 1] = out_ch;
-    let mut out = vec![0f64; numel(&oshape)?];
+    let mut out = vec![0f64; out_numel(&oshape)?];
     let mut line: Vec<C> = Vec::with_capacity(n_in);
     for o in 0..outer {
         for i in 0..inner {
@@ -196,7 +199,7 @@ pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
     let frames = 1 + (l - fl) / step as usize;
     let bins = if onesided { fl / 2 + 1 } else { fl };
     let v = t.to_f64()?;
-    let mut out = Vec::with_capacity(numel(&[b, frames, bins, 2])?);
+    let mut out = Vec::with_capacity(out_numel(&[b, frames, bins, 2])?);
     for bi in 0..b {
         for f in 0..frames {
             let begin = f * step as usize;
@@ -225,7 +228,7 @@ pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
 pub fn window(x: &Inputs, kind: u8, periodic: bool, dtype: DType) -> Result<Vec<Value>> {
     let size = scalar_i64(x, 0, "window size")?;
     ensure!(
-        (0..1 << 32).contains(&size),
+        (0..=1 << 28).contains(&size),
         "window size {size} is out of range"
     );
     let size = size as usize;
@@ -276,7 +279,7 @@ pub fn mel_weight_matrix(x: &Inputs, dtype: DType) -> Result<Vec<Value>> {
             (((dft_len + 1) as f64 * hz) / rate as f64).floor() as i64
         })
         .collect();
-    let mut out = vec![0f64; nspec * nmel];
+    let mut out = vec![0f64; out_numel(&[nspec, nmel])?];
     let mut set = |j: i64, i: usize, v: f64| -> Result<()> {
         ensure!(
             j >= 0 && (j as usize) < nspec,

@@ -163,7 +163,19 @@ pub fn regex_full_match(x: &Inputs, pattern: &str) -> Result<Vec<Value>> {
     let s = strings(t)?;
     let re = super::regex::Regex::new(pattern)
         .map_err(|e| err!("RegexFullMatch: pattern '{pattern}': {e}"))?;
-    let out = s.iter().map(|w| re.full_match(w)).collect();
+    ensure!(
+        s.iter().all(|w| w.len() <= 100_000),
+        "RegexFullMatch: strings longer than 100000 bytes are not supported"
+    );
+    // The matcher recurses once per consumed character: give it a deep stack.
+    let res: std::result::Result<Vec<bool>, String> = std::thread::scope(|sc| {
+        let h = std::thread::Builder::new()
+            .stack_size(1 << 29)
+            .spawn_scoped(sc, || s.iter().map(|w| re.full_match(w)).collect())
+            .map_err(|e| format!("cannot start the matcher thread: {e}"))?;
+        h.join().map_err(|_| "the matcher failed".to_string())?
+    });
+    let out = res.map_err(|e| err!("RegexFullMatch: {e}"))?;
     one(Tensor::from_bools(t.shape().to_vec(), out)?)
 }
 
@@ -207,8 +219,8 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         .unwrap_or(0)
         .max(0) as usize;
     ensure!(
-        ngram_indexes.iter().all(|&i| i >= 0),
-        "TfIdfVectorizer: negative ngram index"
+        ngram_indexes.iter().all(|&i| (0..1 << 24).contains(&i)),
+        "TfIdfVectorizer: ngram indexes must lie in [0, 2^24)"
     );
     // n-gram -> output column.
     let mut map: HashMap<Vec<Key>, usize> = HashMap::new();
@@ -249,7 +261,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let (mn, mx) = (*min_gram_length as usize, *max_gram_length as usize);
     for r in 0..rows {
         let row = &keys[r * c..(r + 1) * c];
-        for d in 1..=(*max_skip_count as usize + 1) {
+        for d in 1..=(*max_skip_count as usize + 1).min(c.max(1)) {
             let lo = if d == 1 { mn } else { mn.max(2) };
             for start in 0..c {
                 for n in lo..=mx {

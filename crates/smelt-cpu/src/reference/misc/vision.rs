@@ -1,10 +1,10 @@
 //! Vision ops: Resize (and Upsample), NonMaxSuppression, RoiAlign, GridSample, AffineGrid.
 
 use super::super::{one, Inputs};
-use super::from_f64_rounded;
+use super::{from_f64_rounded, out_numel};
 use smelt_ir::op::misc::{AspectPolicy, CoordMode, GridPadding, InterpMode, NearestMode};
 use smelt_ir::op::MiscOp;
-use smelt_ir::{bail, ensure, map_data, numel, strides, Data, Result, Tensor, Value};
+use smelt_ir::{bail, ensure, map_data, strides, Data, Result, Tensor, Value};
 
 // ---------------------------------------------------------------- Resize
 
@@ -75,7 +75,14 @@ fn linear_coeffs_antialias(r: f64, scale: f64) -> Vec<f64> {
 /// Maps output coordinate `y` to an input coordinate, computing in `$t`.
 macro_rules! coord_fn {
     ($name:ident, $t:ty) => {
-        fn $name(c: CoordMode, y: usize, in_w: usize, out_w: usize, scale: f64, roi: (f64, f64)) -> f64 {
+        fn $name(
+            c: CoordMode,
+            y: usize,
+            in_w: usize,
+            out_w: usize,
+            scale: f64,
+            roi: (f64, f64),
+        ) -> f64 {
             let (scale, inw, yf) = (scale as $t, in_w as $t, y as $t);
             let outf = scale * inw;
             let (r0, r1) = (roi.0 as $t, roi.1 as $t);
@@ -161,6 +168,10 @@ fn plan_axis(
             continue;
         }
         let ratio = if is_int { 1.0 } else { x - fl };
+        ensure!(
+            !p.antialias || scale >= 1.0 || 4.0 / scale <= (1 << 20) as f64,
+            "Resize: antialias filter for scale {scale} is too wide"
+        );
         let mut c = match (p.mode, p.antialias) {
             (InterpMode::Linear, false) => vec![1.0 - ratio, ratio],
             (InterpMode::Linear, true) => linear_coeffs_antialias(ratio, scale),
@@ -455,7 +466,11 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             roi_full[a] = (roi[k], roi[axes.len() + k]);
         }
     }
-    let n_out = numel(&out)?;
+    let n_out = if out.contains(&0) {
+        0
+    } else {
+        out_numel(&out)?
+    };
     if n_out == 0 || t.is_empty() {
         return one(Tensor::zeros(t.dtype(), out)?);
     }
@@ -620,11 +635,7 @@ pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
                 .filter(|&i| score_th.is_none_or(|th| s[i] > th))
                 .collect();
             // Highest score first; ties keep the lower box index first.
-            cand.sort_by(|&i, &j| {
-                s[j].partial_cmp(&s[i])
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then(i.cmp(&j))
-            });
+            cand.sort_by(|&i, &j| s[j].total_cmp(&s[i]).then(i.cmp(&j)));
             let mut kept: Vec<[f64; 4]> = Vec::new();
             for i in cand {
                 if kept.len() >= max_out {
@@ -685,7 +696,7 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let (ph, pw) = (*output_height as usize, *output_width as usize);
     let xv = xt.to_f64()?;
     let rv = rois.to_f64()?;
-    let mut out = vec![0f64; numel(&[nr, c, ph, pw])?];
+    let mut out = vec![0f64; out_numel(&[nr, c, ph, pw])?];
     let sc = *spatial_scale as f64;
     for ri in 0..nr {
         let b = bidx[ri];
@@ -718,6 +729,10 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         } else {
             (rw / pw as f64).ceil().max(0.0) as usize
         };
+        ensure!(
+            (gh as f64) * (gw as f64) * (ph * pw) as f64 <= (1u64 << 28) as f64,
+            "RoiAlign: roi {ri} needs too many samples ({gh}x{gw} per bin)"
+        );
         let count = (gh * gw).max(1) as f64;
         // Precompute the bilinear taps of every sample: (4 positions, 4 weights).
         let mut pre: Vec<([usize; 4], [f64; 4])> = Vec::with_capacity(ph * pw * gh * gw);
@@ -849,12 +864,21 @@ pub fn grid_sample(
     );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let dims: Vec<usize> = xt.shape()[2..].to_vec();
+    ensure!(
+        dims.iter().all(|&d| d > 0),
+        "GridSample: X has an empty spatial size {:?}",
+        xt.shape()
+    );
+    ensure!(
+        k <= 8,
+        "GridSample: at most 8 spatial dimensions are supported"
+    );
     let odims: Vec<usize> = gt.shape()[1..=k].to_vec();
     let mut oshape = vec![n, c];
     oshape.extend_from_slice(&odims);
     let npts: usize = odims.iter().product();
     let isz: usize = dims.iter().product();
-    let mut out = vec![0f64; numel(&oshape)?];
+    let mut out = vec![0f64; out_numel(&oshape)?];
     if out.is_empty() {
         return one(Tensor::zeros(xt.dtype(), oshape)?);
     }
@@ -891,6 +915,8 @@ pub fn grid_sample(
                 } else {
                     ((gn + 1.0) * lf - 1.0) / 2.0
                 } as f64;
+                // Far outside coordinates all behave alike; keep the integer casts exact.
+                v = v.clamp(-1e9, 1e9);
                 if mode == InterpMode::Nearest {
                     v = v.round_ties_even();
                 }
@@ -995,8 +1021,12 @@ pub fn affine_grid(x: &Inputs, align: bool) -> Result<Vec<Value>> {
         }
     };
     let th = theta.to_f64()?;
+    let mut shape = vec![n];
+    shape.extend_from_slice(&sp);
+    shape.push(k);
+    let total = out_numel(&shape)?;
     let npts: usize = sp.iter().product();
-    let mut out = Vec::with_capacity(n * npts * k);
+    let mut out = Vec::with_capacity(total);
     let st = strides(&sp);
     for ni in 0..n {
         let m = &th[ni * k * (k + 1)..(ni + 1) * k * (k + 1)];
@@ -1012,9 +1042,6 @@ pub fn affine_grid(x: &Inputs, align: bool) -> Result<Vec<Value>> {
             }
         }
     }
-    let mut shape = vec![n];
-    shape.extend_from_slice(&sp);
-    shape.push(k);
     one(Tensor::from_f64(theta.dtype(), shape, &out)?)
 }
 
