@@ -923,7 +923,11 @@ pub fn grid_sample(
                 let (lo, hi) = border[d];
                 if v < lo || v > hi {
                     match padding {
-                        GridPadding::Border => v = v.clamp(0.0, len as f64 - 1.0),
+                        // Cubic clamps each tap instead (as PyTorch and onnxruntime do).
+                        GridPadding::Border if mode != InterpMode::Cubic => {
+                            v = v.clamp(0.0, len as f64 - 1.0)
+                        }
+                        GridPadding::Border => {}
                         GridPadding::Reflection => v = reflect(v, lo, hi),
                         GridPadding::Zeros => {}
                     }
