@@ -70,6 +70,17 @@ pub enum GridPadding {
     Reflection,
 }
 
+/// Channel layout of ImageDecoder's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PixelFormat {
+    /// [H, W, 3] red, green, blue.
+    Rgb,
+    /// [H, W, 3] blue, green, red.
+    Bgr,
+    /// [H, W, 1] luma.
+    Grayscale,
+}
+
 /// Case change of StringNormalizer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CaseChange {
@@ -211,6 +222,11 @@ crate::op_family! {
         AffineGrid {
             /// -1 and 1 are the centres of the corner pixels.
             align_corners: bool,
+        },
+        /// ImageDecoder: decodes an encoded image (BMP, PNM and PNG are supported) to u8 pixels.
+        ImageDecoder {
+            /// Output channel layout.
+            pixel_format: PixelFormat,
         },
         /// DFT: discrete Fourier transform along one axis (complex as a trailing dim of 2).
         Dft {

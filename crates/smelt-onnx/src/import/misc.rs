@@ -3,8 +3,8 @@
 
 use super::NodeCtx;
 use smelt_ir::op::misc::{
-    AspectPolicy, CaseChange, CoordMode, GridPadding, InterpMode, NearestMode, TfIdfMode,
-    TreeEnsembleSpec, TreeNodeMode,
+    AspectPolicy, CaseChange, CoordMode, GridPadding, InterpMode, NearestMode, PixelFormat,
+    TfIdfMode, TreeEnsembleSpec, TreeNodeMode,
 };
 use smelt_ir::op::MiscOp;
 use smelt_ir::{bail, err, DType, Op, Result, Tensor};
@@ -81,6 +81,14 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 align_corners: n.flag("align_corners", false)?,
             }
         }
+        "ImageDecoder" => MiscOp::ImageDecoder {
+            pixel_format: match n.s("pixel_format", "RGB")?.as_str() {
+                "RGB" => PixelFormat::Rgb,
+                "BGR" => PixelFormat::Bgr,
+                "Grayscale" => PixelFormat::Grayscale,
+                m => bail!("ImageDecoder: unknown pixel_format '{m}'"),
+            },
+        },
         "AffineGrid" => MiscOp::AffineGrid {
             align_corners: n.flag("align_corners", false)?,
         },

@@ -1,5 +1,6 @@
 //! Reference kernels of the misc op family, one file per op group.
 
+mod image;
 mod ml;
 mod random;
 mod regex;
@@ -23,6 +24,7 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             padding,
             align_corners,
         } => vision::grid_sample(x, *mode, *padding, *align_corners),
+        ImageDecoder { pixel_format } => image::decode(x, *pixel_format),
         AffineGrid { align_corners } => vision::affine_grid(x, *align_corners),
         Dft {
             onesided,
