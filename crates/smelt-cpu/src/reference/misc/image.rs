@@ -1,5 +1,5 @@
-//! ImageDecoder for the lossless formats that need no codec library: BMP, PNM and PNG
-//! (with its own inflate). JPEG, JPEG 2000, TIFF and WebP are refused with a clear error.
+//! ImageDecoder for the formats that need no codec library: BMP, PNM, PNG (with its own
+//! inflate) and baseline JPEG (see `jpeg.rs`). JPEG 2000, TIFF and WebP are refused.
 
 use super::super::{one, Inputs};
 use smelt_ir::op::misc::PixelFormat;
@@ -29,9 +29,15 @@ pub fn decode(x: &Inputs, fmt: PixelFormat) -> Result<Vec<Value>> {
     } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         png(bytes)?
     } else if bytes.starts_with(&[0xff, 0xd8]) {
-        bail!("ImageDecoder: JPEG is not supported by the reference executor")
+        let d = super::jpeg::decode(bytes)?;
+        Image {
+            w: d.w,
+            h: d.h,
+            channels: d.channels,
+            px: d.px,
+        }
     } else {
-        bail!("ImageDecoder: unsupported image format (BMP, PNM and PNG are supported)")
+        bail!("ImageDecoder: unsupported image format (BMP, PNM, PNG and baseline JPEG are supported)")
     };
     let (w, h) = (img.w, img.h);
     let (data, c) = match (fmt, img.channels) {

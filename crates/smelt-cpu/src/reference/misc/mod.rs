@@ -1,6 +1,7 @@
 //! Reference kernels of the misc op family, one file per op group.
 
 mod image;
+mod jpeg;
 mod ml;
 mod random;
 mod regex;
