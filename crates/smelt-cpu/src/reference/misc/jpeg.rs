@@ -340,21 +340,15 @@ fn finish(
     } else {
         mcux * mcuy
     };
-    let ncomp = comps.len();
     for m in 0..total {
         if ri > 0 && m > 0 && m % ri == 0 {
             r.restart()?;
             comps.iter_mut().for_each(|c| c.pred = 0);
         }
-        for ci in 0..ncomp {
-            let (hs, vs) = if single {
-                (1, 1)
-            } else {
-                (comps[ci].h, comps[ci].v)
-            };
+        for c in comps.iter_mut() {
+            let (hs, vs) = if single { (1, 1) } else { (c.h, c.v) };
             for by in 0..vs {
                 for bx in 0..hs {
-                    let c = &mut comps[ci];
                     let (row, col) = if single {
                         (m / c.bw, m % c.bw)
                     } else {
@@ -430,8 +424,8 @@ fn finish(
         .collect::<Result<_>>()?;
     let transform = adobe.map(|t| t != 0).unwrap_or(true);
     let mut px = Vec::with_capacity(w * h * 3);
-    for i in 0..w * h {
-        let (y, cb, cr) = (full[0][i] as i32, full[1][i] as i32, full[2][i] as i32);
+    for ((&y, &cb), &cr) in full[0].iter().zip(&full[1]).zip(&full[2]) {
+        let (y, cb, cr) = (y as i32, cb as i32, cr as i32);
         if transform {
             px.extend_from_slice(&ycc_to_rgb(y, cb, cr));
         } else {
@@ -458,7 +452,7 @@ fn ycc_to_rgb(y: i32, cb: i32, cr: i32) -> [u8; 3] {
     [lim(y + r_add), lim(y + g_add), lim(y + b_add)]
 }
 
-/// libjpeg's h2v1 / h2v2 fancy upsampling (or replication for other factors).
+/// libjpeg's h2v1 / h1v2 / h2v2 fancy upsampling (replication for narrow components).
 #[allow(clippy::too_many_arguments)]
 fn upsample(
     plane: &[u8],
@@ -476,7 +470,25 @@ fn upsample(
         plane[y * pw + x] as i32
     };
     let mut out = vec![0u8; w * h];
-    match (fx, fy) {
+    // libjpeg upsamples narrow components (2 samples or fewer) by plain replication.
+    let mode = if fx == 2 && dw <= 2 { (0, 0) } else { (fx, fy) };
+    match mode {
+        (0, 0) => {
+            for y in 0..h {
+                for x in 0..w {
+                    out[y * w + x] = at((x / fx) as isize, (y / fy) as isize) as u8;
+                }
+            }
+        }
+        (1, 2) => {
+            for y in 0..h {
+                let sy = (y / 2) as isize;
+                let (ny, bias) = if y % 2 == 0 { (sy - 1, 1) } else { (sy + 1, 2) };
+                for x in 0..w {
+                    out[y * w + x] = ((at(x as isize, sy) * 3 + at(x as isize, ny) + bias) >> 2) as u8;
+                }
+            }
+        }
         (1, 1) => {
             for y in 0..h {
                 for x in 0..w {
