@@ -485,7 +485,8 @@ fn upsample(
                 let sy = (y / 2) as isize;
                 let (ny, bias) = if y % 2 == 0 { (sy - 1, 1) } else { (sy + 1, 2) };
                 for x in 0..w {
-                    out[y * w + x] = ((at(x as isize, sy) * 3 + at(x as isize, ny) + bias) >> 2) as u8;
+                    out[y * w + x] =
+                        ((at(x as isize, sy) * 3 + at(x as isize, ny) + bias) >> 2) as u8;
                 }
             }
         }
