@@ -7,6 +7,8 @@ pub mod broadcast;
 pub mod control;
 pub mod elementwise;
 pub mod layout;
+pub mod llm;
+pub mod loss;
 pub mod misc;
 pub mod nn;
 pub mod quant;
@@ -245,6 +247,8 @@ pub fn run_op(op: &Op, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Op::Sequence(o) => sequence::run(o, x, cx),
         Op::Quant(o) => quant::run(o, x, cx),
         Op::Recurrent(o) => recurrent::run(o, x, cx),
+        Op::Loss(o) => loss::run(o, x, cx),
+        Op::Llm(o) => llm::run(o, x, cx),
         Op::Misc(o) => misc::run(o, x, cx),
     }
 }

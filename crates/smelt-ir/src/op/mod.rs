@@ -6,6 +6,8 @@
 pub mod control;
 pub mod elementwise;
 pub mod layout;
+pub mod llm;
+pub mod loss;
 pub mod misc;
 pub mod nn;
 pub mod quant;
@@ -16,6 +18,8 @@ pub mod sequence;
 pub use control::ControlOp;
 pub use elementwise::ElementwiseOp;
 pub use layout::LayoutOp;
+pub use llm::LlmOp;
+pub use loss::LossOp;
 pub use misc::MiscOp;
 pub use nn::NnOp;
 pub use quant::QuantOp;
@@ -71,6 +75,10 @@ pub enum Op {
     Quant(QuantOp),
     /// Recurrent layers: RNN, GRU, LSTM.
     Recurrent(RecurrentOp),
+    /// Training losses.
+    Loss(LossOp),
+    /// Language-model blocks: SwiGLU, KV-cache scatter, linear/flex attention.
+    Llm(LlmOp),
     /// Everything else: vision, signal, strings, random, ML ops.
     Misc(MiscOp),
 }
@@ -87,6 +95,8 @@ impl Op {
             Op::Sequence(o) => o.name(),
             Op::Quant(o) => o.name(),
             Op::Recurrent(o) => o.name(),
+            Op::Loss(o) => o.name(),
+            Op::Llm(o) => o.name(),
             Op::Misc(o) => o.name(),
         }
     }
@@ -102,6 +112,8 @@ impl Op {
             Op::Sequence(_) => "sequence",
             Op::Quant(_) => "quant",
             Op::Recurrent(_) => "recurrent",
+            Op::Loss(_) => "loss",
+            Op::Llm(_) => "llm",
             Op::Misc(_) => "misc",
         }
     }
@@ -111,6 +123,7 @@ impl Op {
         match self {
             Op::Control(c) => c.subgraphs(),
             Op::Sequence(s) => s.subgraphs(),
+            Op::Llm(o) => o.subgraphs(),
             _ => Vec::new(),
         }
     }
@@ -126,6 +139,8 @@ impl Op {
             Op::Sequence(o) => serde_json::to_value(o),
             Op::Quant(o) => serde_json::to_value(o),
             Op::Recurrent(o) => serde_json::to_value(o),
+            Op::Loss(o) => serde_json::to_value(o),
+            Op::Llm(o) => serde_json::to_value(o),
             Op::Misc(o) => serde_json::to_value(o),
         };
         match v {
@@ -156,6 +171,8 @@ impl Op {
             "sequence" => Op::Sequence(de(tagged)?),
             "quant" => Op::Quant(de(tagged)?),
             "recurrent" => Op::Recurrent(de(tagged)?),
+            "loss" => Op::Loss(de(tagged)?),
+            "llm" => Op::Llm(de(tagged)?),
             "misc" => Op::Misc(de(tagged)?),
             _ => crate::bail!("unknown op family '{family}'"),
         })

@@ -5,6 +5,8 @@ mod attrs;
 pub mod control;
 pub mod elementwise;
 pub mod layout;
+pub mod llm;
+pub mod loss;
 pub mod misc;
 pub mod nn;
 pub mod quant;
@@ -401,6 +403,8 @@ const FAMILIES: &[FamilyImporter] = &[
     sequence::import,
     quant::import,
     recurrent::import,
+    loss::import,
+    llm::import,
     misc::import,
 ];
 
