@@ -769,3 +769,26 @@ fn tiff(b: &[u8]) -> Result<Image> {
         px,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inflate_stored_block() {
+        // zlib header, one final stored block holding "abc".
+        let z = [0x78, 0x01, 0x01, 0x03, 0x00, 0xfc, 0xff, b'a', b'b', b'c'];
+        assert_eq!(inflate(&z, 16).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn ascii_pgm_to_rgb() {
+        let x = Value::Tensor(
+            Tensor::new(DType::U8, vec![14], Data::U8(b"P2\n2 1\n255\n0 9".to_vec())).unwrap(),
+        );
+        let out = decode(&Inputs::new(vec![Some(&x)]), PixelFormat::Rgb).unwrap();
+        let t = out[0].tensor().unwrap();
+        assert_eq!(t.shape(), &[1, 2, 3]);
+        assert_eq!(t.to_i64().unwrap(), vec![0, 0, 0, 9, 9, 9]);
+    }
+}

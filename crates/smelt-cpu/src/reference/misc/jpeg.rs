@@ -631,3 +631,17 @@ fn idct_islow(coef: &[i32; 64], q: &[i32; 64]) -> [u8; 64] {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dc_only_block_is_flat() {
+        let mut coef = [0i32; 64];
+        coef[0] = 8;
+        let out = idct_islow(&coef, &[1; 64]);
+        assert!(out.iter().all(|&v| v == 129));
+        assert_eq!(ycc_to_rgb(128, 128, 128), [128, 128, 128]);
+    }
+}

@@ -328,3 +328,20 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
     }
     Ok(outs.into_iter().flatten().collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_encoder_maps_and_defaults() {
+        let keys = Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap();
+        let values = Tensor::from_i64_vec(vec![2], vec![1, 2]).unwrap();
+        let default = Tensor::scalar_i64(-1);
+        let x = Value::Tensor(
+            Tensor::from_strings(vec![3], vec!["b".into(), "z".into(), "a".into()]).unwrap(),
+        );
+        let out = label_encoder(&Inputs::new(vec![Some(&x)]), &keys, &values, &default).unwrap();
+        assert_eq!(out[0].tensor().unwrap().to_i64().unwrap(), vec![2, -1, 1]);
+    }
+}
