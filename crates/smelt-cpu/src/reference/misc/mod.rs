@@ -3,10 +3,13 @@
 mod image;
 mod jpeg;
 mod ml;
+mod png;
 mod random;
 mod regex;
+mod resize;
 mod signal;
 mod text;
+mod tiff;
 mod vision;
 
 use super::{Ctx, Inputs};
@@ -17,7 +20,7 @@ use smelt_ir::{bail, ensure, numel, DType, Result, Tensor, Value};
 pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     use MiscOp::*;
     match op {
-        Resize { .. } => vision::resize(op, x),
+        Resize { .. } => resize::resize(op, x),
         NonMaxSuppression { center_point_box } => vision::nms(x, *center_point_box),
         RoiAlign { .. } => vision::roi_align(op, x),
         GridSample {

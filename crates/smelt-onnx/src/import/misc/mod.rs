@@ -1,20 +1,22 @@
 //! Import of the misc op family: vision (Resize, NMS, RoiAlign, GridSample), signal (DFT,
 //! STFT, windows), strings, random ops, and the `ai.onnx.ml` / `ai.onnx.preview.training` ops.
 
+mod ml;
+
 use super::NodeCtx;
 use smelt_ir::op::misc::{
     AspectPolicy, CaseChange, CoordMode, GridPadding, InterpMode, NearestMode, PixelFormat,
-    TfIdfMode, TreeEnsembleSpec, TreeNodeMode,
+    TfIdfMode,
 };
 use smelt_ir::op::MiscOp;
-use smelt_ir::{bail, err, DType, Op, Result, Tensor};
+use smelt_ir::{bail, err, DType, Op, Result};
 
 /// Translates the node if it belongs to this family; None otherwise.
 pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
     let op = match n.domain {
         "" => import_onnx(n)?,
-        "ai.onnx.ml" => import_ml(n)?,
-        "ai.onnx.preview.training" => import_training(n)?,
+        "ai.onnx.ml" => ml::import_ml(n)?,
+        "ai.onnx.preview.training" => ml::import_training(n)?,
         _ => None,
     };
     Ok(op.map(Op::Misc))
@@ -312,212 +314,4 @@ fn tfidf(n: &NodeCtx) -> Result<MiscOp> {
         pool_strings: n.opt_strings("pool_strings")?.unwrap_or_default(),
         weights: n.opt_floats("weights")?.unwrap_or_default(),
     })
-}
-
-fn vec_tensor<T>(v: Vec<T>, f: impl Fn(Vec<usize>, Vec<T>) -> Result<Tensor>) -> Result<Tensor> {
-    let len = v.len();
-    f(vec![len], v)
-}
-
-fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
-    let op = match n.op_type() {
-        "ArrayFeatureExtractor" => MiscOp::ArrayFeatureExtractor,
-        "Binarizer" => MiscOp::Binarizer {
-            threshold: n.f("threshold", 0.0)?,
-        },
-        "LabelEncoder" => label_encoder(n)?,
-        "TreeEnsemble" => tree_ensemble(n)?,
-        _ => return Ok(None),
-    };
-    Ok(Some(op))
-}
-
-fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
-    if n.opset < 2 {
-        bail!("LabelEncoder-1 (classes_strings) is not supported; use opset 2 or later");
-    }
-    let keys = if let Some(t) = n.opt_tensor("keys_tensor")? {
-        t
-    } else if let Some(v) = n.opt_strings("keys_strings")? {
-        vec_tensor(v, Tensor::from_strings)?
-    } else if let Some(v) = n.opt_ints("keys_int64s")? {
-        vec_tensor(v, Tensor::from_i64_vec)?
-    } else if let Some(v) = n.opt_floats("keys_floats")? {
-        vec_tensor(v, Tensor::from_f32)?
-    } else {
-        bail!("LabelEncoder has no keys")
-    };
-    let values = if let Some(t) = n.opt_tensor("values_tensor")? {
-        t
-    } else if let Some(v) = n.opt_strings("values_strings")? {
-        vec_tensor(v, Tensor::from_strings)?
-    } else if let Some(v) = n.opt_ints("values_int64s")? {
-        vec_tensor(v, Tensor::from_i64_vec)?
-    } else if let Some(v) = n.opt_floats("values_floats")? {
-        vec_tensor(v, Tensor::from_f32)?
-    } else {
-        bail!("LabelEncoder has no values")
-    };
-    if keys.rank() != 1 || values.rank() != 1 || keys.len() != values.len() {
-        bail!(
-            "LabelEncoder: keys ({:?}) and values ({:?}) must be 1-D of one length",
-            keys.shape(),
-            values.shape()
-        );
-    }
-    let vt = values.dtype();
-    let default = match n.opt_tensor("default_tensor")? {
-        Some(t) => {
-            if t.len() != 1 || t.dtype() != vt {
-                bail!("LabelEncoder: default_tensor must be one {vt} element");
-            }
-            t.reshape(vec![])?
-        }
-        None if vt == DType::Str => {
-            Tensor::from_strings(vec![], vec![n.s("default_string", "_Unused")?])?
-        }
-        None if vt.is_float() => {
-            Tensor::from_f64(vt, vec![], &[n.f("default_float", -0.0)? as f64])?
-        }
-        None => Tensor::from_i64(vt, vec![], &[n.i("default_int64", -1)?])?,
-    };
-    Ok(MiscOp::LabelEncoder {
-        keys,
-        values,
-        default,
-    })
-}
-
-fn tensor_or_floats(n: &NodeCtx, name: &str) -> Result<Option<Vec<f64>>> {
-    if let Some(t) = n.opt_tensor(name)? {
-        return Ok(Some(t.to_f64()?));
-    }
-    Ok(n.opt_floats(name)?
-        .map(|v| v.into_iter().map(f64::from).collect()))
-}
-
-fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
-    let ints = |name: &str| -> Result<Vec<i64>> {
-        n.opt_ints(name)?
-            .ok_or_else(|| err!("TreeEnsemble needs '{name}'"))
-    };
-    let feature_ids = ints("nodes_featureids")?;
-    let k = feature_ids.len();
-    let modes_raw = match n.opt_tensor("nodes_modes")? {
-        Some(t) => t.to_i64()?,
-        None => bail!("TreeEnsemble needs 'nodes_modes'"),
-    };
-    let modes = modes_raw
-        .iter()
-        .map(|&m| {
-            Ok(match m {
-                0 => TreeNodeMode::Leq,
-                1 => TreeNodeMode::Lt,
-                2 => TreeNodeMode::Gte,
-                3 => TreeNodeMode::Gt,
-                4 => TreeNodeMode::Eq,
-                5 => TreeNodeMode::Neq,
-                6 => TreeNodeMode::Member,
-                _ => bail!("TreeEnsemble: unknown node mode {m}"),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let splits = tensor_or_floats(n, "nodes_splits")?
-        .ok_or_else(|| err!("TreeEnsemble needs 'nodes_splits'"))?;
-    let true_ids = ints("nodes_truenodeids")?;
-    let false_ids = ints("nodes_falsenodeids")?;
-    let true_leafs: Vec<bool> = ints("nodes_trueleafs")?
-        .into_iter()
-        .map(|x| x != 0)
-        .collect();
-    let false_leafs: Vec<bool> = ints("nodes_falseleafs")?
-        .into_iter()
-        .map(|x| x != 0)
-        .collect();
-    let missing_tracks_true: Vec<bool> = n
-        .opt_ints("nodes_missing_value_tracks_true")?
-        .map(|v| v.into_iter().map(|x| x != 0).collect())
-        .unwrap_or_else(|| vec![false; k]);
-    let lens = [
-        modes.len(),
-        splits.len(),
-        true_ids.len(),
-        false_ids.len(),
-        true_leafs.len(),
-        false_leafs.len(),
-        missing_tracks_true.len(),
-    ];
-    if lens.iter().any(|&l| l != k) {
-        bail!("TreeEnsemble: node attributes have different lengths ({k} features, {lens:?})");
-    }
-    let leaf_targets = ints("leaf_targetids")?;
-    let leaf_weights = tensor_or_floats(n, "leaf_weights")?
-        .ok_or_else(|| err!("TreeEnsemble needs 'leaf_weights'"))?;
-    if leaf_targets.len() != leaf_weights.len() {
-        bail!("TreeEnsemble: leaf_targetids and leaf_weights differ in length");
-    }
-    let n_targets = n.i("n_targets", 1)?;
-    if n_targets < 1 || leaf_targets.iter().any(|&t| t < 0 || t >= n_targets) {
-        bail!("TreeEnsemble: leaf targets must lie in [0, n_targets={n_targets})");
-    }
-    let aggregate = n.i("aggregate_function", 1)?;
-    if !(0..=3).contains(&aggregate) {
-        bail!("TreeEnsemble: unknown aggregate_function {aggregate}");
-    }
-    let post_transform = n.i("post_transform", 0)?;
-    if !(0..=4).contains(&post_transform) {
-        bail!("TreeEnsemble: unknown post_transform {post_transform}");
-    }
-    Ok(MiscOp::TreeEnsemble(Box::new(TreeEnsembleSpec {
-        aggregate,
-        post_transform,
-        n_targets,
-        feature_ids,
-        modes,
-        splits,
-        true_ids,
-        true_leafs,
-        false_ids,
-        false_leafs,
-        missing_tracks_true,
-        leaf_targets,
-        leaf_weights,
-        roots: ints("tree_roots")?,
-        membership: tensor_or_floats(n, "membership_values")?.unwrap_or_default(),
-    })))
-}
-
-fn import_training(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
-    let op = match n.op_type() {
-        "Adagrad" => MiscOp::Adagrad {
-            decay_factor: n.f("decay_factor", 0.0)?,
-            epsilon: n.f("epsilon", 0.0)?,
-            norm_coefficient: n.f("norm_coefficient", 0.0)?,
-        },
-        "Adam" => MiscOp::Adam {
-            alpha: n.f("alpha", 0.9)?,
-            beta: n.f("beta", 0.999)?,
-            epsilon: n.f("epsilon", 0.0)?,
-            norm_coefficient: n.f("norm_coefficient", 0.0)?,
-            norm_coefficient_post: n.f("norm_coefficient_post", 0.0)?,
-        },
-        "Momentum" => MiscOp::Momentum {
-            alpha: n
-                .opt_f("alpha")?
-                .ok_or_else(|| err!("Momentum needs alpha"))?,
-            beta: n
-                .opt_f("beta")?
-                .ok_or_else(|| err!("Momentum needs beta"))?,
-            nesterov: match n.s("mode", "standard")?.as_str() {
-                "standard" => false,
-                "nesterov" => true,
-                m => bail!("Momentum: unknown mode '{m}'"),
-            },
-            norm_coefficient: n
-                .opt_f("norm_coefficient")?
-                .ok_or_else(|| err!("Momentum needs norm_coefficient"))?,
-        },
-        _ => return Ok(None),
-    };
-    Ok(Some(op))
 }
