@@ -266,7 +266,7 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
                     !comps.is_empty() && w > 0 && h > 0,
                     "ImageDecoder: JPEG scan before frame header"
                 );
-                ensure!(w * h <= 1 << 28, "ImageDecoder: JPEG too large");
+                ensure!(w * h <= 1 << 26, "ImageDecoder: JPEG too large");
                 let ns = seg[0] as usize;
                 ensure!(
                     ns == comps.len(),

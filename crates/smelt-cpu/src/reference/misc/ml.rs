@@ -115,6 +115,27 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
     let (n, f) = (t.shape()[0], t.shape()[1]);
     let xv = t.to_f64()?;
     let nodes = s.feature_ids.len();
+    let lens = [
+        s.modes.len(),
+        s.splits.len(),
+        s.true_ids.len(),
+        s.false_ids.len(),
+        s.true_leafs.len(),
+        s.false_leafs.len(),
+        s.missing_tracks_true.len(),
+    ];
+    ensure!(
+        lens.iter().all(|&l| l == nodes),
+        "TreeEnsemble: node attributes differ in length"
+    );
+    ensure!(
+        s.leaf_targets.len() == s.leaf_weights.len(),
+        "TreeEnsemble: leaf attributes differ in length"
+    );
+    ensure!(
+        s.n_targets >= 1 && s.leaf_targets.iter().all(|&t| t >= 0 && t < s.n_targets),
+        "TreeEnsemble: leaf targets must lie in [0, n_targets)"
+    );
     // Membership sets, one per Member node in node order.
     let mut sets: Vec<Vec<f64>> = vec![Vec::new(); nodes];
     let mut it = s.membership.iter();
@@ -259,6 +280,11 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 norm_coefficient,
             } => {
                 let (ht, hv) = get(2, i)?;
+                ensure!(
+                    hv.len() == xv.len(),
+                    "{}: state tensor {i} does not match its tensor",
+                    op.name()
+                );
                 let lr = r / (1.0 + step as f64 * *decay_factor as f64);
                 let mut xn = Vec::with_capacity(xv.len());
                 let mut hn = Vec::with_capacity(xv.len());
@@ -278,6 +304,11 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 norm_coefficient,
             } => {
                 let (vt, vv) = get(2, i)?;
+                ensure!(
+                    vv.len() == xv.len(),
+                    "{}: state tensor {i} does not match its tensor",
+                    op.name()
+                );
                 let b = if step > 0 { *beta as f64 } else { 1.0 };
                 let mut xn = Vec::with_capacity(xv.len());
                 let mut vn = Vec::with_capacity(xv.len());
@@ -302,7 +333,17 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 norm_coefficient_post,
             } => {
                 let (vt, vv) = get(2, i)?;
+                ensure!(
+                    vv.len() == xv.len(),
+                    "{}: state tensor {i} does not match its tensor",
+                    op.name()
+                );
                 let (ht, hv) = get(3, i)?;
+                ensure!(
+                    hv.len() == xv.len(),
+                    "{}: state tensor {i} does not match its tensor",
+                    op.name()
+                );
                 let (a, b) = (*alpha as f64, *beta as f64);
                 let lr = if step > 0 {
                     r * (1.0 - b.powi(step as i32)).sqrt() / (1.0 - a.powi(step as i32))

@@ -258,6 +258,10 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         ),
     };
     let mut freq = vec![0f32; rows * out_size];
+    ensure!(
+        *min_gram_length >= 1 && *max_gram_length >= *min_gram_length,
+        "TfIdfVectorizer: bad gram lengths {min_gram_length}..{max_gram_length}"
+    );
     let (mn, mx) = (*min_gram_length as usize, *max_gram_length as usize);
     for r in 0..rows {
         let row = &keys[r * c..(r + 1) * c];
