@@ -157,6 +157,47 @@ pub struct TreeEnsembleSpec {
     pub membership: Vec<f64>,
 }
 
+/// The trees of a TreeEnsembleRegressor (ai.onnx.ml opsets 1 and 3), with node ids resolved
+/// to indices into these vectors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreeRegressorSpec {
+    /// 0 average, 1 sum, 2 min, 3 max.
+    pub aggregate: i64,
+    /// 0 none, 1 softmax, 2 logistic, 3 softmax_zero (4 probit is refused).
+    pub post_transform: i64,
+    /// Number of outputs per row.
+    pub n_targets: i64,
+    /// Added to each target after aggregation (empty means zeros).
+    pub base_values: Vec<f64>,
+    /// Feature index of each node.
+    pub feature_ids: Vec<i64>,
+    /// Comparison of each node; None for a leaf.
+    pub modes: Vec<Option<TreeNodeMode>>,
+    /// Threshold of each node.
+    pub values: Vec<f64>,
+    /// Node index taken when the comparison holds.
+    pub true_next: Vec<usize>,
+    /// Node index taken when it fails.
+    pub false_next: Vec<usize>,
+    /// Take the true branch when the feature is NaN.
+    pub missing_tracks_true: Vec<bool>,
+    /// (target, weight) pairs of each node (leaves only).
+    pub leaf_targets: Vec<Vec<(i64, f64)>>,
+    /// Root node of each tree.
+    pub roots: Vec<usize>,
+}
+
+/// Row norm of the ai.onnx.ml Normalizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NormKind {
+    /// Divide by the largest value.
+    Max,
+    /// Divide by the sum of absolute values.
+    L1,
+    /// Divide by the Euclidean norm.
+    L2,
+}
+
 crate::op_family! {
     /// Vision, signal, string, random and ML ops that fit no other family.
     pub enum MiscOp {
@@ -394,6 +435,40 @@ crate::op_family! {
         },
         /// ai.onnx.ml TreeEnsemble (opset 5).
         TreeEnsemble(Box<TreeEnsembleSpec>),
+        /// ai.onnx.ml TreeEnsembleRegressor (opsets 1 and 3).
+        TreeEnsembleRegressor(Box<TreeRegressorSpec>),
+        /// ai.onnx.ml Scaler: `(x - offset) * scale` per feature, as f32.
+        Scaler {
+            /// Per-feature (or single) offset.
+            offset: Vec<f32>,
+            /// Per-feature (or single) scale.
+            scale: Vec<f32>,
+        },
+        /// ai.onnx.ml Normalizer: each row divided by its norm, as f32.
+        Normalizer {
+            /// The norm.
+            norm: NormKind,
+        },
+        /// ai.onnx.ml LinearRegressor: `X @ coefficients^T + intercepts`.
+        LinearRegressor {
+            /// [targets, features] row-major.
+            coefficients: Vec<f32>,
+            /// Per-target intercepts (empty means zeros).
+            intercepts: Vec<f32>,
+            /// Number of targets.
+            targets: i64,
+        },
+        /// ai.onnx.ml Imputer: replaces a sentinel value with per-feature values.
+        Imputer {
+            /// Replacement values for float inputs (per feature or single).
+            imputed_floats: Vec<f32>,
+            /// Replacement values for integer inputs (per feature or single).
+            imputed_ints: Vec<i64>,
+            /// Float sentinel (NaN matches NaN).
+            replaced_float: f32,
+            /// Integer sentinel.
+            replaced_int: i64,
+        },
         /// ai.onnx.preview.training Adagrad: one step for several tensors.
         Adagrad {
             /// Learning-rate decay.

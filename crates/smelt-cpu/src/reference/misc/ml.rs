@@ -2,7 +2,7 @@
 //! `ai.onnx.preview.training` optimizers (Adagrad, Adam, Momentum).
 
 use super::super::{one, Ctx, Inputs};
-use smelt_ir::op::misc::{TreeEnsembleSpec, TreeNodeMode};
+use smelt_ir::op::misc::{NormKind, TreeEnsembleSpec, TreeNodeMode, TreeRegressorSpec};
 use smelt_ir::op::MiscOp;
 use smelt_ir::{bail, ensure, Data, Result, Tensor, Value};
 use std::collections::HashMap;
@@ -239,6 +239,258 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
         }
     }
     one(Tensor::from_f64(t.dtype(), vec![n, nt], &out)?)
+}
+
+/// Post transforms shared by the tree ensembles: 0 none, 1 softmax, 2 logistic, 3 softmax_zero.
+fn post_transform(row: &mut [f64], code: i64) -> Result<()> {
+    match code {
+        0 => {}
+        1 => {
+            let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = row.iter().map(|v| (v - m).exp()).sum();
+            row.iter_mut().for_each(|v| *v = (*v - m).exp() / sum);
+        }
+        2 => row.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+        3 => {
+            // Softmax over the non-zero entries; zeros stay zero.
+            let m = row
+                .iter()
+                .copied()
+                .filter(|&v| v != 0.0)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = row
+                .iter()
+                .filter(|&&v| v != 0.0)
+                .map(|v| (v - m).exp())
+                .sum();
+            row.iter_mut()
+                .for_each(|v| *v = if *v == 0.0 { 0.0 } else { (*v - m).exp() / sum });
+        }
+        p => bail!("post_transform {p} is not supported"),
+    }
+    Ok(())
+}
+
+/// Rows of a [N, C] (or [C]) input: (rows, columns).
+fn rows_cols(t: &Tensor, what: &str) -> Result<(usize, usize)> {
+    match t.shape() {
+        [c] => Ok((1, *c)),
+        [n, c] => Ok((*n, *c)),
+        s => bail!("{what}: input must be [N, C] or [C], got {s:?}"),
+    }
+}
+
+/// TreeEnsembleRegressor (ai.onnx.ml opsets 1 and 3) over X [N, F] -> [N, n_targets] f32.
+pub fn tree_regressor(x: &Inputs, s: &TreeRegressorSpec) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let (n, f) = rows_cols(t, "TreeEnsembleRegressor")?;
+    let xv = t.to_f64()?;
+    let k = s.feature_ids.len();
+    let lens = [
+        s.modes.len(),
+        s.values.len(),
+        s.true_next.len(),
+        s.false_next.len(),
+        s.missing_tracks_true.len(),
+        s.leaf_targets.len(),
+    ];
+    ensure!(
+        lens.iter().all(|&l| l == k),
+        "TreeEnsembleRegressor: node attributes differ in length"
+    );
+    let nt = usize::try_from(s.n_targets)
+        .ok()
+        .filter(|&v| v >= 1)
+        .ok_or_else(|| smelt_ir::err!("TreeEnsembleRegressor: n_targets must be positive"))?;
+    ensure!(
+        s.leaf_targets
+            .iter()
+            .flatten()
+            .all(|&(t, _)| t >= 0 && (t as usize) < nt),
+        "TreeEnsembleRegressor: bad leaf target"
+    );
+    let mut out = Vec::with_capacity(n * nt);
+    let mut score = vec![0f64; nt];
+    let mut has = vec![false; nt];
+    for r in 0..n {
+        let row = &xv[r * f..(r + 1) * f];
+        score.iter_mut().for_each(|v| *v = 0.0);
+        has.iter_mut().for_each(|v| *v = false);
+        for &root in &s.roots {
+            ensure!(root < k, "TreeEnsembleRegressor: root {root} out of range");
+            let mut cur = root;
+            let mut steps = 0;
+            while let Some(mode) = s.modes[cur] {
+                steps += 1;
+                ensure!(
+                    steps <= k,
+                    "TreeEnsembleRegressor: the trees contain a cycle"
+                );
+                let fi = s.feature_ids[cur];
+                ensure!(
+                    fi >= 0 && (fi as usize) < f,
+                    "TreeEnsembleRegressor: feature {fi} out of range [0, {f})"
+                );
+                let v = row[fi as usize];
+                let th = s.values[cur];
+                let go = (s.missing_tracks_true[cur] && v.is_nan())
+                    || match mode {
+                        TreeNodeMode::Leq => v <= th,
+                        TreeNodeMode::Lt => v < th,
+                        TreeNodeMode::Gte => v >= th,
+                        TreeNodeMode::Gt => v > th,
+                        TreeNodeMode::Eq => v == th,
+                        TreeNodeMode::Neq => v != th,
+                        TreeNodeMode::Member => false,
+                    };
+                cur = if go {
+                    s.true_next[cur]
+                } else {
+                    s.false_next[cur]
+                };
+                ensure!(cur < k, "TreeEnsembleRegressor: node {cur} out of range");
+            }
+            for &(tid, w) in &s.leaf_targets[cur] {
+                let (sc, h) = (&mut score[tid as usize], &mut has[tid as usize]);
+                *sc = match s.aggregate {
+                    2 if *h => sc.min(w),
+                    3 if *h => sc.max(w),
+                    2 | 3 => w,
+                    _ => *sc + w,
+                };
+                *h = true;
+            }
+        }
+        let mut fin: Vec<f64> = (0..nt)
+            .map(|j| {
+                let v = match s.aggregate {
+                    0 => score[j] / s.roots.len().max(1) as f64,
+                    2 | 3 if !has[j] => 0.0,
+                    _ => score[j],
+                };
+                v + s.base_values.get(j).copied().unwrap_or(0.0)
+            })
+            .collect();
+        post_transform(&mut fin, s.post_transform)?;
+        out.extend(fin);
+    }
+    one(Tensor::from_f64(smelt_ir::DType::F32, vec![n, nt], &out)?)
+}
+
+/// Per-column parameter: one value for all columns, or one per column.
+fn per_col<T: Copy>(v: &[T], c: usize, default: T, what: &str) -> Result<Vec<T>> {
+    match v.len() {
+        0 => Ok(vec![default; c]),
+        1 => Ok(vec![v[0]; c]),
+        l if l == c => Ok(v.to_vec()),
+        l => bail!("{what}: {l} values for {c} features"),
+    }
+}
+
+/// Scaler: (x - offset) * scale per column, as f32.
+pub fn scaler(x: &Inputs, offset: &[f32], scale: &[f32]) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let (_, c) = rows_cols(t, "Scaler")?;
+    let (o, s) = (
+        per_col(offset, c, 0.0, "Scaler offset")?,
+        per_col(scale, c, 1.0, "Scaler scale")?,
+    );
+    let v: Vec<f32> = t
+        .to_f64()?
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| ((a as f32) - o[i % c.max(1)]) * s[i % c.max(1)])
+        .collect();
+    one(Tensor::from_f32(t.shape().to_vec(), v)?)
+}
+
+/// Normalizer: each row divided by its max, L1 or L2 norm, as f32.
+pub fn normalizer(x: &Inputs, norm: NormKind) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let (_, c) = rows_cols(t, "Normalizer")?;
+    let mut v = t.to_f64()?;
+    for row in v.chunks_mut(c.max(1)) {
+        let d = match norm {
+            NormKind::Max => row.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            NormKind::L1 => row.iter().map(|a| a.abs()).sum(),
+            NormKind::L2 => row.iter().map(|a| a * a).sum::<f64>().sqrt(),
+        };
+        if d != 0.0 {
+            row.iter_mut().for_each(|a| *a /= d);
+        }
+    }
+    one(Tensor::from_f64(
+        smelt_ir::DType::F32,
+        t.shape().to_vec(),
+        &v,
+    )?)
+}
+
+/// LinearRegressor: X @ coefficients^T + intercepts, as f32 [N, targets].
+pub fn linear_regressor(
+    x: &Inputs,
+    coef: &[f32],
+    intercepts: &[f32],
+    targets: i64,
+) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let (n, c) = rows_cols(t, "LinearRegressor")?;
+    let nt = usize::try_from(targets)
+        .ok()
+        .filter(|&v| v >= 1)
+        .ok_or_else(|| smelt_ir::err!("LinearRegressor: bad targets"))?;
+    ensure!(
+        coef.len() == nt * c,
+        "LinearRegressor: {} coefficients for {nt} targets x {c} features",
+        coef.len()
+    );
+    let b = per_col(intercepts, nt, 0.0, "LinearRegressor intercepts")?;
+    let xv = t.to_f64()?;
+    let mut out = Vec::with_capacity(n * nt);
+    for r in 0..n {
+        for j in 0..nt {
+            let dot: f64 = (0..c).map(|i| xv[r * c + i] * coef[j * c + i] as f64).sum();
+            out.push(dot + b[j] as f64);
+        }
+    }
+    one(Tensor::from_f64(smelt_ir::DType::F32, vec![n, nt], &out)?)
+}
+
+/// Imputer: replaces the sentinel (NaN matches NaN) with the per-column value.
+pub fn imputer(x: &Inputs, fl: &[f32], ints: &[i64], rf: f32, ri: i64) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let (_, c) = rows_cols(t, "Imputer")?;
+    let c = c.max(1);
+    if t.dtype().is_float() {
+        let vals = per_col(fl, c, 0.0, "Imputer imputed_value_floats")?;
+        let v: Vec<f64> = t
+            .to_f64()?
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let hit = if rf.is_nan() {
+                    a.is_nan()
+                } else {
+                    a == rf as f64
+                };
+                if hit {
+                    vals[i % c] as f64
+                } else {
+                    a
+                }
+            })
+            .collect();
+        one(Tensor::from_f64(t.dtype(), t.shape().to_vec(), &v)?)
+    } else {
+        let vals = per_col(ints, c, 0, "Imputer imputed_value_int64s")?;
+        let v: Vec<i64> = t
+            .to_i64()?
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| if a == ri { vals[i % c] } else { a })
+            .collect();
+        one(Tensor::from_i64(t.dtype(), t.shape().to_vec(), &v)?)
+    }
 }
 
 /// Adagrad, Adam and Momentum: inputs R, T, then groups of tensors; outputs grouped likewise.

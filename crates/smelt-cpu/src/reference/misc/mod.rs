@@ -66,6 +66,26 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         ArrayFeatureExtractor => ml::array_feature_extractor(x),
         Binarizer { threshold } => ml::binarizer(x, *threshold),
         TreeEnsemble(spec) => ml::tree_ensemble(x, spec),
+        TreeEnsembleRegressor(spec) => ml::tree_regressor(x, spec),
+        Scaler { offset, scale } => ml::scaler(x, offset, scale),
+        Normalizer { norm } => ml::normalizer(x, *norm),
+        LinearRegressor {
+            coefficients,
+            intercepts,
+            targets,
+        } => ml::linear_regressor(x, coefficients, intercepts, *targets),
+        Imputer {
+            imputed_floats,
+            imputed_ints,
+            replaced_float,
+            replaced_int,
+        } => ml::imputer(
+            x,
+            imputed_floats,
+            imputed_ints,
+            *replaced_float,
+            *replaced_int,
+        ),
         Adagrad { .. } | Adam { .. } | Momentum { .. } => ml::optimizer(op, x, cx),
     }
 }

@@ -2,9 +2,10 @@
 //! TreeEnsemble) and the `ai.onnx.preview.training` optimizers.
 
 use super::super::NodeCtx;
-use smelt_ir::op::misc::{TreeEnsembleSpec, TreeNodeMode};
+use smelt_ir::op::misc::{NormKind, TreeEnsembleSpec, TreeNodeMode, TreeRegressorSpec};
 use smelt_ir::op::MiscOp;
 use smelt_ir::{bail, err, DType, Result, Tensor};
+use std::collections::HashMap;
 
 fn vec_tensor<T>(v: Vec<T>, f: impl Fn(Vec<usize>, Vec<T>) -> Result<Tensor>) -> Result<Tensor> {
     let len = v.len();
@@ -19,6 +20,43 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
         },
         "LabelEncoder" => label_encoder(n)?,
         "TreeEnsemble" => tree_ensemble(n)?,
+        "TreeEnsembleRegressor" => tree_regressor(n)?,
+        "Scaler" => MiscOp::Scaler {
+            offset: n.opt_floats("offset")?.unwrap_or_default(),
+            scale: n.opt_floats("scale")?.unwrap_or_default(),
+        },
+        "Normalizer" => MiscOp::Normalizer {
+            norm: match n.s("norm", "MAX")?.as_str() {
+                "MAX" => NormKind::Max,
+                "L1" => NormKind::L1,
+                "L2" => NormKind::L2,
+                m => bail!("Normalizer: unknown norm '{m}'"),
+            },
+        },
+        "LinearRegressor" => {
+            if n.s("post_transform", "NONE")? != "NONE" {
+                bail!("LinearRegressor: only post_transform NONE is supported");
+            }
+            let targets = n.i("targets", 1)?;
+            let coefficients = n.opt_floats("coefficients")?.unwrap_or_default();
+            if targets < 1 || coefficients.len() % targets as usize != 0 {
+                bail!(
+                    "LinearRegressor: {} coefficients do not split into {targets} targets",
+                    coefficients.len()
+                );
+            }
+            MiscOp::LinearRegressor {
+                coefficients,
+                intercepts: n.opt_floats("intercepts")?.unwrap_or_default(),
+                targets,
+            }
+        }
+        "Imputer" => MiscOp::Imputer {
+            imputed_floats: n.opt_floats("imputed_value_floats")?.unwrap_or_default(),
+            imputed_ints: n.opt_ints("imputed_value_int64s")?.unwrap_or_default(),
+            replaced_float: n.f("replaced_value_float", 0.0)?,
+            replaced_int: n.i("replaced_value_int64", 0)?,
+        },
         _ => return Ok(None),
     };
     Ok(Some(op))
@@ -80,12 +118,15 @@ fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
     })
 }
 
+/// A float-list attribute given either as floats or as a tensor.
 fn tensor_or_floats(n: &NodeCtx, name: &str) -> Result<Option<Vec<f64>>> {
-    if let Some(t) = n.opt_tensor(name)? {
-        return Ok(Some(t.to_f64()?));
+    match n.attr(name) {
+        None => Ok(None),
+        Some(a) if a.t.is_some() => Ok(n.opt_tensor(name)?.map(|t| t.to_f64()).transpose()?),
+        Some(_) => Ok(n
+            .opt_floats(name)?
+            .map(|v| v.into_iter().map(f64::from).collect())),
     }
-    Ok(n.opt_floats(name)?
-        .map(|v| v.into_iter().map(f64::from).collect()))
 }
 
 fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
@@ -176,6 +217,156 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
         leaf_weights,
         roots: ints("tree_roots")?,
         membership: tensor_or_floats(n, "membership_values")?.unwrap_or_default(),
+    })))
+}
+
+fn post_transform_code(s: &str) -> Result<i64> {
+    Ok(match s {
+        "NONE" => 0,
+        "SOFTMAX" => 1,
+        "LOGISTIC" => 2,
+        "SOFTMAX_ZERO" => 3,
+        "PROBIT" => bail!("post_transform PROBIT is not supported"),
+        m => bail!("unknown post_transform '{m}'"),
+    })
+}
+
+fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
+    let ints = |name: &str| -> Result<Vec<i64>> {
+        n.opt_ints(name)?
+            .ok_or_else(|| err!("TreeEnsembleRegressor needs '{name}'"))
+    };
+    let tree_ids = ints("nodes_treeids")?;
+    let node_ids = ints("nodes_nodeids")?;
+    let feature_ids = ints("nodes_featureids")?;
+    let k = tree_ids.len();
+    let mode_names = n
+        .opt_strings("nodes_modes")?
+        .ok_or_else(|| err!("TreeEnsembleRegressor needs 'nodes_modes'"))?;
+    let modes = mode_names
+        .iter()
+        .map(|m| {
+            Ok(match m.as_str() {
+                "BRANCH_LEQ" => Some(TreeNodeMode::Leq),
+                "BRANCH_LT" => Some(TreeNodeMode::Lt),
+                "BRANCH_GTE" => Some(TreeNodeMode::Gte),
+                "BRANCH_GT" => Some(TreeNodeMode::Gt),
+                "BRANCH_EQ" => Some(TreeNodeMode::Eq),
+                "BRANCH_NEQ" => Some(TreeNodeMode::Neq),
+                "LEAF" => None,
+                m => bail!("TreeEnsembleRegressor: unknown node mode '{m}'"),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let values = tensor_or_floats(n, "nodes_values")?
+        .or(tensor_or_floats(n, "nodes_values_as_tensor")?)
+        .unwrap_or_else(|| vec![0.0; k]);
+    let trues = ints("nodes_truenodeids")?;
+    let falses = ints("nodes_falsenodeids")?;
+    let missing: Vec<bool> = n
+        .opt_ints("nodes_missing_value_tracks_true")?
+        .map(|v| v.into_iter().map(|x| x != 0).collect())
+        .unwrap_or_else(|| vec![false; k]);
+    let lens = [
+        node_ids.len(),
+        feature_ids.len(),
+        modes.len(),
+        values.len(),
+        trues.len(),
+        falses.len(),
+        missing.len(),
+    ];
+    if lens.iter().any(|&l| l != k) {
+        bail!("TreeEnsembleRegressor: node attributes differ in length ({k} trees ids, {lens:?})");
+    }
+    let index: HashMap<(i64, i64), usize> =
+        (0..k).map(|i| ((tree_ids[i], node_ids[i]), i)).collect();
+    let resolve = |i: usize, id: i64| -> Result<usize> {
+        if modes[i].is_none() {
+            return Ok(i);
+        }
+        index.get(&(tree_ids[i], id)).copied().ok_or_else(|| {
+            err!(
+                "TreeEnsembleRegressor: node ({}, {id}) does not exist",
+                tree_ids[i]
+            )
+        })
+    };
+    let true_next = (0..k)
+        .map(|i| resolve(i, trues[i]))
+        .collect::<Result<Vec<_>>>()?;
+    let false_next = (0..k)
+        .map(|i| resolve(i, falses[i]))
+        .collect::<Result<Vec<_>>>()?;
+    let n_targets = n.i("n_targets", 1)?;
+    let t_tree = ints("target_treeids")?;
+    let t_node = ints("target_nodeids")?;
+    let t_ids = ints("target_ids")?;
+    let t_w = tensor_or_floats(n, "target_weights")?
+        .or(tensor_or_floats(n, "target_weights_as_tensor")?)
+        .ok_or_else(|| err!("TreeEnsembleRegressor needs 'target_weights'"))?;
+    if [t_node.len(), t_ids.len(), t_w.len()]
+        .iter()
+        .any(|&l| l != t_tree.len())
+    {
+        bail!("TreeEnsembleRegressor: target attributes differ in length");
+    }
+    let mut leaf_targets = vec![Vec::new(); k];
+    for j in 0..t_tree.len() {
+        let i = *index.get(&(t_tree[j], t_node[j])).ok_or_else(|| {
+            err!(
+                "TreeEnsembleRegressor: target node ({}, {}) does not exist",
+                t_tree[j],
+                t_node[j]
+            )
+        })?;
+        if t_ids[j] < 0 || t_ids[j] >= n_targets {
+            bail!(
+                "TreeEnsembleRegressor: target id {} outside [0, {n_targets})",
+                t_ids[j]
+            );
+        }
+        leaf_targets[i].push((t_ids[j], t_w[j]));
+    }
+    // Roots: nodes no other node of their tree points to, in order of first appearance.
+    let mut is_child = vec![false; k];
+    for i in 0..k {
+        if modes[i].is_some() {
+            is_child[true_next[i]] = true;
+            is_child[false_next[i]] = true;
+        }
+    }
+    let roots: Vec<usize> = (0..k).filter(|&i| !is_child[i]).collect();
+    let aggregate = match n.s("aggregate_function", "SUM")?.as_str() {
+        "AVERAGE" => 0,
+        "SUM" => 1,
+        "MIN" => 2,
+        "MAX" => 3,
+        m => bail!("TreeEnsembleRegressor: unknown aggregate_function '{m}'"),
+    };
+    let base_values = tensor_or_floats(n, "base_values")?
+        .or(tensor_or_floats(n, "base_values_as_tensor")?)
+        .unwrap_or_default();
+    if !base_values.is_empty() && base_values.len() != n_targets as usize {
+        bail!(
+            "TreeEnsembleRegressor: {} base values for {n_targets} targets",
+            base_values.len()
+        );
+    }
+    Ok(MiscOp::TreeEnsembleRegressor(Box::new(TreeRegressorSpec {
+        aggregate,
+        post_transform: post_transform_code(&n.s("post_transform", "NONE")?)
+            .map_err(|e| e.context("TreeEnsembleRegressor"))?,
+        n_targets,
+        base_values,
+        feature_ids,
+        modes,
+        values,
+        true_next,
+        false_next,
+        missing_tracks_true: missing,
+        leaf_targets,
+        roots,
     })))
 }
 
