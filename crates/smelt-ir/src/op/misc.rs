@@ -437,6 +437,14 @@ crate::op_family! {
         TreeEnsemble(Box<TreeEnsembleSpec>),
         /// ai.onnx.ml TreeEnsembleRegressor (opsets 1 and 3).
         TreeEnsembleRegressor(Box<TreeRegressorSpec>),
+        /// ai.onnx.ml TreeEnsembleClassifier (opsets 1 and 3): labels [N] and scores [N, classes],
+        /// following onnxruntime's handling of the binary case.
+        TreeEnsembleClassifier {
+            /// The trees; leaf targets are class indices, aggregation is a sum.
+            trees: Box<TreeRegressorSpec>,
+            /// Class labels (i64 or strings).
+            labels: Tensor,
+        },
         /// ai.onnx.ml Scaler: `(x - offset) * scale` per feature, as f32.
         Scaler {
             /// Per-feature (or single) offset.

@@ -280,8 +280,11 @@ fn rows_cols(t: &Tensor, what: &str) -> Result<(usize, usize)> {
     }
 }
 
-/// TreeEnsembleRegressor (ai.onnx.ml opsets 1 and 3) over X [N, F] -> [N, n_targets] f32.
-pub fn tree_regressor(x: &Inputs, s: &TreeRegressorSpec) -> Result<Vec<Value>> {
+/// Per target of one row: the aggregated scores and whether any leaf set each.
+type RowScores = (Vec<f64>, Vec<bool>);
+
+/// Walks every tree for each row: per target, the aggregated score and whether any leaf set it.
+fn tree_scores(x: &Inputs, s: &TreeRegressorSpec) -> Result<(usize, Vec<RowScores>)> {
     let t = x.tensor(0)?;
     let (n, f) = rows_cols(t, "TreeEnsembleRegressor")?;
     let xv = t.to_f64()?;
@@ -309,7 +312,7 @@ pub fn tree_regressor(x: &Inputs, s: &TreeRegressorSpec) -> Result<Vec<Value>> {
             .all(|&(t, _)| t >= 0 && (t as usize) < nt),
         "TreeEnsembleRegressor: bad leaf target"
     );
-    let mut out = Vec::with_capacity(n * nt);
+    let mut rows = Vec::with_capacity(n);
     let mut score = vec![0f64; nt];
     let mut has = vec![false; nt];
     for r in 0..n {
@@ -361,6 +364,17 @@ pub fn tree_regressor(x: &Inputs, s: &TreeRegressorSpec) -> Result<Vec<Value>> {
                 *h = true;
             }
         }
+        rows.push((score.clone(), has.clone()));
+    }
+    Ok((nt, rows))
+}
+
+/// TreeEnsembleRegressor (ai.onnx.ml opsets 1 and 3) over X [N, F] -> [N, n_targets] f32.
+pub fn tree_regressor(x: &Inputs, s: &TreeRegressorSpec) -> Result<Vec<Value>> {
+    let (nt, rows) = tree_scores(x, s)?;
+    let n = rows.len();
+    let mut out = Vec::with_capacity(n * nt);
+    for (score, has) in rows {
         let mut fin: Vec<f64> = (0..nt)
             .map(|j| {
                 let v = match s.aggregate {
@@ -375,6 +389,108 @@ pub fn tree_regressor(x: &Inputs, s: &TreeRegressorSpec) -> Result<Vec<Value>> {
         out.extend(fin);
     }
     one(Tensor::from_f64(smelt_ir::DType::F32, vec![n, nt], &out)?)
+}
+
+/// TreeEnsembleClassifier: labels [N] and scores [N, classes], with onnxruntime's rules for
+/// base values and the binary case (one scored class out of two labels).
+pub fn tree_classifier(x: &Inputs, s: &TreeRegressorSpec, labels: &Tensor) -> Result<Vec<Value>> {
+    let (nc, rows) = tree_scores(x, s)?;
+    ensure!(
+        nc == labels.len() && nc >= 2,
+        "TreeEnsembleClassifier: needs 2 or more class labels"
+    );
+    let n = rows.len();
+    let mut classes: Vec<i64> = s.leaf_targets.iter().flatten().map(|&(c, _)| c).collect();
+    classes.sort_unstable();
+    classes.dedup();
+    let binary_case = nc == 2 && classes.len() == 1;
+    let all_positive = s.leaf_targets.iter().flatten().all(|&(_, w)| w >= 0.0);
+    let base = &s.base_values;
+    let mut label_idx = Vec::with_capacity(n);
+    let mut z = Vec::with_capacity(n * nc);
+    for (mut score, mut has) in rows {
+        if nc > 2 {
+            for (k, &b) in base.iter().enumerate() {
+                if has[k] {
+                    score[k] += b;
+                } else {
+                    score[k] = b;
+                    has[k] = true;
+                }
+            }
+            let mut best: Option<usize> = None;
+            for k in 0..nc {
+                if has[k] && best.is_none_or(|b| score[k] > score[b]) {
+                    best = Some(k);
+                }
+            }
+            label_idx.push(best.unwrap_or(0));
+        } else {
+            let mut len = 2;
+            match base.len() {
+                2 => {
+                    if has[1] {
+                        score[1] = base[1] + score[0];
+                        score[0] = -score[1];
+                    } else {
+                        score[1] += base[1];
+                        score[0] += base[0];
+                    }
+                }
+                1 => {
+                    score[0] += base[0];
+                    if !has[1] {
+                        len = 1;
+                    }
+                }
+                _ => {
+                    if !has[1] {
+                        len = 1;
+                    }
+                }
+            }
+            let pos = if len == 2 && has[1] {
+                score[1]
+            } else if has[0] {
+                score[0]
+            } else {
+                0.0
+            };
+            let (lab, a) = match (binary_case, all_positive) {
+                (true, true) if pos > 0.5 => (1, 0),
+                (true, true) => (0, 1),
+                (true, false) if pos > 0.0 => (1, 2),
+                (true, false) => (0, 3),
+                (false, _) => ((pos > 0.0) as usize, -1),
+            };
+            label_idx.push(lab);
+            if len == 1 {
+                let s0 = score[0];
+                let pair = match a {
+                    0 | 1 => [1.0 - s0, s0],
+                    _ if s.post_transform == 2 => {
+                        [1.0 / (1.0 + s0.exp()), 1.0 / (1.0 + (-s0).exp())]
+                    }
+                    _ => [-s0, s0],
+                };
+                z.extend_from_slice(&pair);
+                continue;
+            }
+        }
+        // onnxruntime writes classes that no leaf (or base value) scored as 0.
+        for (v, h) in score.iter_mut().zip(&has) {
+            if !h {
+                *v = 0.0;
+            }
+        }
+        post_transform(&mut score, s.post_transform)?;
+        z.extend(score);
+    }
+    let y = labels.take(vec![n], &label_idx)?;
+    Ok(vec![
+        Value::Tensor(y),
+        Value::Tensor(Tensor::from_f64(smelt_ir::DType::F32, vec![n, nc], &z)?),
+    ])
 }
 
 /// Per-column parameter: one value for all columns, or one per column.

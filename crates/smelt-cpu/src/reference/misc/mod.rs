@@ -67,6 +67,7 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Binarizer { threshold } => ml::binarizer(x, *threshold),
         TreeEnsemble(spec) => ml::tree_ensemble(x, spec),
         TreeEnsembleRegressor(spec) => ml::tree_regressor(x, spec),
+        TreeEnsembleClassifier { trees, labels } => ml::tree_classifier(x, trees, labels),
         Scaler { offset, scale } => ml::scaler(x, offset, scale),
         Normalizer { norm } => ml::normalizer(x, *norm),
         LinearRegressor {

@@ -21,6 +21,7 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
         "LabelEncoder" => label_encoder(n)?,
         "TreeEnsemble" => tree_ensemble(n)?,
         "TreeEnsembleRegressor" => tree_regressor(n)?,
+        "TreeEnsembleClassifier" => tree_classifier(n)?,
         "Scaler" => MiscOp::Scaler {
             offset: n.opt_floats("offset")?.unwrap_or_default(),
             scale: n.opt_floats("scale")?.unwrap_or_default(),
@@ -231,10 +232,11 @@ fn post_transform_code(s: &str) -> Result<i64> {
     })
 }
 
-fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
+/// The trees of TreeEnsembleRegressor (`p` = "target") or TreeEnsembleClassifier (`p` = "class").
+fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> {
     let ints = |name: &str| -> Result<Vec<i64>> {
         n.opt_ints(name)?
-            .ok_or_else(|| err!("TreeEnsembleRegressor needs '{name}'"))
+            .ok_or_else(|| err!("{} needs '{name}'", n.op_type()))
     };
     let tree_ids = ints("nodes_treeids")?;
     let node_ids = ints("nodes_nodeids")?;
@@ -242,7 +244,7 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
     let k = tree_ids.len();
     let mode_names = n
         .opt_strings("nodes_modes")?
-        .ok_or_else(|| err!("TreeEnsembleRegressor needs 'nodes_modes'"))?;
+        .ok_or_else(|| err!("{} needs 'nodes_modes'", n.op_type()))?;
     let modes = mode_names
         .iter()
         .map(|m| {
@@ -254,7 +256,7 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
                 "BRANCH_EQ" => Some(TreeNodeMode::Eq),
                 "BRANCH_NEQ" => Some(TreeNodeMode::Neq),
                 "LEAF" => None,
-                m => bail!("TreeEnsembleRegressor: unknown node mode '{m}'"),
+                m => bail!("{}: unknown node mode '{m}'", n.op_type()),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -277,7 +279,10 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
         missing.len(),
     ];
     if lens.iter().any(|&l| l != k) {
-        bail!("TreeEnsembleRegressor: node attributes differ in length ({k} trees ids, {lens:?})");
+        bail!(
+            "{}: node attributes differ in length ({k} trees ids, {lens:?})",
+            n.op_type()
+        );
     }
     let index: HashMap<(i64, i64), usize> =
         (0..k).map(|i| ((tree_ids[i], node_ids[i]), i)).collect();
@@ -287,7 +292,8 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
         }
         index.get(&(tree_ids[i], id)).copied().ok_or_else(|| {
             err!(
-                "TreeEnsembleRegressor: node ({}, {id}) does not exist",
+                "{}: node ({}, {id}) does not exist",
+                n.op_type(),
                 tree_ids[i]
             )
         })
@@ -298,31 +304,32 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
     let false_next = (0..k)
         .map(|i| resolve(i, falses[i]))
         .collect::<Result<Vec<_>>>()?;
-    let n_targets = n.i("n_targets", 1)?;
-    let t_tree = ints("target_treeids")?;
-    let t_node = ints("target_nodeids")?;
-    let t_ids = ints("target_ids")?;
-    let t_w = tensor_or_floats(n, "target_weights")?
-        .or(tensor_or_floats(n, "target_weights_as_tensor")?)
-        .ok_or_else(|| err!("TreeEnsembleRegressor needs 'target_weights'"))?;
+    let t_tree = ints(&format!("{p}_treeids"))?;
+    let t_node = ints(&format!("{p}_nodeids"))?;
+    let t_ids = ints(&format!("{p}_ids"))?;
+    let t_w = tensor_or_floats(n, &format!("{p}_weights"))?
+        .or(tensor_or_floats(n, &format!("{p}_weights_as_tensor"))?)
+        .ok_or_else(|| err!("{} needs '{p}_weights'", n.op_type()))?;
     if [t_node.len(), t_ids.len(), t_w.len()]
         .iter()
         .any(|&l| l != t_tree.len())
     {
-        bail!("TreeEnsembleRegressor: target attributes differ in length");
+        bail!("{}: {p} attributes differ in length", n.op_type());
     }
     let mut leaf_targets = vec![Vec::new(); k];
     for j in 0..t_tree.len() {
         let i = *index.get(&(t_tree[j], t_node[j])).ok_or_else(|| {
             err!(
-                "TreeEnsembleRegressor: target node ({}, {}) does not exist",
+                "{}: {p} node ({}, {}) does not exist",
+                n.op_type(),
                 t_tree[j],
                 t_node[j]
             )
         })?;
         if t_ids[j] < 0 || t_ids[j] >= n_targets {
             bail!(
-                "TreeEnsembleRegressor: target id {} outside [0, {n_targets})",
+                "{}: {p} id {} outside [0, {n_targets})",
+                n.op_type(),
                 t_ids[j]
             );
         }
@@ -342,21 +349,23 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
         "SUM" => 1,
         "MIN" => 2,
         "MAX" => 3,
-        m => bail!("TreeEnsembleRegressor: unknown aggregate_function '{m}'"),
+        m => bail!("{}: unknown aggregate_function '{m}'", n.op_type()),
     };
     let base_values = tensor_or_floats(n, "base_values")?
         .or(tensor_or_floats(n, "base_values_as_tensor")?)
         .unwrap_or_default();
-    if !base_values.is_empty() && base_values.len() != n_targets as usize {
+    let binary_one = p == "class" && n_targets == 2 && base_values.len() == 1;
+    if !base_values.is_empty() && base_values.len() != n_targets as usize && !binary_one {
         bail!(
-            "TreeEnsembleRegressor: {} base values for {n_targets} targets",
+            "{}: {} base values for {n_targets} targets",
+            n.op_type(),
             base_values.len()
         );
     }
-    Ok(MiscOp::TreeEnsembleRegressor(Box::new(TreeRegressorSpec {
+    Ok(TreeRegressorSpec {
         aggregate,
         post_transform: post_transform_code(&n.s("post_transform", "NONE")?)
-            .map_err(|e| e.context("TreeEnsembleRegressor"))?,
+            .map_err(|e| e.context(n.op_type().to_string()))?,
         n_targets,
         base_values,
         feature_ids,
@@ -367,7 +376,32 @@ fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
         missing_tracks_true: missing,
         leaf_targets,
         roots,
-    })))
+    })
+}
+
+fn tree_regressor(n: &NodeCtx) -> Result<MiscOp> {
+    let n_targets = n.i("n_targets", 1)?;
+    Ok(MiscOp::TreeEnsembleRegressor(Box::new(tree_spec(
+        n, "target", n_targets,
+    )?)))
+}
+
+fn tree_classifier(n: &NodeCtx) -> Result<MiscOp> {
+    let labels = if let Some(v) = n.opt_strings("classlabels_strings")? {
+        vec_tensor(v, Tensor::from_strings)?
+    } else if let Some(v) = n.opt_ints("classlabels_int64s")? {
+        vec_tensor(v, Tensor::from_i64_vec)?
+    } else {
+        bail!("TreeEnsembleClassifier needs class labels")
+    };
+    if labels.is_empty() {
+        bail!("TreeEnsembleClassifier has no class labels");
+    }
+    let trees = tree_spec(n, "class", labels.len() as i64)?;
+    Ok(MiscOp::TreeEnsembleClassifier {
+        trees: Box::new(trees),
+        labels,
+    })
 }
 
 pub(super) fn import_training(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
