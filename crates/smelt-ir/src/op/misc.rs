@@ -466,6 +466,17 @@ crate::op_family! {
             /// Number of targets.
             targets: i64,
         },
+        /// ai.onnx.ml LinearClassifier: labels [N] and scores [N, classes] of `X @ coefficients^T + intercepts`.
+        LinearClassifier {
+            /// [classes, features] row-major (one row for a binary model).
+            coefficients: Vec<f32>,
+            /// Per-class intercepts (empty means zeros).
+            intercepts: Vec<f32>,
+            /// Class labels (i64 or strings).
+            labels: Tensor,
+            /// 0 none, 1 softmax, 2 logistic, 3 softmax_zero.
+            post_transform: i64,
+        },
         /// ai.onnx.ml Imputer: replaces a sentinel value with per-feature values.
         Imputer {
             /// Replacement values for float inputs (per feature or single).

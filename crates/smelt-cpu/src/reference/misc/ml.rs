@@ -572,6 +572,67 @@ pub fn linear_regressor(
     one(Tensor::from_f64(smelt_ir::DType::F32, vec![n, nt], &out)?)
 }
 
+/// LinearClassifier: labels [N] and scores; one score column is the binary case (label by
+/// sign, scores `[1 - p, p]`), as onnxruntime does.
+pub fn linear_classifier(
+    x: &Inputs,
+    coef: &[f32],
+    intercepts: &[f32],
+    labels: &Tensor,
+    post: i64,
+) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let (n, c) = rows_cols(t, "LinearClassifier")?;
+    ensure!(
+        c > 0 && coef.len().is_multiple_of(c),
+        "LinearClassifier: {} coefficients for {c} features",
+        coef.len()
+    );
+    let k = coef.len() / c;
+    ensure!(k >= 1, "LinearClassifier: no classes");
+    let b = per_col(intercepts, k, 0.0, "LinearClassifier intercepts")?;
+    let xv = t.to_f64()?;
+    let nl = labels.len();
+    let binary = k == 1;
+    ensure!(
+        binary || k == nl,
+        "LinearClassifier: {k} score columns for {nl} labels"
+    );
+    let width = if binary { 2 } else { k };
+    let mut idx = Vec::with_capacity(n);
+    let mut z = Vec::with_capacity(n * width);
+    for r in 0..n {
+        let mut sc: Vec<f64> = (0..k)
+            .map(|j| {
+                (0..c)
+                    .map(|i| xv[r * c + i] * coef[j * c + i] as f64)
+                    .sum::<f64>()
+                    + b[j] as f64
+            })
+            .collect();
+        if binary {
+            let s0 = sc[0];
+            idx.push(if nl >= 2 { (s0 > 0.0) as usize } else { 0 });
+            // onnxruntime: [1 - p, p] with p the logistic of s, or s itself for other transforms.
+            let p = if post == 2 {
+                1.0 / (1.0 + (-s0).exp())
+            } else {
+                s0
+            };
+            z.extend([1.0 - p, p]);
+        } else {
+            let best = (0..k).fold(0, |b, j| if sc[j] > sc[b] { j } else { b });
+            idx.push(best);
+            post_transform(&mut sc, post)?;
+            z.extend(sc);
+        }
+    }
+    Ok(vec![
+        Value::Tensor(labels.take(vec![n], &idx)?),
+        Value::Tensor(Tensor::from_f64(smelt_ir::DType::F32, vec![n, width], &z)?),
+    ])
+}
+
 /// Imputer: replaces the sentinel (NaN matches NaN) with the per-column value.
 pub fn imputer(x: &Inputs, fl: &[f32], ints: &[i64], rf: f32, ri: i64) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;

@@ -75,6 +75,12 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             intercepts,
             targets,
         } => ml::linear_regressor(x, coefficients, intercepts, *targets),
+        LinearClassifier {
+            coefficients,
+            intercepts,
+            labels,
+            post_transform,
+        } => ml::linear_classifier(x, coefficients, intercepts, labels, *post_transform),
         Imputer {
             imputed_floats,
             imputed_ints,

@@ -52,6 +52,37 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 targets,
             }
         }
+        "LinearClassifier" => {
+            let labels = if let Some(v) = n.opt_strings("classlabels_strings")? {
+                vec_tensor(v, Tensor::from_strings)?
+            } else if let Some(v) = n.opt_ints("classlabels_ints")? {
+                vec_tensor(v, Tensor::from_i64_vec)?
+            } else {
+                bail!("LinearClassifier needs class labels")
+            };
+            let coefficients = n
+                .opt_floats("coefficients")?
+                .ok_or_else(|| err!("LinearClassifier needs coefficients"))?;
+            let intercepts = n.opt_floats("intercepts")?.unwrap_or_default();
+            let classes = if intercepts.is_empty() {
+                labels.len()
+            } else {
+                intercepts.len()
+            };
+            if classes == 0 || coefficients.len() % classes != 0 {
+                bail!(
+                    "LinearClassifier: {} coefficients do not split into {classes} classes",
+                    coefficients.len()
+                );
+            }
+            MiscOp::LinearClassifier {
+                coefficients,
+                intercepts,
+                labels,
+                post_transform: post_transform_code(&n.s("post_transform", "NONE")?)
+                    .map_err(|e| e.context("LinearClassifier"))?,
+            }
+        }
         "Imputer" => MiscOp::Imputer {
             imputed_floats: n.opt_floats("imputed_value_floats")?.unwrap_or_default(),
             imputed_ints: n.opt_ints("imputed_value_int64s")?.unwrap_or_default(),
