@@ -220,13 +220,41 @@ impl Parser {
     }
 }
 
+impl DimExpr {
+    fn precedence(&self) -> u8 {
+        match self {
+            DimExpr::Bin('+' | '-', ..) => 1,
+            DimExpr::Bin(..) => 2,
+            DimExpr::Neg(_) => 3,
+            _ => 4,
+        }
+    }
+}
+
 impl fmt::Display for DimExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DimExpr::Num(n) => write!(f, "{n}"),
             DimExpr::Sym(s) => f.write_str(s),
+            DimExpr::Neg(e) if e.precedence() >= 3 => write!(f, "-{e}"),
             DimExpr::Neg(e) => write!(f, "-({e})"),
-            DimExpr::Bin(op, a, b) => write!(f, "({a} {op} {b})"),
+            DimExpr::Bin(op, a, b) => {
+                let p = self.precedence();
+                // Parenthesize only where precedence (or a non-associative right side) needs it.
+                if a.precedence() < p {
+                    write!(f, "({a})")?;
+                } else {
+                    write!(f, "{a}")?;
+                }
+                write!(f, " {op} ")?;
+                let rb =
+                    b.precedence() < p || (b.precedence() == p && matches!(op, '-' | '/' | '%'));
+                if rb {
+                    write!(f, "({b})")
+                } else {
+                    write!(f, "{b}")
+                }
+            }
             DimExpr::Call(name, args) => {
                 write!(f, "{name}(")?;
                 for (i, a) in args.iter().enumerate() {
