@@ -426,6 +426,18 @@ crate::op_family! {
             /// Value of unknown keys (scalar or 1-element).
             default: Tensor,
         },
+        /// ai.onnx.ml CategoryMapper (and LabelEncoder-1): strings to integers or back, by the
+        /// input's type.
+        CategoryMapper {
+            /// The string categories.
+            strings: Vec<String>,
+            /// The integer of each string category.
+            ints: Vec<i64>,
+            /// Result for an unknown string.
+            default_int: i64,
+            /// Result for an unknown integer.
+            default_string: String,
+        },
         /// ai.onnx.ml ArrayFeatureExtractor: gathers along the last axis.
         ArrayFeatureExtractor,
         /// ai.onnx.ml Binarizer: 1 where x > threshold, else 0.

@@ -63,6 +63,47 @@ pub fn label_encoder(
     )?)
 }
 
+/// CategoryMapper: strings to their integers, or integers to their strings.
+pub fn category_mapper(
+    x: &Inputs,
+    strings: &[String],
+    ints: &[i64],
+    di: i64,
+    ds: &str,
+) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let shape = t.shape().to_vec();
+    match t.data() {
+        Data::Str(v) => {
+            let map: HashMap<&str, i64> = strings
+                .iter()
+                .map(String::as_str)
+                .zip(ints.iter().copied())
+                .rev()
+                .collect();
+            let out = v
+                .iter()
+                .map(|s| map.get(s.as_str()).copied().unwrap_or(di))
+                .collect();
+            one(Tensor::from_i64_vec(shape, out)?)
+        }
+        _ => {
+            let map: HashMap<i64, &String> =
+                ints.iter().copied().zip(strings.iter()).rev().collect();
+            let out = t
+                .to_i64()?
+                .iter()
+                .map(|i| {
+                    map.get(i)
+                        .map(|s| (*s).clone())
+                        .unwrap_or_else(|| ds.to_string())
+                })
+                .collect();
+            one(Tensor::from_strings(shape, out)?)
+        }
+    }
+}
+
 /// ArrayFeatureExtractor: X[..., indices]; a 1-D X gives [1, k].
 pub fn array_feature_extractor(x: &Inputs) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;

@@ -15,6 +15,23 @@ fn vec_tensor<T>(v: Vec<T>, f: impl Fn(Vec<usize>, Vec<T>) -> Result<Tensor>) ->
 pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
     let op = match n.op_type() {
         "ArrayFeatureExtractor" => MiscOp::ArrayFeatureExtractor,
+        "CategoryMapper" => {
+            let strings = n.opt_strings("cats_strings")?.unwrap_or_default();
+            let ints = n.opt_ints("cats_int64s")?.unwrap_or_default();
+            if strings.len() != ints.len() {
+                bail!(
+                    "CategoryMapper: {} strings but {} integers",
+                    strings.len(),
+                    ints.len()
+                );
+            }
+            MiscOp::CategoryMapper {
+                strings,
+                ints,
+                default_int: n.i("default_int64", -1)?,
+                default_string: n.s("default_string", "_Unused")?,
+            }
+        }
         "Binarizer" => MiscOp::Binarizer {
             threshold: n.f("threshold", 0.0)?,
         },
@@ -96,7 +113,14 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
 
 fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
     if n.opset < 2 {
-        bail!("LabelEncoder-1 (classes_strings) is not supported; use opset 2 or later");
+        let strings = n.opt_strings("classes_strings")?.unwrap_or_default();
+        let ints = (0..strings.len() as i64).collect();
+        return Ok(MiscOp::CategoryMapper {
+            strings,
+            ints,
+            default_int: n.i("default_int64", -1)?,
+            default_string: n.s("default_string", "_Unused")?,
+        });
     }
     let keys = if let Some(t) = n.opt_tensor("keys_tensor")? {
         t
