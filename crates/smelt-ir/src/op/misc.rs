@@ -153,8 +153,8 @@ pub struct TreeEnsembleSpec {
     pub leaf_weights: Vec<f64>,
     /// Root node of each tree.
     pub roots: Vec<i64>,
-    /// Membership values, sets separated by NaN, one set per `Member` node in order.
-    pub membership: Vec<f64>,
+    /// The set of each node (empty except for `Member` nodes).
+    pub membership: Vec<Vec<f64>>,
 }
 
 /// The trees of a TreeEnsembleRegressor (ai.onnx.ml opsets 1 and 3), with node ids resolved
@@ -426,6 +426,18 @@ crate::op_family! {
             /// Value of unknown keys (scalar or 1-element).
             default: Tensor,
         },
+        /// ai.onnx.ml CategoryMapper (and LabelEncoder-1): strings to integers or back, by the
+        /// input's type.
+        CategoryMapper {
+            /// The string categories.
+            strings: Vec<String>,
+            /// The integer of each string category.
+            ints: Vec<i64>,
+            /// Result for an unknown string.
+            default_int: i64,
+            /// Result for an unknown integer.
+            default_string: String,
+        },
         /// ai.onnx.ml ArrayFeatureExtractor: gathers along the last axis.
         ArrayFeatureExtractor,
         /// ai.onnx.ml Binarizer: 1 where x > threshold, else 0.
@@ -483,8 +495,8 @@ crate::op_family! {
             imputed_floats: Vec<f32>,
             /// Replacement values for integer inputs (per feature or single).
             imputed_ints: Vec<i64>,
-            /// Float sentinel (NaN matches NaN).
-            replaced_float: f32,
+            /// Float sentinel; None stands for NaN (kept out of the attributes so they stay JSON).
+            replaced_float: Option<f32>,
             /// Integer sentinel.
             replaced_int: i64,
         },
@@ -521,5 +533,74 @@ crate::op_family! {
             /// L2 regularization coefficient.
             norm_coefficient: f32,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    #[test]
+    fn attributes_round_trip() {
+        let ops = [
+            MiscOp::Resize {
+                mode: InterpMode::Cubic,
+                coord: CoordMode::TfCropAndResize,
+                nearest: NearestMode::Simple,
+                cubic_coeff_a: -0.5,
+                exclude_outside: true,
+                extrapolation_value: 10.0,
+                antialias: false,
+                axes: Some(vec![2, 3]),
+                keep_aspect_ratio_policy: AspectPolicy::NotSmaller,
+                scales: None,
+                roi_input: Some(1),
+                scales_input: Some(2),
+                sizes_input: Some(3),
+            },
+            MiscOp::StringConcat,
+            MiscOp::StringSplit {
+                delimiter: None,
+                maxsplit: Some(2),
+            },
+            MiscOp::HannWindow {
+                periodic: false,
+                dtype: DType::F64,
+            },
+            MiscOp::LabelEncoder {
+                keys: Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap(),
+                values: Tensor::from_i64_vec(vec![2], vec![1, 2]).unwrap(),
+                default: Tensor::scalar_i64(-1),
+            },
+            MiscOp::TreeEnsemble(Box::new(TreeEnsembleSpec {
+                aggregate: 1,
+                post_transform: 0,
+                n_targets: 1,
+                feature_ids: vec![0],
+                modes: vec![TreeNodeMode::Member],
+                splits: vec![0.0],
+                true_ids: vec![0],
+                true_leafs: vec![true],
+                false_ids: vec![1],
+                false_leafs: vec![true],
+                missing_tracks_true: vec![false],
+                leaf_targets: vec![0, 0],
+                leaf_weights: vec![1.0, 2.0],
+                roots: vec![0],
+                membership: vec![vec![1.5, 3.0]],
+            })),
+            MiscOp::Imputer {
+                imputed_floats: vec![1.0],
+                imputed_ints: vec![],
+                replaced_float: None,
+                replaced_int: 0,
+            },
+        ];
+        for op in ops {
+            let op = Op::Misc(op);
+            let back = Op::from_parts(op.family(), op.name(), op.attrs_json()).unwrap();
+            assert_eq!(back, op);
+        }
     }
 }

@@ -63,6 +63,47 @@ pub fn label_encoder(
     )?)
 }
 
+/// CategoryMapper: strings to their integers, or integers to their strings.
+pub fn category_mapper(
+    x: &Inputs,
+    strings: &[String],
+    ints: &[i64],
+    di: i64,
+    ds: &str,
+) -> Result<Vec<Value>> {
+    let t = x.tensor(0)?;
+    let shape = t.shape().to_vec();
+    match t.data() {
+        Data::Str(v) => {
+            let map: HashMap<&str, i64> = strings
+                .iter()
+                .map(String::as_str)
+                .zip(ints.iter().copied())
+                .rev()
+                .collect();
+            let out = v
+                .iter()
+                .map(|s| map.get(s.as_str()).copied().unwrap_or(di))
+                .collect();
+            one(Tensor::from_i64_vec(shape, out)?)
+        }
+        _ => {
+            let map: HashMap<i64, &String> =
+                ints.iter().copied().zip(strings.iter()).rev().collect();
+            let out = t
+                .to_i64()?
+                .iter()
+                .map(|i| {
+                    map.get(i)
+                        .map(|s| (*s).clone())
+                        .unwrap_or_else(|| ds.to_string())
+                })
+                .collect();
+            one(Tensor::from_strings(shape, out)?)
+        }
+    }
+}
+
 /// ArrayFeatureExtractor: X[..., indices]; a 1-D X gives [1, k].
 pub fn array_feature_extractor(x: &Inputs) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
@@ -136,19 +177,11 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
         s.n_targets >= 1 && s.leaf_targets.iter().all(|&t| t >= 0 && t < s.n_targets),
         "TreeEnsemble: leaf targets must lie in [0, n_targets)"
     );
-    // Membership sets, one per Member node in node order.
-    let mut sets: Vec<Vec<f64>> = vec![Vec::new(); nodes];
-    let mut it = s.membership.iter();
-    for (i, m) in s.modes.iter().enumerate() {
-        if *m == TreeNodeMode::Member {
-            for &v in it.by_ref() {
-                if v.is_nan() {
-                    break;
-                }
-                sets[i].push(v);
-            }
-        }
-    }
+    ensure!(
+        s.membership.len() == nodes,
+        "TreeEnsemble: membership sets do not match the nodes"
+    );
+    let sets = &s.membership;
     let nt = s.n_targets as usize;
     let init = match s.aggregate {
         2 => f64::MAX,
@@ -634,7 +667,13 @@ pub fn linear_classifier(
 }
 
 /// Imputer: replaces the sentinel (NaN matches NaN) with the per-column value.
-pub fn imputer(x: &Inputs, fl: &[f32], ints: &[i64], rf: f32, ri: i64) -> Result<Vec<Value>> {
+pub fn imputer(
+    x: &Inputs,
+    fl: &[f32],
+    ints: &[i64],
+    rf: Option<f32>,
+    ri: i64,
+) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let (_, c) = rows_cols(t, "Imputer")?;
     let c = c.max(1);
@@ -645,10 +684,9 @@ pub fn imputer(x: &Inputs, fl: &[f32], ints: &[i64], rf: f32, ri: i64) -> Result
             .iter()
             .enumerate()
             .map(|(i, &a)| {
-                let hit = if rf.is_nan() {
-                    a.is_nan()
-                } else {
-                    a == rf as f64
+                let hit = match rf {
+                    None => a.is_nan(),
+                    Some(r) => a == r as f64,
                 };
                 if hit {
                     vals[i % c] as f64

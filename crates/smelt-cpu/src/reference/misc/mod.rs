@@ -64,6 +64,12 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             default,
         } => ml::label_encoder(x, keys, values, default),
         ArrayFeatureExtractor => ml::array_feature_extractor(x),
+        CategoryMapper {
+            strings,
+            ints,
+            default_int,
+            default_string,
+        } => ml::category_mapper(x, strings, ints, *default_int, default_string),
         Binarizer { threshold } => ml::binarizer(x, *threshold),
         TreeEnsemble(spec) => ml::tree_ensemble(x, spec),
         TreeEnsembleRegressor(spec) => ml::tree_regressor(x, spec),

@@ -15,6 +15,23 @@ fn vec_tensor<T>(v: Vec<T>, f: impl Fn(Vec<usize>, Vec<T>) -> Result<Tensor>) ->
 pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
     let op = match n.op_type() {
         "ArrayFeatureExtractor" => MiscOp::ArrayFeatureExtractor,
+        "CategoryMapper" => {
+            let strings = n.opt_strings("cats_strings")?.unwrap_or_default();
+            let ints = n.opt_ints("cats_int64s")?.unwrap_or_default();
+            if strings.len() != ints.len() {
+                bail!(
+                    "CategoryMapper: {} strings but {} integers",
+                    strings.len(),
+                    ints.len()
+                );
+            }
+            MiscOp::CategoryMapper {
+                strings,
+                ints,
+                default_int: n.i("default_int64", -1)?,
+                default_string: n.s("default_string", "_Unused")?,
+            }
+        }
         "Binarizer" => MiscOp::Binarizer {
             threshold: n.f("threshold", 0.0)?,
         },
@@ -86,7 +103,7 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
         "Imputer" => MiscOp::Imputer {
             imputed_floats: n.opt_floats("imputed_value_floats")?.unwrap_or_default(),
             imputed_ints: n.opt_ints("imputed_value_int64s")?.unwrap_or_default(),
-            replaced_float: n.f("replaced_value_float", 0.0)?,
+            replaced_float: Some(n.f("replaced_value_float", 0.0)?).filter(|v| !v.is_nan()),
             replaced_int: n.i("replaced_value_int64", 0)?,
         },
         _ => return Ok(None),
@@ -96,7 +113,14 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
 
 fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
     if n.opset < 2 {
-        bail!("LabelEncoder-1 (classes_strings) is not supported; use opset 2 or later");
+        let strings = n.opt_strings("classes_strings")?.unwrap_or_default();
+        let ints = (0..strings.len() as i64).collect();
+        return Ok(MiscOp::CategoryMapper {
+            strings,
+            ints,
+            default_int: n.i("default_int64", -1)?,
+            default_string: n.s("default_string", "_Unused")?,
+        });
     }
     let keys = if let Some(t) = n.opt_tensor("keys_tensor")? {
         t
@@ -187,7 +211,7 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let splits = tensor_or_floats(n, "nodes_splits")?
+    let mut splits = tensor_or_floats(n, "nodes_splits")?
         .ok_or_else(|| err!("TreeEnsemble needs 'nodes_splits'"))?;
     let true_ids = ints("nodes_truenodeids")?;
     let false_ids = ints("nodes_falsenodeids")?;
@@ -233,6 +257,17 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
     if !(0..=4).contains(&post_transform) {
         bail!("TreeEnsemble: unknown post_transform {post_transform}");
     }
+    // Membership sets (NaN-separated in ONNX), one per Member node in node order; the
+    // split of a Member node is unused and NaN there, so it becomes 0.
+    let flat = tensor_or_floats(n, "membership_values")?.unwrap_or_default();
+    let mut it = flat.into_iter();
+    let mut membership = vec![Vec::new(); k];
+    for (i, m) in modes.iter().enumerate() {
+        if *m == TreeNodeMode::Member {
+            membership[i] = it.by_ref().take_while(|v| !v.is_nan()).collect();
+            splits[i] = 0.0;
+        }
+    }
     Ok(MiscOp::TreeEnsemble(Box::new(TreeEnsembleSpec {
         aggregate,
         post_transform,
@@ -248,7 +283,7 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
         leaf_targets,
         leaf_weights,
         roots: ints("tree_roots")?,
-        membership: tensor_or_floats(n, "membership_values")?.unwrap_or_default(),
+        membership,
     })))
 }
 
