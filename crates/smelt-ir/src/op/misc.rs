@@ -320,6 +320,8 @@ crate::op_family! {
         },
         /// StringConcat: elementwise concatenation with broadcasting.
         StringConcat,
+        /// Det: determinant of each square matrix in the last two axes.
+        Det,
         /// StringSplit: splits strings, padding with empty strings.
         StringSplit {
             /// Delimiter; None splits on runs of whitespace.

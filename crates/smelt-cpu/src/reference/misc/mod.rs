@@ -2,6 +2,7 @@
 
 mod image;
 mod jpeg;
+mod linalg;
 mod ml;
 mod png;
 mod random;
@@ -46,6 +47,7 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             stopwords,
         } => text::string_normalizer(x, *case_change, *is_case_sensitive, stopwords),
         StringConcat => text::string_concat(x),
+        Det => linalg::det(x.tensor(0)?),
         StringSplit {
             delimiter,
             maxsplit,

@@ -129,6 +129,7 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             stopwords: n.opt_strings("stopwords")?.unwrap_or_default(),
         },
         "StringConcat" => MiscOp::StringConcat,
+        "Det" => MiscOp::Det,
         "StringSplit" => MiscOp::StringSplit {
             delimiter: n.opt_s("delimiter")?.filter(|d| !d.is_empty()),
             maxsplit: n.opt_i("maxsplit")?,
