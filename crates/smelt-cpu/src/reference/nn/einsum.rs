@@ -1,5 +1,6 @@
 //! Einsum by index loops (f64 for floats, wrapping i64 for integers), with ellipsis broadcasting.
 
+use super::gemm::{dgemm, sgemm};
 use super::matmul::{kind_of, Kind};
 use crate::reference::{one, Inputs};
 use smelt_ir::{bail, ensure, numel, Result, Tensor, Value};
@@ -128,6 +129,9 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
             char::from_u32(*l).unwrap_or('?')
         );
     }
+    if let Some(t) = as_matmul(&ops, &labels, &out_labels, &sizes)? {
+        return one(t);
+    }
     let sum_labels: Vec<Label> = sizes
         .keys()
         .copied()
@@ -204,5 +208,132 @@ fn step(idx: &mut [usize], dims: &[usize], strides: &[Vec<usize>], offs: &mut [u
             *o -= st[d] * idx[d];
         }
         idx[d] = 0;
+    }
+}
+
+/// Two float operands with distinct labels per term, no broadcasting and every summed label
+/// in both operands: a batched matrix product of permuted copies. None when not that shape.
+fn as_matmul(
+    ops: &[&Tensor],
+    labels: &[Vec<Label>],
+    out: &[Label],
+    sizes: &std::collections::BTreeMap<Label, usize>,
+) -> Result<Option<Tensor>> {
+    if ops.len() != 2 || kind_of(ops[0].dtype())? == Kind::I64 || ops[0].dtype() != ops[1].dtype() {
+        return Ok(None);
+    }
+    let (la, lb) = (&labels[0], &labels[1]);
+    for (ls, o) in labels.iter().zip(ops) {
+        for (i, l) in ls.iter().enumerate() {
+            if ls[..i].contains(l) || o.shape()[i] != sizes[l] {
+                return Ok(None);
+            }
+        }
+    }
+    let batch: Vec<Label> = out
+        .iter()
+        .copied()
+        .filter(|l| la.contains(l) && lb.contains(l))
+        .collect();
+    let ml: Vec<Label> = out
+        .iter()
+        .copied()
+        .filter(|l| la.contains(l) && !lb.contains(l))
+        .collect();
+    let nl: Vec<Label> = out
+        .iter()
+        .copied()
+        .filter(|l| lb.contains(l) && !la.contains(l))
+        .collect();
+    let kl: Vec<Label> = la
+        .iter()
+        .copied()
+        .filter(|l| lb.contains(l) && !out.contains(l))
+        .collect();
+    if batch.len() + ml.len() + kl.len() != la.len()
+        || batch.len() + nl.len() + kl.len() != lb.len()
+    {
+        return Ok(None);
+    }
+    let size = |ls: &[Label]| ls.iter().map(|l| sizes[l]).product::<usize>();
+    let (nb, m, n, k) = (size(&batch), size(&ml), size(&nl), size(&kl));
+    let order_a: Vec<Label> = batch.iter().chain(&ml).chain(&kl).copied().collect();
+    let order_b: Vec<Label> = batch.iter().chain(&kl).chain(&nl).copied().collect();
+    let mid: Vec<Label> = batch.iter().chain(&ml).chain(&nl).copied().collect();
+    let perm_of = |from: &[Label], to: &[Label]| -> Vec<usize> {
+        to.iter()
+            .map(|l| from.iter().position(|m| m == l).unwrap_or(0))
+            .collect()
+    };
+    let mid_shape: Vec<usize> = mid.iter().map(|l| sizes[l]).collect();
+    let out_shape: Vec<usize> = out.iter().map(|l| sizes[l]).collect();
+    let dt = ops[0].dtype();
+    if dt == smelt_ir::DType::F32 {
+        let (Some(av), Some(bv)) = (ops[0].as_f32(), ops[1].as_f32()) else {
+            return Ok(None);
+        };
+        let a = permute(av, ops[0].shape(), &perm_of(la, &order_a));
+        let b = permute(bv, ops[1].shape(), &perm_of(lb, &order_b));
+        let mut c = vec![0f32; nb * m * n];
+        for i in 0..nb {
+            let (ai, bi) = (
+                &a[i * m * k..(i + 1) * m * k],
+                &b[i * k * n..(i + 1) * k * n],
+            );
+            sgemm(
+                m,
+                n,
+                k,
+                ai,
+                k,
+                bi,
+                n,
+                &mut c[i * m * n..(i + 1) * m * n],
+                n,
+                false,
+            );
+        }
+        let y = permute(&c, &mid_shape, &perm_of(&mid, out));
+        return Ok(Some(Tensor::from_f32(out_shape, y)?));
+    }
+    let a = permute(&ops[0].to_f64()?, ops[0].shape(), &perm_of(la, &order_a));
+    let b = permute(&ops[1].to_f64()?, ops[1].shape(), &perm_of(lb, &order_b));
+    let mut c = vec![0f64; nb * m * n];
+    for i in 0..nb {
+        let (ai, bi) = (
+            &a[i * m * k..(i + 1) * m * k],
+            &b[i * k * n..(i + 1) * k * n],
+        );
+        dgemm(m, n, k, ai, bi, &mut c[i * m * n..(i + 1) * m * n]);
+    }
+    let y = permute(&c, &mid_shape, &perm_of(&mid, out));
+    Ok(Some(Tensor::from_f64(dt, out_shape, &y)?))
+}
+
+/// Copies `v` (of `shape`) into the axis order `perm` (target axis i reads source axis perm[i]).
+fn permute<T: Copy>(v: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
+    let st = smelt_ir::strides(shape);
+    let dims: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let src_st: Vec<Vec<usize>> = vec![perm.iter().map(|&p| st[p]).collect()];
+    let n: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; dims.len()];
+    let mut off = vec![0usize];
+    for _ in 0..n {
+        out.push(v[off[0]]);
+        step(&mut idx, &dims, &src_st, &mut off);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permute_transposes() {
+        // [[0, 1, 2], [3, 4, 5]] transposed.
+        let v: Vec<i32> = (0..6).collect();
+        assert_eq!(permute(&v, &[2, 3], &[1, 0]), vec![0, 3, 1, 4, 2, 5]);
     }
 }

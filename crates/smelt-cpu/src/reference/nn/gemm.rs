@@ -177,6 +177,19 @@ fn sgemm_serial(
     c: &mut [f32],
     ldc: usize,
 ) {
+    if m <= 2 {
+        // Matrix-vector shapes: stream B once with an axpy loop instead of packing.
+        for i in 0..m {
+            let crow = &mut c[i * ldc..i * ldc + n];
+            for p in 0..k {
+                let aip = a[i * lda + p];
+                for (cv, bv) in crow.iter_mut().zip(&b[p * ldb..p * ldb + n]) {
+                    *cv += aip * bv;
+                }
+            }
+        }
+        return;
+    }
     let fma = has_fma();
     let mut bpack = vec![0f32; KC * NC.min(n.div_ceil(NR) * NR)];
     let mut apack = vec![0f32; MC.min(m.div_ceil(MR) * MR) * KC];
@@ -346,6 +359,8 @@ mod tests {
         // The last two shapes take the threaded row and column splits.
         for &(m, n, k) in &[
             (1, 1, 1),
+            (2, 40, 7),
+            (1, 5000, 1000),
             (7, 17, 5),
             (13, 33, 300),
             (40, 20, 10),
