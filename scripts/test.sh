@@ -41,6 +41,9 @@ conf() {
   "$SMELT" conformance "$@" --expected-failures "tests/conformance/$name.xfail" --json "target/conformance-$name.json" || status=1
 }
 conf node "$DATA/node"
+# The same suite on the reference executor alone (no passes): a differential check.
+step "conformance: node at --opt-level 0"
+"$SMELT" conformance "$DATA/node" --opt-level 0 --expected-failures tests/conformance/node.xfail || status=1
 conf pytorch-converted "$DATA/onnx-wheel/pytorch-converted"
 conf pytorch-operator "$DATA/onnx-wheel/pytorch-operator"
 conf simple "$DATA/onnx-wheel/simple"

@@ -3,4 +3,4 @@
 
 pub mod reference;
 
-pub use reference::{run_graph, run_graph_named, run_graph_prepared, Constants};
+pub use reference::{eval_op, run_graph, run_graph_named, run_graph_prepared, Constants};

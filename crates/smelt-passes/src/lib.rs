@@ -1,1 +1,10 @@
-//! smelt's graph passes and the pass manager (passes arrive with the compiler issue).
+//! smelt's graph passes: small rewrites of a [`smelt_ir::Graph`], run in a fixed pipeline
+//! per optimization level by the [`PassManager`], which can show the IR after any pass.
+
+pub mod dead_code;
+pub mod fold_constants;
+pub mod manager;
+pub mod remove_noops;
+pub mod rewire;
+
+pub use manager::{Evaluator, Pass, PassContext, PassManager, PassReport};

@@ -1,13 +1,14 @@
 //! smelt's runtime: a [`Session`] loads a model, checks inputs against its signature and runs it.
 //!
-//! Today a session runs the reference executor on the imported graph; compiled plans
-//! (passes, fused kernels, memory planning) come in behind the same API.
+//! A session runs the pass pipeline of its optimization level on the imported graph, then
+//! the reference executor; fused kernels and memory planning come in behind the same API.
 
 mod check;
 
 pub use check::check_inputs;
 
 use smelt_ir::{Model, Result, Value, ValueType};
+use smelt_passes::{PassContext, PassManager, PassReport};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -15,6 +16,28 @@ use std::path::Path;
 pub struct Session {
     model: Model,
     consts: smelt_cpu::Constants,
+    reports: Vec<PassReport>,
+}
+
+/// How a session compiles its model.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// 0 runs the imported graph as is (the reference); 1 and up run the pass pipeline.
+    pub opt_level: u8,
+    /// Print the IR (to stderr) after this pass, or after every pass with `all`.
+    pub dump_after: Option<String>,
+    /// Stop the pipeline after this pass.
+    pub stop_after: Option<String>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            opt_level: 1,
+            dump_after: None,
+            stop_after: None,
+        }
+    }
 }
 
 /// One graph input or output as callers see it.
@@ -29,15 +52,51 @@ pub struct IoInfo {
 }
 
 impl Session {
-    /// Loads an ONNX model file.
+    /// Loads an ONNX model file and compiles it with the default options.
     pub fn load(path: &Path) -> Result<Session> {
-        Ok(Session::from_model(smelt_onnx::load_model(path)?))
+        Session::load_with(path, &SessionOptions::default())
     }
 
-    /// Wraps an already imported model.
-    pub fn from_model(model: Model) -> Session {
+    /// Loads an ONNX model file and compiles it with the given options.
+    pub fn load_with(path: &Path, options: &SessionOptions) -> Result<Session> {
+        let model = smelt_onnx::load_model(path)?;
+        Session::from_model_with(model, options).map_err(|e| e.context(path.display().to_string()))
+    }
+
+    /// Compiles an already imported model with the default options.
+    pub fn from_model(model: Model) -> Result<Session> {
+        Session::from_model_with(model, &SessionOptions::default())
+    }
+
+    /// Compiles an already imported model: runs the pass pipeline of `options.opt_level`.
+    pub fn from_model_with(mut model: Model, options: &SessionOptions) -> Result<Session> {
+        let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
+        let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
+            smelt_cpu::eval_op(op, x, n)
+        };
+        let cx = PassContext {
+            evaluate: Some(&eval),
+        };
+        let dump = options.dump_after.as_deref();
+        let reports = pm.run(&mut model.graph, &cx, |name, g| {
+            if dump == Some("all") || dump == Some(name) {
+                eprintln!(
+                    "=== IR after {name} ===\n{}",
+                    smelt_ir::text::print_graph(g)
+                );
+            }
+        })?;
         let consts = smelt_cpu::Constants::of(&model.graph);
-        Session { model, consts }
+        Ok(Session {
+            model,
+            consts,
+            reports,
+        })
+    }
+
+    /// What each pass did when the session was compiled.
+    pub fn pass_reports(&self) -> &[PassReport] {
+        &self.reports
     }
 
     /// The model.

@@ -17,11 +17,38 @@ pub struct Args {
     /// Folder to write each output to, as `<name>.npy`.
     #[arg(long)]
     output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    compile: CompileArgs,
+}
+
+/// Options of commands that compile a model.
+#[derive(clap::Args, Clone)]
+pub struct CompileArgs {
+    /// Optimization level: 0 runs the imported graph as is (the reference executor).
+    #[arg(long, default_value_t = 1)]
+    pub opt_level: u8,
+    /// Print the IR after this pass (or `all`) to stderr.
+    #[arg(long, value_name = "PASS|all")]
+    pub dump_after: Option<String>,
+    /// Stop the pass pipeline after this pass.
+    #[arg(long, value_name = "PASS")]
+    pub stop_after: Option<String>,
+}
+
+impl CompileArgs {
+    /// The session options these arguments ask for.
+    pub fn options(&self) -> smelt_runtime::SessionOptions {
+        smelt_runtime::SessionOptions {
+            opt_level: self.opt_level,
+            dump_after: self.dump_after.clone(),
+            stop_after: self.stop_after.clone(),
+        }
+    }
 }
 
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
-    let session = Session::load(&a.model)?;
+    let session = Session::load_with(&a.model, &a.compile.options())?;
     let shapes = parse_shape_args(&a.inputs.shape)?;
     let inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
     let outputs = session

@@ -2,7 +2,7 @@
 
 use super::compare::{compare, Tolerance};
 use smelt_ir::{err, Result, Value};
-use smelt_runtime::Session;
+use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -56,15 +56,15 @@ pub enum Outcome {
 }
 
 /// Runs every data set of a case and compares the outputs.
-pub fn run_case(dir: &Path, tol: Tolerance) -> Outcome {
-    match try_case(dir, tol) {
+pub fn run_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Outcome {
+    match try_case(dir, tol, options) {
         Ok(Some(())) => Outcome::Pass,
         Ok(None) => Outcome::Skip("no test_data_set folders".into()),
         Err(e) => Outcome::Fail(e.to_string()),
     }
 }
 
-fn try_case(dir: &Path, tol: Tolerance) -> Result<Option<()>> {
+fn try_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Result<Option<()>> {
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| err!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -78,7 +78,7 @@ fn try_case(dir: &Path, tol: Tolerance) -> Result<Option<()>> {
     if sets.is_empty() {
         return Ok(None);
     }
-    let session = Session::load(&dir.join("model.onnx"))?;
+    let session = Session::load_with(&dir.join("model.onnx"), options)?;
     let inputs_sig = session.inputs();
     let outputs_sig = session.outputs();
     for set in &sets {

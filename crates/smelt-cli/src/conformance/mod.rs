@@ -37,6 +37,9 @@ pub struct Args {
     /// Worker processes to run at once (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Optimization level: 0 runs the imported graph on the reference executor as is.
+    #[arg(long, default_value_t = 1)]
+    pub opt_level: u8,
     /// Internal: run cases named on stdin and report on stdout.
     #[arg(long, hide = true)]
     worker: bool,
@@ -62,7 +65,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         atol: a.atol,
     };
     if a.worker {
-        return worker(tol);
+        return worker(tol, a.opt_level);
     }
     let expected = match &a.expected_failures {
         Some(p) => Some(read_expected(p)?),
@@ -181,7 +184,11 @@ fn write_json(p: &PathBuf, results: &[CaseResult], rtol: f64, atol: f64) -> Resu
 }
 
 /// Worker side: one case folder per stdin line, one result line per case on stdout.
-fn worker(tol: Tolerance) -> Result<ExitCode> {
+fn worker(tol: Tolerance, opt_level: u8) -> Result<ExitCode> {
+    let options = smelt_runtime::SessionOptions {
+        opt_level,
+        ..Default::default()
+    };
     // Panics are caught per case and reported as failures; keep stderr quiet.
     std::panic::set_hook(Box::new(|_| {}));
     let stdin = std::io::stdin();
@@ -189,14 +196,15 @@ fn worker(tol: Tolerance) -> Result<ExitCode> {
     for line in stdin.lock().lines() {
         let dir = PathBuf::from(line?);
         let t = Instant::now();
-        let outcome = std::panic::catch_unwind(|| case::run_case(&dir, tol)).unwrap_or_else(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            case::Outcome::Fail(format!("panic: {msg}"))
-        });
+        let outcome = std::panic::catch_unwind(|| case::run_case(&dir, tol, &options))
+            .unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                case::Outcome::Fail(format!("panic: {msg}"))
+            });
         let (status, reason) = match outcome {
             case::Outcome::Pass => ("pass", String::new()),
             case::Outcome::Fail(r) => ("fail", r),

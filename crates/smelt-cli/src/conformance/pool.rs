@@ -28,6 +28,8 @@ fn spawn(slot: usize, a: &Args, tx: Sender<Msg>) -> Result<Worker> {
             &a.rtol.to_string(),
             "--atol",
             &a.atol.to_string(),
+            "--opt-level",
+            &a.opt_level.to_string(),
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -257,3 +257,23 @@ pub fn run_op(op: &Op, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 pub fn one(t: Tensor) -> Result<Vec<Value>> {
     Ok(vec![Value::Tensor(t)])
 }
+
+/// Evaluates one op on constant tensors (no subgraphs): what constant folding needs.
+pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], n_outputs: usize) -> Result<Vec<Tensor>> {
+    let owned: Vec<Option<Value>> = inputs
+        .iter()
+        .map(|t| t.map(|t| Value::Tensor(t.clone())))
+        .collect();
+    let vals = owned.iter().map(|v| v.as_ref()).collect();
+    let empty = Env::new();
+    let cx = Ctx {
+        n_outputs,
+        outputs_used: vec![true; n_outputs],
+        env: &empty,
+        consts: &empty,
+    };
+    run_op(op, &Inputs::new(vals), &cx)?
+        .into_iter()
+        .map(Value::into_tensor)
+        .collect()
+}

@@ -52,6 +52,18 @@ impl ControlOp {
             ControlOp::Scan { body, .. } => vec![body],
         }
     }
+
+    /// The subgraphs the op carries, for passes that rewrite them.
+    pub fn subgraphs_mut(&mut self) -> Vec<&mut Graph> {
+        match self {
+            ControlOp::If {
+                then_branch,
+                else_branch,
+            } => vec![then_branch, else_branch],
+            ControlOp::Loop { body } => vec![body],
+            ControlOp::Scan { body, .. } => vec![body],
+        }
+    }
 }
 
 #[cfg(test)]

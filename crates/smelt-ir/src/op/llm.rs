@@ -101,6 +101,22 @@ impl LlmOp {
             _ => Vec::new(),
         }
     }
+
+    /// The subgraphs the op carries, for passes that rewrite them.
+    pub fn subgraphs_mut(&mut self) -> Vec<&mut Graph> {
+        match self {
+            LlmOp::FlexAttention {
+                score_mod,
+                prob_mod,
+                ..
+            } => score_mod
+                .iter_mut()
+                .chain(prob_mod.iter_mut())
+                .map(|g| &mut **g)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

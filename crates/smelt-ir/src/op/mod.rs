@@ -128,6 +128,16 @@ impl Op {
         }
     }
 
+    /// Mutable access to the subgraphs the op carries.
+    pub fn subgraphs_mut(&mut self) -> Vec<&mut Graph> {
+        match self {
+            Op::Control(c) => c.subgraphs_mut(),
+            Op::Sequence(s) => s.subgraphs_mut(),
+            Op::Llm(o) => o.subgraphs_mut(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The typed attributes as JSON (for the text IR and `explain`); `null` when there are none.
     pub fn attrs_json(&self) -> serde_json::Value {
         let v = match self {

@@ -61,6 +61,14 @@ impl SequenceOp {
             _ => Vec::new(),
         }
     }
+
+    /// The subgraphs the op carries, for passes that rewrite them.
+    pub fn subgraphs_mut(&mut self) -> Vec<&mut Graph> {
+        match self {
+            SequenceOp::SequenceMap { body } => vec![body],
+            _ => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

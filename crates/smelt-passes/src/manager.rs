@@ -1,0 +1,153 @@
+//! The pass manager: named passes in a fixed order, a report per pass, the verifier after
+//! each pass when asked, and a hook to print the IR after any pass.
+
+use smelt_ir::{bail, Graph, Op, Result, Tensor};
+use std::time::Instant;
+
+/// Runs one op on constant inputs (a backend's kernel, e.g. the reference executor), for folding.
+pub type Evaluator<'a> = &'a dyn Fn(&Op, &[Option<&Tensor>], usize) -> Result<Vec<Tensor>>;
+
+/// What passes may use besides the graph.
+pub struct PassContext<'a> {
+    /// Evaluates ops on constants; constant folding is skipped without one.
+    pub evaluate: Option<Evaluator<'a>>,
+}
+
+/// A graph rewrite.
+pub trait Pass {
+    /// The pass's name, as `--dump-after` takes it.
+    fn name(&self) -> &'static str;
+    /// Rewrites the graph; returns whether anything changed.
+    fn run(&self, g: &mut Graph, cx: &PassContext) -> Result<bool>;
+}
+
+/// What one pass did.
+#[derive(Debug, Clone)]
+pub struct PassReport {
+    /// The pass's name.
+    pub name: &'static str,
+    /// Nodes before the pass (subgraphs included).
+    pub nodes_before: usize,
+    /// Nodes after the pass.
+    pub nodes_after: usize,
+    /// Whether the pass changed the graph.
+    pub changed: bool,
+    /// Seconds the pass took.
+    pub seconds: f64,
+}
+
+/// A fixed pipeline of passes.
+pub struct PassManager {
+    passes: Vec<Box<dyn Pass>>,
+    verify: bool,
+    stop_after: Option<String>,
+}
+
+/// The pass names known to the pipeline, in order.
+pub const PASS_NAMES: [&str; 3] = ["remove-noops", "fold-constants", "dead-code"];
+
+impl PassManager {
+    /// The pipeline for an optimization level: 0 runs nothing (the imported graph as is).
+    pub fn for_level(level: u8) -> PassManager {
+        let passes: Vec<Box<dyn Pass>> = match level {
+            0 => Vec::new(),
+            _ => vec![
+                Box::new(crate::remove_noops::RemoveNoops),
+                Box::new(crate::fold_constants::FoldConstants::default()),
+                Box::new(crate::dead_code::DeadCode),
+            ],
+        };
+        PassManager {
+            passes,
+            verify: cfg!(debug_assertions),
+            stop_after: None,
+        }
+    }
+
+    /// Runs the verifier after every pass (always on in debug builds).
+    pub fn verify_each(mut self, on: bool) -> Self {
+        self.verify = on || cfg!(debug_assertions);
+        self
+    }
+
+    /// Stops after the named pass; an unknown name is an error at run time.
+    pub fn stop_after(mut self, pass: Option<String>) -> Self {
+        self.stop_after = pass;
+        self
+    }
+
+    /// The names of the passes this pipeline runs, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.passes.iter().map(|p| p.name()).collect()
+    }
+
+    /// Runs the pipeline; `after` is called with each pass's name and the graph after it.
+    pub fn run(
+        &self,
+        g: &mut Graph,
+        cx: &PassContext,
+        mut after: impl FnMut(&str, &Graph),
+    ) -> Result<Vec<PassReport>> {
+        if let Some(s) = &self.stop_after {
+            if !PASS_NAMES.contains(&s.as_str()) {
+                bail!("unknown pass '{s}' (passes: {})", PASS_NAMES.join(", "));
+            }
+        }
+        let mut reports = Vec::new();
+        for p in &self.passes {
+            let before = g.node_count_deep();
+            let t = Instant::now();
+            let changed = p
+                .run(g, cx)
+                .map_err(|e| e.context(format!("pass {}", p.name())))?;
+            let seconds = t.elapsed().as_secs_f64();
+            if self.verify {
+                smelt_ir::verify::verify(g)
+                    .map_err(|e| e.context(format!("verifier after pass {}", p.name())))?;
+            }
+            after(p.name(), g);
+            reports.push(PassReport {
+                name: p.name(),
+                nodes_before: before,
+                nodes_after: g.node_count_deep(),
+                changed,
+                seconds,
+            });
+            if self.stop_after.as_deref() == Some(p.name()) {
+                break;
+            }
+        }
+        Ok(reports)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use smelt_ir::text::{parse_graph, print_graph};
+
+    /// A context without an evaluator.
+    pub fn no_eval() -> PassContext<'static> {
+        PassContext { evaluate: None }
+    }
+
+    /// Runs `pass` on the graph `input` (IR text) and checks the result against `expected`.
+    pub fn golden(pass: &dyn Pass, cx: &PassContext, input: &str, expected: &str) {
+        let mut g = parse_graph(input).unwrap_or_else(|e| panic!("input: {e}"));
+        smelt_ir::verify::verify(&g).unwrap_or_else(|e| panic!("input does not verify: {e}"));
+        pass.run(&mut g, cx)
+            .unwrap_or_else(|e| panic!("{}: {e}", pass.name()));
+        smelt_ir::verify::verify(&g).unwrap_or_else(|e| panic!("output does not verify: {e}"));
+        let got = print_graph(&g);
+        assert_eq!(got.trim(), expected.trim(), "\n--- got ---\n{got}");
+    }
+
+    #[test]
+    fn unknown_stop_after_is_an_error() {
+        let pm = PassManager::for_level(1).stop_after(Some("nope".into()));
+        let mut g = Graph::default();
+        assert!(pm.run(&mut g, &no_eval(), |_, _| {}).is_err());
+        assert_eq!(PassManager::for_level(1).names(), PASS_NAMES.to_vec());
+        assert!(PassManager::for_level(0).names().is_empty());
+    }
+}
