@@ -1,6 +1,6 @@
 //! ImageDecoder for the formats that need no codec library: BMP and PNM here, PNG (with its
 //! own inflate) in `png.rs`, 8-bit TIFF in `tiff.rs` and baseline JPEG in `jpeg.rs`.
-//! JPEG 2000 and WebP are refused.
+//! WebP and JPEG 2000 go through codec crates in `codecs.rs`.
 
 use super::super::{one, Inputs};
 use smelt_ir::op::misc::PixelFormat;
@@ -43,8 +43,12 @@ pub fn decode(x: &Inputs, fmt: PixelFormat) -> Result<Vec<Value>> {
             channels: d.channels,
             px: d.px,
         }
+    } else if super::codecs::is_webp(bytes) {
+        super::codecs::webp(bytes)?
+    } else if super::codecs::is_jpeg2000(bytes) {
+        super::codecs::jpeg2000(bytes)?
     } else {
-        bail!("ImageDecoder: unsupported image format (BMP, PNM, PNG, TIFF and baseline JPEG are supported)")
+        bail!("ImageDecoder: unsupported image format (BMP, PNM, PNG, TIFF, baseline JPEG, WebP and JPEG 2000 are supported)")
     };
     let (w, h) = (img.w, img.h);
     let (data, c) = match (fmt, img.channels) {

@@ -1,5 +1,6 @@
 //! Reference kernels of the misc op family, one file per op group.
 
+mod codecs;
 mod image;
 mod jpeg;
 mod linalg;

@@ -216,4 +216,50 @@ mod tests {
         let u = Rng::new(Some(3.0)).uniform();
         assert!((0.0..1.0).contains(&u));
     }
+
+    fn bernoulli(p: &Tensor, dtype: Option<DType>, seed: Option<f32>) -> Tensor {
+        let v = Value::Tensor(p.clone());
+        let op = MiscOp::Bernoulli { dtype, seed };
+        let mut out = run(&op, &Inputs::new(vec![Some(&v)])).unwrap();
+        match out.remove(0) {
+            Value::Tensor(t) => t,
+            _ => panic!("Bernoulli returned a non-tensor"),
+        }
+    }
+
+    #[test]
+    fn bernoulli_mean_matches_p() {
+        let n = 20_000;
+        for &p in &[0.0, 0.1, 0.5, 0.9, 1.0] {
+            let t = Tensor::from_f64(DType::F32, vec![n], &vec![p; n]).unwrap();
+            let y = bernoulli(&t, None, Some(7.0)).to_f64().unwrap();
+            assert!(y.iter().all(|&v| v == 0.0 || v == 1.0), "values not 0/1");
+            let mean = y.iter().sum::<f64>() / n as f64;
+            // Four standard deviations of the mean of n draws.
+            let tol = 4.0 * (p * (1.0 - p) / n as f64).sqrt() + 1e-12;
+            assert!((mean - p).abs() <= tol, "p={p}: mean {mean}");
+        }
+    }
+
+    #[test]
+    fn bernoulli_shape_and_dtype() {
+        let t = Tensor::from_f64(DType::F32, vec![2, 3, 4], &[0.5; 24]).unwrap();
+        let y = bernoulli(&t, None, Some(1.0));
+        assert_eq!((y.dtype(), y.shape()), (DType::F32, &[2, 3, 4][..]));
+        for dt in [DType::F64, DType::F16, DType::I32, DType::Bool] {
+            let y = bernoulli(&t, Some(dt), Some(1.0));
+            assert_eq!((y.dtype(), y.shape()), (dt, &[2, 3, 4][..]));
+            assert!(y.to_f64().unwrap().iter().all(|&v| v == 0.0 || v == 1.0));
+        }
+    }
+
+    #[test]
+    fn bernoulli_seed_repeats() {
+        let t = Tensor::from_f64(DType::F64, vec![1000], &[0.5; 1000]).unwrap();
+        let a = bernoulli(&t, None, Some(3.0)).to_f64().unwrap();
+        let b = bernoulli(&t, None, Some(3.0)).to_f64().unwrap();
+        let c = bernoulli(&t, None, Some(4.0)).to_f64().unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
 }
