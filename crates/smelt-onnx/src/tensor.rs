@@ -352,3 +352,66 @@ pub fn decode_value_file(bytes: &[u8], expected: Option<&ValueType>) -> Result<V
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::tensor_proto::data_type;
+
+    fn proto(dt: i32, dims: &[i64]) -> TensorProto {
+        TensorProto {
+            data_type: dt,
+            dims: dims.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn raw_and_typed_fields_decode_alike() {
+        let mut raw = proto(data_type::FLOAT, &[2]);
+        raw.raw_data = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let mut typed = proto(data_type::FLOAT, &[2]);
+        typed.float_data = vec![1.5, -2.0];
+        assert_eq!(
+            decode_tensor(&raw, None).unwrap(),
+            decode_tensor(&typed, None).unwrap()
+        );
+    }
+
+    #[test]
+    fn four_bit_values_unpack_low_nibble_first_and_sign_extend() {
+        let mut t = proto(data_type::INT4, &[3]);
+        t.raw_data = vec![0xF7, 0x08];
+        let d = decode_tensor(&t, None).unwrap();
+        assert_eq!(d.to_i64().unwrap(), vec![7, -1, -8]);
+        let mut u = proto(data_type::UINT4, &[2]);
+        u.raw_data = vec![0xF7];
+        assert_eq!(
+            decode_tensor(&u, None).unwrap().to_i64().unwrap(),
+            vec![7, 15]
+        );
+    }
+
+    #[test]
+    fn size_mismatches_and_bad_types_are_errors() {
+        let mut t = proto(data_type::FLOAT, &[3]);
+        t.raw_data = vec![0; 8];
+        assert!(decode_tensor(&t, None)
+            .unwrap_err()
+            .to_string()
+            .contains("bytes"));
+        let mut n = proto(data_type::FLOAT, &[-1]);
+        n.float_data = vec![1.0];
+        assert!(decode_tensor(&n, None).is_err());
+        assert!(decode_tensor(&proto(99, &[1]), None).is_err());
+        let mut e = proto(data_type::FLOAT, &[1]);
+        e.data_location = 1;
+        assert!(decode_tensor(&e, None)
+            .unwrap_err()
+            .to_string()
+            .contains("external"));
+    }
+}
