@@ -89,14 +89,28 @@ pub fn safe_file_name(name: &str) -> String {
 fn describe(name: &str, v: &Value) -> String {
     match v {
         Value::Tensor(t) => {
-            let first: String = match t.to_f64() {
-                Ok(vals) => vals
-                    .iter()
-                    .take(8)
-                    .map(|x| format!("{x:.6}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                Err(_) => format!("{:?}", t.data()).chars().take(80).collect(),
+            let n = t.len().min(8);
+            let head = t.take(vec![n], &(0..n).collect::<Vec<_>>());
+            let first: String = match head {
+                Ok(h) if h.dtype().is_int() || h.dtype() == smelt_ir::DType::Bool => {
+                    match h.to_i64() {
+                        Ok(v) => v
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Ok(h) => match h.to_f64() {
+                    Ok(v) => v
+                        .iter()
+                        .map(|x| format!("{x:.6}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    Err(_) => format!("{:?}", h.data()).chars().take(80).collect(),
+                },
+                Err(e) => e.to_string(),
             };
             let more = if t.len() > 8 { ", ..." } else { "" };
             format!("{name}: {} {:?} [{first}{more}]", t.dtype(), t.shape())
