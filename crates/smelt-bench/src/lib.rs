@@ -1,0 +1,12 @@
+//! smelt's benchmark harness: scenarios, statistics, baseline adapters, environment record,
+//! reports and roofline microbenchmarks. Each module has one job; `smelt bench` glues them.
+
+pub mod baseline;
+pub mod env;
+pub mod indices;
+pub mod progress;
+pub mod report;
+pub mod rng;
+pub mod roofline;
+pub mod scenario;
+pub mod stats;

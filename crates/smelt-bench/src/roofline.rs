@@ -1,0 +1,262 @@
+//! Roofline microbenchmarks: peak fp32 FMA rate (one core, all cores) and STREAM-triad
+//! memory bandwidth (one thread, all threads).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Which FMA microkernel ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// 512-bit, 16 independent zmm accumulators.
+    Avx512,
+    /// 256-bit with FMA3, 12 independent ymm accumulators.
+    Avx2Fma,
+    /// Portable scalar multiply-add, 8 accumulators.
+    Scalar,
+}
+
+impl Kernel {
+    /// The best kernel this CPU supports (runtime detection).
+    pub fn detect() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Kernel::Avx512;
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Kernel::Avx2Fma;
+            }
+        }
+        Kernel::Scalar
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Avx512 => "avx512f",
+            Kernel::Avx2Fma => "avx2+fma",
+            Kernel::Scalar => "scalar",
+        }
+    }
+
+    /// Floating-point operations done by one call with `iters` iterations.
+    fn flops(self, iters: u64) -> f64 {
+        let per_iter = match self {
+            Kernel::Avx512 => 16 * 16 * 2,
+            Kernel::Avx2Fma => 12 * 8 * 2,
+            Kernel::Scalar => 8 * 2,
+        };
+        iters as f64 * per_iter as f64
+    }
+
+    /// Runs the kernel for `iters` iterations; returns a value to keep the work alive.
+    fn run(self, iters: u64) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Kernel::Avx512 is only produced by detect() after avx512f was detected
+            // at run time, so the target-feature function runs on a CPU that has it.
+            Kernel::Avx512 => unsafe { x86::fma_avx512(iters) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Kernel::Avx2Fma is only produced after avx2 and fma were detected.
+            Kernel::Avx2Fma => unsafe { x86::fma_avx2(iters) },
+            _ => fma_scalar(iters),
+        }
+    }
+}
+
+fn fma_scalar(iters: u64) -> f32 {
+    let mut acc = [1.0f32, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7];
+    let (a, b) = (black_box(0.999_999f32), black_box(1e-7f32));
+    for _ in 0..iters {
+        for x in acc.iter_mut() {
+            *x = *x * a + b;
+        }
+    }
+    acc.iter().sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// 16 independent FMA chains on zmm registers: enough to cover 4-cycle latency on two
+    /// FMA pipes, with registers to spare (32 zmm).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn fma_avx512(iters: u64) -> f32 {
+        let a = _mm512_set1_ps(std::hint::black_box(0.999_999));
+        let b = _mm512_set1_ps(std::hint::black_box(1e-7));
+        let mut acc = [_mm512_set1_ps(1.0); 16];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm512_fmadd_ps(*x, a, b);
+            }
+        }
+        let mut s = acc[0];
+        for x in &acc[1..] {
+            s = _mm512_add_ps(s, *x);
+        }
+        _mm512_reduce_add_ps(s)
+    }
+
+    /// 12 independent FMA chains on ymm registers (16 available).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn fma_avx2(iters: u64) -> f32 {
+        let a = _mm256_set1_ps(std::hint::black_box(0.999_999));
+        let b = _mm256_set1_ps(std::hint::black_box(1e-7));
+        let mut acc = [_mm256_set1_ps(1.0); 12];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm256_fmadd_ps(*x, a, b);
+            }
+        }
+        let mut s = acc[0];
+        for x in &acc[1..] {
+            s = _mm256_add_ps(s, *x);
+        }
+        let mut out = [0f32; 8];
+        _mm256_storeu_ps(out.as_mut_ptr(), s);
+        out.iter().sum()
+    }
+}
+
+/// Peak fp32 FMA throughput in GFLOP/s with `threads` threads (best of `reps` runs of
+/// about `seconds` each).
+pub fn fma_gflops(kernel: Kernel, threads: usize, seconds: f64, reps: usize) -> f64 {
+    // Calibrate: how many iterations take about `seconds` on one thread.
+    let mut iters = 1u64 << 16;
+    loop {
+        let t = Instant::now();
+        black_box(kernel.run(black_box(iters)));
+        let dt = t.elapsed().as_secs_f64();
+        if dt > 0.05 || iters > 1 << 40 {
+            iters = ((iters as f64) * seconds / dt.max(1e-9)).max(1.0) as u64;
+            break;
+        }
+        iters *= 4;
+    }
+    let threads = threads.max(1);
+    let mut best = 0.0f64;
+    for _ in 0..reps.max(1) {
+        let barrier = std::sync::Barrier::new(threads + 1);
+        let t = std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    barrier.wait();
+                    black_box(kernel.run(black_box(iters)));
+                });
+            }
+            barrier.wait();
+            let t = Instant::now();
+            t
+        });
+        let dt = t.elapsed().as_secs_f64();
+        best = best.max(kernel.flops(iters) * threads as f64 / dt / 1e9);
+    }
+    best
+}
+
+/// STREAM-triad bandwidth `a[i] = b[i] + s * c[i]` in GB/s (24 bytes counted per element,
+/// as STREAM does) over arrays of `n` f64 with `threads` threads; best of `reps` runs.
+pub fn triad_gbps(n: usize, threads: usize, reps: usize) -> f64 {
+    let threads = threads.max(1);
+    let mut a = vec![0.0f64; n];
+    let mut b = vec![0.0f64; n];
+    let mut c = vec![0.0f64; n];
+    let chunk = n.div_ceil(threads);
+    // First touch from the threads that will use each chunk (NUMA placement).
+    std::thread::scope(|s| {
+        for ((a, b), c) in a
+            .chunks_mut(chunk)
+            .zip(b.chunks_mut(chunk))
+            .zip(c.chunks_mut(chunk))
+        {
+            s.spawn(move || {
+                a.fill(0.0);
+                b.fill(1.0);
+                c.fill(2.0);
+            });
+        }
+    });
+    let scalar = black_box(3.0f64);
+    let mut best = 0.0f64;
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for ((a, b), c) in a
+                .chunks_mut(chunk)
+                .zip(b.chunks(chunk))
+                .zip(c.chunks(chunk))
+            {
+                s.spawn(move || {
+                    for ((x, y), z) in a.iter_mut().zip(b).zip(c) {
+                        *x = y + scalar * z;
+                    }
+                });
+            }
+        });
+        let dt = t.elapsed().as_secs_f64();
+        best = best.max(24.0 * n as f64 / dt / 1e9);
+    }
+    black_box(&a);
+    best
+}
+
+/// The roofline: compute peak and memory bandwidth, one core and all cores.
+#[derive(Debug, Clone)]
+pub struct Roofline {
+    /// The FMA kernel used.
+    pub kernel: Kernel,
+    /// Threads used for the all-core figures.
+    pub threads: usize,
+    /// fp32 GFLOP/s on one core.
+    pub gflops_1: f64,
+    /// fp32 GFLOP/s on all cores.
+    pub gflops_all: f64,
+    /// Triad GB/s on one thread.
+    pub triad_gbps_1: f64,
+    /// Triad GB/s on all threads.
+    pub triad_gbps_all: f64,
+    /// Elements per triad array.
+    pub triad_elems: usize,
+}
+
+impl Roofline {
+    /// Measures the machine with `threads` threads for the all-core figures.
+    pub fn measure(threads: usize) -> Roofline {
+        let kernel = Kernel::detect();
+        let n = 1 << 25; // 3 arrays x 256 MiB: far larger than any cache.
+        Roofline {
+            kernel,
+            threads,
+            gflops_1: fma_gflops(kernel, 1, 0.25, 5),
+            gflops_all: fma_gflops(kernel, threads, 0.25, 5),
+            triad_gbps_1: triad_gbps(n, 1, 5),
+            triad_gbps_all: triad_gbps(n, threads, 5),
+            triad_elems: n,
+        }
+    }
+
+    /// The figures as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "fma_kernel": self.kernel.name(),
+            "threads": self.threads,
+            "fp32_gflops": {"one_core": self.gflops_1, "all_cores": self.gflops_all},
+            "triad_gb_per_s": {"one_thread": self.triad_gbps_1, "all_threads": self.triad_gbps_all},
+            "triad_array_bytes": self.triad_elems * 8,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fma_and_triad_give_positive_rates() {
+        let k = Kernel::detect();
+        assert!(fma_gflops(k, 1, 0.01, 1) > 0.0);
+        assert!(fma_gflops(Kernel::Scalar, 2, 0.01, 1) > 0.0);
+        assert!(triad_gbps(1 << 16, 2, 1) > 0.0);
+    }
+}
