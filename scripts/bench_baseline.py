@@ -36,6 +36,7 @@ def load_onnxruntime(model, threads):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    so.log_severity_level = 3  # errors only: keep the harness's output readable
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 

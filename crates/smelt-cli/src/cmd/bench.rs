@@ -109,8 +109,8 @@ pub fn main(a: Args) -> Result<ExitCode> {
         a.seed
     );
 
-    let batch = a.batch.unwrap_or(1);
-    let (inputs, described) = make_inputs(&session, &a, batch)?;
+    let (inputs, described) = make_inputs(&session, &a, a.batch.unwrap_or(1))?;
+    let batch = a.batch.unwrap_or_else(|| samples_per_run(&session, &inputs));
     // Fail early, with smelt's own message, if the model does not run.
     session
         .run(inputs.clone())
@@ -322,6 +322,23 @@ fn make_inputs(
         eprintln!("input {n}: {d} {s:?} {src}");
     }
     Ok((inputs, described))
+}
+
+/// The batch an input set holds: the first dimension of the first input whose declared
+/// first dimension is symbolic (1 when there is none).
+fn samples_per_run(session: &Session, inputs: &HashMap<String, Value>) -> usize {
+    session
+        .inputs()
+        .iter()
+        .filter(|s| {
+            matches!(&s.ty, Some(ValueType::Tensor { shape: Some(d), .. }) if matches!(d.first(), Some(Dim::Sym(_))))
+        })
+        .find_map(|s| match inputs.get(&s.name) {
+            Some(Value::Tensor(t)) => t.shape().first().copied(),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .max(1)
 }
 
 fn tile_batch(t: &Tensor, batch: usize, name: &str) -> Result<Tensor> {
