@@ -124,7 +124,7 @@ mod x86 {
     pub unsafe fn triad_avx512_stream(a: &mut [f64], b: &[f64], c: &[f64], s: f64) {
         let n = a.len().min(b.len()).min(c.len());
         let mut i = 0;
-        while i < n && (a.as_ptr().wrapping_add(i) as usize) % 64 != 0 {
+        while i < n && (a.as_ptr().wrapping_add(i) as usize) & 63 != 0 {
             a[i] = b[i] + s * c[i];
             i += 1;
         }

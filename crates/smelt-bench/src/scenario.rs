@@ -89,7 +89,7 @@ fn run_round(
     size_of: impl Fn(usize) -> usize,
 ) -> Result<(), String> {
     let k = runners.len();
-    let order: Vec<usize> = if round % 2 == 0 {
+    let order: Vec<usize> = if round & 1 == 0 {
         (0..k).collect()
     } else {
         (0..k).rev().collect()

@@ -110,7 +110,9 @@ pub fn main(a: Args) -> Result<ExitCode> {
     );
 
     let (inputs, described) = make_inputs(&session, &a, a.batch.unwrap_or(1))?;
-    let batch = a.batch.unwrap_or_else(|| samples_per_run(&session, &inputs));
+    let batch = a
+        .batch
+        .unwrap_or_else(|| samples_per_run(&session, &inputs));
     // Fail early, with smelt's own message, if the model does not run.
     session
         .run(inputs.clone())
@@ -176,6 +178,14 @@ pub fn main(a: Args) -> Result<ExitCode> {
 }
 
 fn check_args(a: &Args) -> Result<()> {
+    for rt in &a.vs {
+        if !smelt_bench::baseline::RUNTIMES.contains(&rt.as_str()) {
+            bail!(
+                "--vs {rt}: unknown runtime (known: {})",
+                smelt_bench::baseline::RUNTIMES.join(", ")
+            );
+        }
+    }
     if a.iterations == Some(0) {
         bail!("--iterations must be at least 1");
     }
