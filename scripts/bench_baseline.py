@@ -53,12 +53,15 @@ def load_tract(model, threads, feeds):
         fail(f"tract is not importable: {e}", "pip install tract numpy")
     if threads != 1:
         sys.stderr.write("note: tract runs single-threaded; --threads ignored for it\n")
-    m = tract.onnx().model_for_path(model)
+    onnx = tract.onnx()
+    m = onnx.model_for_path(model) if hasattr(onnx, "model_for_path") else onnx.load(model)
     names = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64", "int32": "i32",
              "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
     for i, arr in enumerate(feeds.values()):
         m.set_input_fact(i, ",".join([*map(str, arr.shape), names.get(str(arr.dtype), str(arr.dtype))]))
-    plan = m.into_optimized().into_runnable()
+    # Older tract Python APIs have into_optimized(); 0.23 offers into_model() only.
+    typed = m.into_optimized() if hasattr(m, "into_optimized") else m.into_model()
+    plan = typed.into_runnable()
     order = list(feeds.values())
 
     def run(_feeds):

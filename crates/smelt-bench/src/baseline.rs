@@ -112,8 +112,9 @@ impl Worker {
                 String::new()
             } else {
                 format!(
-                    "\n  hint: {hint} (into {}), or pass --python / set SMELT_PYTHON",
-                    python.display()
+                    "\n  hint: {} -m pip install {} numpy, or pass --python PATH / set SMELT_PYTHON to a Python that has it",
+                    python.display(),
+                    pip_name(runtime)
                 )
             };
             return Err(format!("--vs {runtime}: {err}{hint}"));

@@ -16,11 +16,16 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// The best kernel this CPU supports (runtime detection).
+    /// The best kernel this CPU supports (runtime detection); `SMELT_ROOFLINE_KERNEL` =
+    /// `avx2` or `scalar` picks a narrower one for comparison.
     pub fn detect() -> Kernel {
+        let want = std::env::var("SMELT_ROOFLINE_KERNEL").unwrap_or_default();
+        if want == "scalar" {
+            return Kernel::Scalar;
+        }
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx512f") {
+            if std::is_x86_feature_detected!("avx512f") && want != "avx2" {
                 return Kernel::Avx512;
             }
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -98,6 +103,26 @@ mod x86 {
         _mm512_reduce_add_ps(s)
     }
 
+    /// `iters` iterations of ten dependent one-cycle adds (the loop counter runs alongside).
+    pub fn add_chain(iters: u64) {
+        let mut x: u64 = 1;
+        // SAFETY: plain integer arithmetic on two registers we own; no memory, no stack,
+        // flags clobbered as declared by default.
+        unsafe {
+            std::arch::asm!(
+                "2:",
+                "add {x}, {x}", "add {x}, {x}", "add {x}, {x}", "add {x}, {x}", "add {x}, {x}",
+                "add {x}, {x}", "add {x}, {x}", "add {x}, {x}", "add {x}, {x}", "add {x}, {x}",
+                "dec {n}",
+                "jnz 2b",
+                x = inout(reg) x,
+                n = inout(reg) iters => _,
+                options(nomem, nostack),
+            );
+        }
+        std::hint::black_box(x);
+    }
+
     /// 12 independent FMA chains on ymm registers (16 available).
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn fma_avx2(iters: u64) -> f32 {
@@ -147,6 +172,25 @@ mod x86 {
     }
 }
 
+/// The core clock in GHz estimated from a chain of dependent integer adds (one cycle each),
+/// best of 50 runs of about 1 ms; `None` off x86-64.
+pub fn clock_ghz() -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let iters: u64 = 100_000; // 10 adds each: about 1e6 cycles
+        let mut best = 0.0f64;
+        for _ in 0..50 {
+            let t = Instant::now();
+            x86::add_chain(iters);
+            let dt = t.elapsed().as_secs_f64().max(1e-9);
+            best = best.max(10.0 * iters as f64 / dt / 1e9);
+        }
+        Some(best)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
 /// Peak fp32 FMA throughput in GFLOP/s with `threads` threads (best of `reps` runs of
 /// about `seconds` each).
 pub fn fma_gflops(kernel: Kernel, threads: usize, seconds: f64, reps: usize) -> f64 {
@@ -194,8 +238,40 @@ fn wall(spans: &[(Instant, Instant)]) -> Option<f64> {
     Some((end - start).as_secs_f64().max(1e-9))
 }
 
+/// Elements per timed piece of the one-thread triad (1 MiB of each array).
+const PIECE: usize = 1 << 17;
+
+/// One-thread STREAM-triad bandwidth in GB/s over arrays of `n` f64: each of `reps` passes
+/// is timed in pieces of 1 MiB per array (still streaming from memory, the arrays being far
+/// larger than the caches) and the median piece rate is kept, so that time slices lost to
+/// other processes on a shared machine do not count against the memory system.
+pub fn triad_gbps_one(n: usize, reps: usize) -> f64 {
+    let mut a = vec![0.0f64; n];
+    let b = vec![1.0f64; n];
+    let c = vec![2.0f64; n];
+    let scalar = black_box(3.0f64);
+    let kind = Triad::detect();
+    kind.run(&mut a, &b, &c, scalar); // first touch of `a`
+    let mut rates = Vec::new();
+    for _ in 0..reps.max(1) {
+        for ((a, b), c) in a
+            .chunks_mut(PIECE)
+            .zip(b.chunks(PIECE))
+            .zip(c.chunks(PIECE))
+        {
+            let t = Instant::now();
+            kind.run(a, b, c, scalar);
+            let dt = t.elapsed().as_secs_f64().max(1e-9);
+            rates.push(24.0 * a.len() as f64 / dt / 1e9);
+        }
+    }
+    black_box(&a);
+    crate::stats::median(&rates)
+}
+
 /// STREAM-triad bandwidth `a[i] = b[i] + s * c[i]` in GB/s (24 bytes counted per element,
-/// as STREAM does) over arrays of `n` f64 with `threads` threads; best of `reps` runs.
+/// as STREAM does) over arrays of `n` f64 with `threads` threads, each on its own chunk;
+/// best of `reps` passes, each timed from the first thread's start to the last one's end.
 pub fn triad_gbps(n: usize, threads: usize, reps: usize) -> f64 {
     let threads = threads.max(1);
     let mut a = vec![0.0f64; n];
@@ -295,6 +371,8 @@ pub struct Roofline {
     pub triad_gbps_all: f64,
     /// Elements per triad array.
     pub triad_elems: usize,
+    /// Core clock estimated from dependent adds, GHz.
+    pub clock_ghz: Option<f64>,
 }
 
 impl Roofline {
@@ -307,12 +385,20 @@ impl Roofline {
             threads,
             // Many short runs, best kept: a peak is what the hardware can do when nothing
             // else is scheduled, and short runs often fit between other work's time slices.
-            gflops_1: fma_gflops(kernel, 1, 0.01, 60),
-            gflops_all: fma_gflops(kernel, threads, 0.01, 60),
-            triad_gbps_1: triad_gbps(n, 1, 20),
+            gflops_1: fma_gflops(kernel, 1, 0.001, 300),
+            gflops_all: fma_gflops(kernel, threads, 0.002, 150),
+            triad_gbps_1: triad_gbps_one(n, 5),
             triad_gbps_all: triad_gbps(n, threads, 20),
             triad_elems: n,
+            clock_ghz: clock_ghz(),
         }
+    }
+
+    /// One core's fp32 flops per cycle at the estimated clock.
+    pub fn flops_per_cycle(&self) -> Option<f64> {
+        self.clock_ghz
+            .filter(|c| *c > 0.0)
+            .map(|c| self.gflops_1 / c)
     }
 
     /// The figures as JSON.
@@ -323,6 +409,8 @@ impl Roofline {
             "fp32_gflops": {"one_core": self.gflops_1, "all_cores": self.gflops_all},
             "triad_gb_per_s": {"one_thread": self.triad_gbps_1, "all_threads": self.triad_gbps_all},
             "triad_array_bytes": self.triad_elems * 8,
+            "clock_ghz_estimate": self.clock_ghz,
+            "fp32_flops_per_cycle": self.flops_per_cycle(),
         })
     }
 }
@@ -337,5 +425,8 @@ mod tests {
         assert!(fma_gflops(k, 1, 0.01, 1) > 0.0);
         assert!(fma_gflops(Kernel::Scalar, 2, 0.01, 1) > 0.0);
         assert!(triad_gbps(1 << 16, 2, 1) > 0.0);
+        assert!(triad_gbps_one(1 << 18, 1) > 0.0);
+        #[cfg(target_arch = "x86_64")]
+        assert!(clock_ghz().unwrap() > 0.1);
     }
 }

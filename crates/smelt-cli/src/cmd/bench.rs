@@ -526,6 +526,9 @@ fn roofline(a: &Args) -> Result<ExitCode> {
         "STREAM triad:          {:8.1} GB/s one thread, {:8.1} GB/s {} threads",
         r.triad_gbps_1, r.triad_gbps_all, threads
     );
+    if let (Some(c), Some(f)) = (r.clock_ghz, r.flops_per_cycle()) {
+        println!("core clock (dependent adds): {c:.2} GHz, so {f:.1} fp32 flops/cycle per core");
+    }
     if a.iterations.is_some() || a.duration.is_some() {
         eprintln!("note: --iterations/--duration do not apply to --roofline");
     }
