@@ -7,6 +7,8 @@ use serde_json::{json, Value};
 pub struct Environment {
     /// CPU model name from /proc/cpuinfo.
     pub cpu: String,
+    /// CPU family and model numbers from /proc/cpuinfo (e.g. "family 25 model 17").
+    pub cpu_id: String,
     /// SIMD features detected at run time.
     pub simd: Vec<&'static str>,
     /// Logical CPUs available to this process.
@@ -22,15 +24,18 @@ pub struct Environment {
 impl Environment {
     /// Detects the environment of this process; `smelt_version` is the caller's version.
     pub fn detect(smelt_version: &str) -> Environment {
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_string())
-            })
-            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let field = |name: &str| {
+            info.lines()
+                .find(|l| l.split(':').next().map(str::trim) == Some(name))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let cpu = field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let cpu_id = match (field("cpu family"), field("model")) {
+            (Some(f), Some(m)) => format!("family {f} model {m}"),
+            _ => String::new(),
+        };
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
@@ -44,6 +49,7 @@ impl Environment {
             .unwrap_or_else(|| std::env::consts::OS.to_string());
         Environment {
             cpu,
+            cpu_id,
             simd: simd_features(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             os: format!("{distro}, kernel {kernel}"),
@@ -60,6 +66,7 @@ impl Environment {
     pub fn to_json(&self) -> Value {
         json!({
             "cpu": self.cpu,
+            "cpu_id": self.cpu_id,
             "simd": self.simd,
             "cores": self.cores,
             "os": self.os,

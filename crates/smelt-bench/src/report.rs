@@ -234,8 +234,9 @@ impl BenchResult {
         );
         let _ = writeln!(
             t,
-            "cpu {} ({} cores; {})  smelt {} {}",
+            "cpu {} {} ({} cores; {})  smelt {} {}",
             self.env.cpu,
+            self.env.cpu_id,
             self.env.cores,
             self.env.simd.join(" "),
             self.env.smelt_version,
@@ -430,7 +431,7 @@ fn mib(b: Option<u64>) -> String {
 }
 
 fn summary_json(s: Summary) -> Value {
-    json!({"p50": s.p50, "p90": s.p90, "p99": s.p99, "mean": s.mean, "min": s.min, "max": s.max, "std": s.std, "n": s.n})
+    json!({"p50": s.p50, "p90": s.p90, "p99": s.p99, "mean": s.mean, "min": s.min, "max": s.max, "std": s.std, "mad": s.mad, "n": s.n})
 }
 
 fn server_json(r: &ServerRun) -> Value {

@@ -22,6 +22,8 @@ pub struct Summary {
     pub max: f64,
     /// Standard deviation (n - 1 denominator).
     pub std: f64,
+    /// Median absolute deviation from the median.
+    pub mad: f64,
 }
 
 impl Summary {
@@ -39,9 +41,12 @@ impl Summary {
         } else {
             0.0
         };
+        let p50 = quantile_sorted(&s, 0.5);
+        let mad = median(&s.iter().map(|x| (x - p50).abs()).collect::<Vec<_>>());
         Some(Summary {
             n,
-            p50: quantile_sorted(&s, 0.5),
+            mad,
+            p50,
             p90: quantile_sorted(&s, 0.9),
             p99: quantile_sorted(&s, 0.99),
             mean,
@@ -57,6 +62,16 @@ impl Summary {
             0.0
         } else {
             self.std / self.mean
+        }
+    }
+
+    /// Robust coefficient of variation: 1.4826 * MAD / median (equals the CV for a normal
+    /// sample, but a few outliers do not inflate it); 0 for a zero median.
+    pub fn robust_cv(&self) -> f64 {
+        if self.p50 == 0.0 {
+            0.0
+        } else {
+            1.4826 * self.mad / self.p50
         }
     }
 }
@@ -221,10 +236,10 @@ pub const MAX_CI_REL_WIDTH: f64 = 0.10;
 /// Reasons the machine looked too noisy, empty when the numbers look trustworthy.
 pub fn noise_warnings(label: &str, s: &Summary, ci: Option<&RatioCi>) -> Vec<String> {
     let mut w = Vec::new();
-    if s.n >= 3 && s.cv() > MAX_CV {
+    if s.n >= 3 && s.robust_cv() > MAX_CV {
         w.push(format!(
-            "{label}: coefficient of variation {:.1}% > {:.0}% (noisy machine? pin threads, close other work, run longer)",
-            s.cv() * 100.0,
+            "{label}: spread (robust CV, 1.4826 MAD/median) {:.1}% > {:.0}% (noisy machine? pin threads, close other work, run longer)",
+            s.robust_cv() * 100.0,
             MAX_CV * 100.0
         ));
     }
@@ -275,6 +290,7 @@ mod tests {
         assert!((s.p90 - (10.0 + 2.0 * 1.2816)).abs() < 0.05, "{s:?}");
         assert!((s.p99 - (10.0 + 2.0 * 2.3263)).abs() < 0.1, "{s:?}");
         assert!((s.std - 2.0).abs() < 0.03, "{s:?}");
+        assert!((s.robust_cv() - 0.2).abs() < 0.005, "{s:?}");
     }
 
     #[test]
@@ -332,7 +348,14 @@ mod tests {
     fn noise_is_flagged() {
         let s = Summary::of(&[1.0, 2.0, 3.0, 10.0]).unwrap();
         assert!(!noise_warnings("x", &s, None).is_empty());
-        let s = Summary::of(&[1.0, 1.01, 0.99, 1.0]).unwrap();
+        // One outlier among steady runs is not noise.
+        let s = Summary::of(&[1.0, 1.01, 0.99, 1.0, 1.0, 50.0]).unwrap();
         assert!(noise_warnings("x", &s, None).is_empty());
+        let ci = RatioCi {
+            ratio: 1.0,
+            low: 0.8,
+            high: 1.3,
+        };
+        assert_eq!(noise_warnings("x", &s, Some(&ci)).len(), 1);
     }
 }

@@ -508,8 +508,9 @@ fn roofline(a: &Args) -> Result<ExitCode> {
     eprintln!("measuring fp32 FMA peak and STREAM triad (3 x 256 MiB arrays) on 1 and {threads} threads ...");
     let r = Roofline::measure(threads);
     println!(
-        "cpu {} ({} cores; {})  smelt {} {}",
+        "cpu {} {} ({} cores; {})  smelt {} {}",
         env.cpu,
+        env.cpu_id,
         env.cores,
         env.simd.join(" "),
         env.smelt_version,
