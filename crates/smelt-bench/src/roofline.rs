@@ -332,7 +332,11 @@ enum Triad {
 }
 
 impl Triad {
+    /// Streaming stores where available; `SMELT_ROOFLINE_TRIAD=plain` forces plain stores.
     fn detect() -> Triad {
+        if std::env::var("SMELT_ROOFLINE_TRIAD").is_ok_and(|v| v == "plain") {
+            return Triad::Plain;
+        }
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx512f") {
             return Triad::Avx512Stream;

@@ -404,6 +404,12 @@ fn run_interleaved(
     inputs: &HashMap<String, Value>,
     result: &mut BenchResult,
 ) -> Result<()> {
+    if a.threads > 1 && !a.vs.is_empty() {
+        result.warnings.push(format!(
+            "smelt's reference executor runs on one thread while the baselines use {}: not like for like",
+            a.threads
+        ));
+    }
     let mut workers = Vec::new();
     let tmp = TempDir::new()?;
     if !a.vs.is_empty() {
