@@ -38,9 +38,11 @@ pub struct Args {
     /// A concrete input shape as NAME=1x3x224x224 (repeatable), for random inputs.
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shape: Vec<String>,
-    /// Threads: the baselines' intra-op threads, the server's concurrent callers.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
+    /// Threads: the baselines' intra-op threads, the server's concurrent callers, the
+    /// roofline's all-core count. Default: the CPUs this process may use (as smelt's
+    /// executor does; restrict both sides with `taskset`).
+    #[arg(long)]
+    threads: Option<usize>,
     /// The scenario.
     #[arg(long, value_enum, default_value = "single-stream")]
     scenario: ScenarioArg,
@@ -86,12 +88,14 @@ pub struct Args {
 }
 
 /// Runs the subcommand.
-pub fn main(a: Args) -> Result<ExitCode> {
-    if a.threads == 0 {
+pub fn main(mut a: Args) -> Result<ExitCode> {
+    if a.threads == Some(0) {
         bail!("--threads must be at least 1");
     }
+    let cpus = smelt_cpus();
+    let threads = *a.threads.get_or_insert(cpus);
     if a.roofline {
-        return roofline(&a);
+        return roofline(&a, threads);
     }
     let Some(model) = a.model.clone() else {
         bail!("give a MODEL to benchmark (or --roofline)");
@@ -104,7 +108,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let rss_after_load = proc_status_bytes("VmRSS");
     eprintln!(
-        "loaded {} in {load_ms:.1} ms (seed {}; smelt runs its reference executor on one thread)",
+        "loaded {} in {load_ms:.1} ms (seed {}; smelt's executor uses up to {cpus} threads, the CPUs available to it; baselines get --threads {threads})",
         model.display(),
         a.seed
     );
@@ -127,7 +131,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         }
         .into(),
         batch,
-        threads: a.threads,
+        threads,
         seed: a.seed,
         inputs: described,
         env,
@@ -404,10 +408,11 @@ fn run_interleaved(
     inputs: &HashMap<String, Value>,
     result: &mut BenchResult,
 ) -> Result<()> {
-    if a.threads > 1 && !a.vs.is_empty() {
+    let threads = a.threads.unwrap_or(1);
+    if threads != smelt_cpus() && !a.vs.is_empty() {
         result.warnings.push(format!(
-            "smelt's reference executor runs on one thread while the baselines use {}: not like for like",
-            a.threads
+            "smelt's executor uses up to {} threads (the CPUs available to it) while the baselines use {threads}: not like for like (use taskset to restrict both)",
+            smelt_cpus()
         ));
     }
     let mut workers = Vec::new();
@@ -424,7 +429,7 @@ fn run_interleaved(
         }
         for rt in &a.vs {
             eprintln!("starting {rt} with {} ...", python.display());
-            let w = Worker::spawn(&python, rt, model, &files, a.threads, &tmp.0)
+            let w = Worker::spawn(&python, rt, model, &files, threads, &tmp.0)
                 .map_err(|e| err!("{e}"))?;
             eprintln!("{rt} {} loaded in {:.1} ms", w.version, w.load_ms);
             workers.push(w);
@@ -466,6 +471,7 @@ fn run_server(
             "baselines are measured in single-stream and offline; --vs ignored in server".into(),
         );
     }
+    let threads = a.threads.unwrap_or(1);
     let run = || -> std::result::Result<(), String> {
         session
             .run(inputs.clone())
@@ -487,10 +493,10 @@ fn run_server(
     };
     if a.find_max_qps {
         let bound = a.latency_bound_ms.unwrap_or(f64::INFINITY);
-        let guess = a.qps.unwrap_or(a.threads as f64 / service * 0.8);
+        let guess = a.qps.unwrap_or(threads as f64 / service * 0.8);
         eprintln!("searching the highest rate with p99 <= {bound} ms (start {guess:.2} qps)");
         let (best, probes) =
-            scenario::find_max_qps(&run, bound, guess, a.threads, &requests_for, a.seed)
+            scenario::find_max_qps(&run, bound, guess, threads, &requests_for, a.seed)
                 .map_err(|e| err!("{e}"))?;
         result.server = best;
         result.search = Some((bound, probes));
@@ -499,17 +505,20 @@ fn run_server(
         let n = requests_for(q);
         eprintln!(
             "serving {n} requests at {q} qps (Poisson) with {} callers",
-            a.threads
+            threads
         );
-        let r = scenario::server(&run, q, n, a.threads, a.seed).map_err(|e| err!("{e}"))?;
+        let r = scenario::server(&run, q, n, threads, a.seed).map_err(|e| err!("{e}"))?;
         result.server = Some(r);
     }
     Ok(())
 }
 
-fn roofline(a: &Args) -> Result<ExitCode> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = if a.threads > 1 { a.threads } else { cores };
+/// The CPUs this process may use (what smelt's executor splits work over).
+fn smelt_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
     eprintln!("measuring fp32 FMA peak and STREAM triad (3 x 256 MiB arrays) on 1 and {threads} threads ...");
     let r = Roofline::measure(threads);
