@@ -1,6 +1,8 @@
 //! smelt's benchmark harness: scenarios, statistics, baseline adapters, environment record,
 //! reports and roofline microbenchmarks. Each module has one job; `smelt bench` glues them.
 
+#![warn(missing_docs)]
+
 pub mod baseline;
 pub mod env;
 pub mod indices;
