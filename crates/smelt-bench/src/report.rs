@@ -373,8 +373,8 @@ impl BenchResult {
         let _ = writeln!(m, "## Environment\n");
         let _ = writeln!(
             m,
-            "- CPU: {} ({} logical cores)",
-            self.env.cpu, self.env.cores
+            "- CPU: {} {} ({} logical cores)",
+            self.env.cpu, self.env.cpu_id, self.env.cores
         );
         let _ = writeln!(m, "- SIMD: {}", self.env.simd.join(", "));
         let _ = writeln!(m, "- OS: {}", self.env.os);
