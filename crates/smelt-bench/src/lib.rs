@@ -12,3 +12,4 @@ pub mod rng;
 pub mod roofline;
 pub mod scenario;
 pub mod stats;
+pub mod svg;
