@@ -1,4 +1,4 @@
-//! The `smelt` command line: run, inspect, check and conformance-test ONNX models.
+//! The `smelt` command line: run, inspect, check, conformance-test and benchmark ONNX models.
 
 mod cmd;
 mod conformance;
@@ -26,6 +26,8 @@ enum Command {
     Check(cmd::check::Args),
     /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
     Conformance(conformance::Args),
+    /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::main(a),
         Command::Check(a) => cmd::check::main(a),
         Command::Conformance(a) => conformance::main(a),
+        Command::Bench(a) => cmd::bench::main(a),
     };
     match result {
         Ok(code) => code,

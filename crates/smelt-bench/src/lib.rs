@@ -1,0 +1,15 @@
+//! smelt's benchmark harness: scenarios, statistics, baseline adapters, environment record,
+//! reports and roofline microbenchmarks. Each module has one job; `smelt bench` glues them.
+
+#![warn(missing_docs)]
+
+pub mod baseline;
+pub mod env;
+pub mod indices;
+pub mod progress;
+pub mod report;
+pub mod rng;
+pub mod roofline;
+pub mod scenario;
+pub mod stats;
+pub mod svg;

@@ -1,0 +1,604 @@
+//! `smelt bench`: measures a model in a scenario, side by side with baseline runtimes,
+//! and reports statistics; `--roofline` measures the machine's compute and memory peaks.
+
+use crate::inputs::{build_inputs, parse_shape_args, InputArgs, SplitMix};
+use crate::npy;
+use smelt_bench::baseline::{find_python, Worker};
+use smelt_bench::env::{peak_rss_bytes, proc_status_bytes, Environment};
+use smelt_bench::report::{BenchResult, Measured};
+use smelt_bench::roofline::Roofline;
+use smelt_bench::scenario::{self, Budget, Plan, Runner};
+use smelt_bench::stats::Summary;
+use smelt_bench::svg::cdf_svg;
+use smelt_ir::{bail, err, Data, Dim, Result, Tensor, Value, ValueType};
+use smelt_runtime::Session;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The load scenario, after MLPerf Inference's LoadGen.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ScenarioArg {
+    /// One request at a time; latency percentiles.
+    SingleStream,
+    /// Back-to-back (batched) runs; samples per second.
+    Offline,
+    /// Poisson arrivals at --qps served by --threads concurrent callers.
+    Server,
+}
+
+/// Arguments of `smelt bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The ONNX model file (not needed with --roofline).
+    model: Option<PathBuf>,
+    /// An input as NAME=FILE.npy (repeatable); other inputs are random.
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    input: Vec<String>,
+    /// A concrete input shape as NAME=1x3x224x224 (repeatable), for random inputs.
+    #[arg(long = "shape", value_name = "NAME=DIMS")]
+    shape: Vec<String>,
+    /// Threads: the baselines' intra-op threads, the server's concurrent callers, the
+    /// roofline's all-core count. Default: the CPUs this process may use (as smelt's
+    /// executor does; restrict both sides with `taskset`).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// The scenario.
+    #[arg(long, value_enum, default_value = "single-stream")]
+    scenario: ScenarioArg,
+    /// Seconds to measure, shared by smelt and the baselines (default 10).
+    #[arg(long, conflicts_with = "iterations")]
+    duration: Option<f64>,
+    /// Timed iterations per runtime (server: requests per rate).
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Untimed iterations per runtime first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// A baseline runtime to measure in the same run: onnxruntime, tract, openvino (repeatable).
+    #[arg(long = "vs", value_name = "RUNTIME")]
+    vs: Vec<String>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a Markdown summary, an SVG latency CDF and the JSON into this folder.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Seed for random inputs, bootstrap resampling and server arrivals.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Python for the baselines (else $SMELT_PYTHON, else ${SMELT_CACHE:-~/.cache/smelt}/venv/bin/python).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Offline: samples per run along the model's symbolic batch dimension.
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Server: offered request rate (Poisson), requests per second.
+    #[arg(long)]
+    qps: Option<f64>,
+    /// Server: latency bound on p99 in milliseconds, for --find-max-qps.
+    #[arg(long)]
+    latency_bound_ms: Option<f64>,
+    /// Server: search the highest rate whose p99 stays under --latency-bound-ms.
+    #[arg(long, requires = "latency_bound_ms")]
+    find_max_qps: bool,
+    /// Measure the machine's peak fp32 FMA rate and memory bandwidth instead (no MODEL).
+    #[arg(long)]
+    roofline: bool,
+}
+
+/// Runs the subcommand.
+pub fn main(mut a: Args) -> Result<ExitCode> {
+    if a.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let cpus = smelt_cpus();
+    let threads = *a.threads.get_or_insert(cpus);
+    if a.roofline {
+        return roofline(&a, threads);
+    }
+    let Some(model) = a.model.clone() else {
+        bail!("give a MODEL to benchmark (or --roofline)");
+    };
+    check_args(&a)?;
+    let env = Environment::detect(env!("CARGO_PKG_VERSION"));
+
+    let t = Instant::now();
+    let session = Session::load(&model)?;
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let rss_after_load = proc_status_bytes("VmRSS");
+    eprintln!(
+        "loaded {} in {load_ms:.1} ms (seed {}; smelt's executor uses up to {cpus} threads, the CPUs available to it; baselines get --threads {threads})",
+        model.display(),
+        a.seed
+    );
+
+    let (inputs, described) = make_inputs(&session, &a, a.batch.unwrap_or(1))?;
+    let batch = a
+        .batch
+        .unwrap_or_else(|| samples_per_run(&session, &inputs));
+    // Fail early, with smelt's own message, if the model does not run.
+    session
+        .run(inputs.clone())
+        .map_err(|e| e.context(model.display().to_string()))?;
+
+    let mut result = BenchResult {
+        model: model.display().to_string(),
+        scenario: match a.scenario {
+            ScenarioArg::SingleStream => "single-stream",
+            ScenarioArg::Offline => "offline",
+            ScenarioArg::Server => "server",
+        }
+        .into(),
+        batch,
+        threads,
+        seed: a.seed,
+        inputs: described,
+        env,
+        peak_rss_bytes: None,
+        rss_after_load_bytes: rss_after_load,
+        smelt: Measured {
+            name: "smelt".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            load_ms,
+            blocks: Vec::new(),
+        },
+        baselines: Vec::new(),
+        comparisons: Vec::new(),
+        server: None,
+        search: None,
+        warnings: Vec::new(),
+    };
+
+    if a.scenario == ScenarioArg::Server {
+        run_server(&a, &session, &inputs, &mut result)?;
+    } else {
+        run_interleaved(&a, &model, &session, &inputs, &mut result)?;
+    }
+    result.peak_rss_bytes = peak_rss_bytes();
+    result.analyze();
+
+    print!("{}", result.table());
+    let json = serde_json::to_string_pretty(&result.to_json()).unwrap_or_default();
+    if let Some(path) = &a.json {
+        write(path, &json)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(dir) = &a.report {
+        std::fs::create_dir_all(dir).map_err(|e| err!("cannot create {}: {e}", dir.display()))?;
+        write(&dir.join("summary.md"), &result.markdown())?;
+        let title = format!("{} ({}) latency CDF", file_name(&model), result.scenario);
+        write(
+            &dir.join("latency_cdf.svg"),
+            &cdf_svg(&title, &result.series()),
+        )?;
+        write(&dir.join("result.json"), &json)?;
+        eprintln!(
+            "wrote {}/summary.md, latency_cdf.svg, result.json",
+            dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_args(a: &Args) -> Result<()> {
+    for rt in &a.vs {
+        if !smelt_bench::baseline::RUNTIMES.contains(&rt.as_str()) {
+            bail!(
+                "--vs {rt}: unknown runtime (known: {})",
+                smelt_bench::baseline::RUNTIMES.join(", ")
+            );
+        }
+    }
+    if a.iterations == Some(0) {
+        bail!("--iterations must be at least 1");
+    }
+    if let Some(d) = a.duration {
+        if !(d.is_finite() && d > 0.0) {
+            bail!("--duration must be a positive number of seconds");
+        }
+    }
+    if a.batch == Some(0) {
+        bail!("--batch must be at least 1");
+    }
+    if a.batch.is_some_and(|b| b > 1) && a.scenario != ScenarioArg::Offline {
+        bail!("--batch applies to --scenario offline");
+    }
+    if a.scenario == ScenarioArg::Server {
+        if !a.find_max_qps && a.qps.is_none() {
+            bail!("--scenario server needs --qps Q (or --latency-bound-ms B --find-max-qps)");
+        }
+        if let Some(q) = a.qps {
+            if !(q.is_finite() && q > 0.0) {
+                bail!("--qps must be positive");
+            }
+        }
+    } else if a.qps.is_some() || a.find_max_qps {
+        bail!("--qps and --find-max-qps apply to --scenario server");
+    }
+    if let Some(b) = a.latency_bound_ms {
+        if !(b.is_finite() && b > 0.0) {
+            bail!("--latency-bound-ms must be positive");
+        }
+    }
+    Ok(())
+}
+
+/// Inputs: files, else random (mask inputs ones, gather indices below the table size),
+/// re-batched to `batch` along a symbolic leading dimension.
+type Described = Vec<(String, String, Vec<usize>, String)>;
+
+fn make_inputs(
+    session: &Session,
+    a: &Args,
+    batch: usize,
+) -> Result<(HashMap<String, Value>, Described)> {
+    let sig = session.inputs();
+    let mut shapes = parse_shape_args(&a.shape)?;
+    let batched: Vec<String> = sig
+        .iter()
+        .filter(|s| {
+            matches!(&s.ty, Some(ValueType::Tensor { shape: Some(d), .. }) if matches!(d.first(), Some(Dim::Sym(_))))
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    if batch > 1 {
+        if batched.is_empty() {
+            bail!(
+                "--batch {batch}: the model has no input with a symbolic batch (first) dimension"
+            );
+        }
+        for name in &batched {
+            if let Some(d) = shapes.get_mut(name) {
+                if let Some(first) = d.first_mut() {
+                    *first = batch;
+                }
+            }
+        }
+    }
+    let from_files: Vec<String> = a
+        .input
+        .iter()
+        .filter_map(|s| s.rsplit_once('=').map(|(n, _)| n.to_string()))
+        .collect();
+    let args = InputArgs {
+        input: a.input.clone(),
+        shape: a.shape.clone(),
+        random_inputs: true,
+        seed: a.seed,
+    };
+    if batch > 1 {
+        // Random inputs of a batched model get the batch as their symbolic first dimension.
+        for s in &sig {
+            if batched.contains(&s.name)
+                && !shapes.contains_key(&s.name)
+                && !from_files.contains(&s.name)
+            {
+                if let Some(ValueType::Tensor { shape: Some(d), .. }) = &s.ty {
+                    let dims: Option<Vec<usize>> = d
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| match x {
+                            _ if i == 0 => Some(batch),
+                            Dim::Known(n) => Some(*n as usize),
+                            _ => None,
+                        })
+                        .collect();
+                    match dims {
+                        Some(dims) => {
+                            shapes.insert(s.name.clone(), dims);
+                        }
+                        None => bail!(
+                            "input '{}' has other symbolic dimensions; give --shape {}=DIMS",
+                            s.name,
+                            s.name
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    let mut inputs = build_inputs(&sig, &args, &shapes)?;
+    let limits = smelt_bench::indices::index_limits(&session.model().graph);
+    let mut rng = SplitMix(a.seed ^ 0x5EED_1DC5);
+    let mut described = Vec::new();
+    for s in &sig {
+        let Some(Value::Tensor(t)) = inputs.get_mut(&s.name) else {
+            continue;
+        };
+        let source = if from_files.contains(&s.name) {
+            if batch > 1 && batched.contains(&s.name) {
+                *t = tile_batch(t, batch, &s.name)?;
+            }
+            "file".to_string()
+        } else if smelt_bench::indices::is_mask(&s.name) && t.dtype() != smelt_ir::DType::Str {
+            *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &vec![1.0; t.len()])?;
+            "ones (mask)".to_string()
+        } else if let (true, Some(&limit)) = (t.dtype().is_int(), limits.get(&s.name)) {
+            let v: Vec<f64> = (0..t.len())
+                .map(|_| (rng.next_u64() % limit.max(1) as u64) as f64)
+                .collect();
+            *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &v)?;
+            format!("random in [0, {limit}) (indexes a table of {limit})")
+        } else if t.dtype().is_int() {
+            "random in [0, 10)".to_string()
+        } else {
+            "random in [0, 1)".to_string()
+        };
+        described.push((
+            s.name.clone(),
+            t.dtype().to_string(),
+            t.shape().to_vec(),
+            source,
+        ));
+    }
+    for (n, d, s, src) in &described {
+        eprintln!("input {n}: {d} {s:?} {src}");
+    }
+    Ok((inputs, described))
+}
+
+/// The batch an input set holds: the first dimension of the first input whose declared
+/// first dimension is symbolic (1 when there is none).
+fn samples_per_run(session: &Session, inputs: &HashMap<String, Value>) -> usize {
+    session
+        .inputs()
+        .iter()
+        .filter(|s| {
+            matches!(&s.ty, Some(ValueType::Tensor { shape: Some(d), .. }) if matches!(d.first(), Some(Dim::Sym(_))))
+        })
+        .find_map(|s| match inputs.get(&s.name) {
+            Some(Value::Tensor(t)) => t.shape().first().copied(),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+fn tile_batch(t: &Tensor, batch: usize, name: &str) -> Result<Tensor> {
+    if t.shape().first() != Some(&1) {
+        bail!(
+            "--batch {batch}: input '{name}' from a file must have batch 1 to be re-batched (its shape is {:?})",
+            t.shape()
+        );
+    }
+    let parts: Vec<&Data> = (0..batch).map(|_| t.data()).collect();
+    let mut shape = t.shape().to_vec();
+    shape[0] = batch;
+    Tensor::new(t.dtype(), shape, Data::concat(&parts)?)
+}
+
+/// smelt in this process.
+struct SmeltRunner<'a> {
+    session: &'a Session,
+    inputs: &'a HashMap<String, Value>,
+}
+
+impl Runner for SmeltRunner<'_> {
+    fn name(&self) -> &str {
+        "smelt"
+    }
+
+    fn run_block(&mut self, n: usize) -> std::result::Result<Vec<f64>, String> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let inputs = self.inputs.clone(); // outside the timed region
+            let t = Instant::now();
+            let r = self.session.run(inputs);
+            let ns = t.elapsed().as_nanos() as f64;
+            r.map_err(|e| e.to_string())?;
+            out.push(ns);
+        }
+        Ok(out)
+    }
+}
+
+fn budget(a: &Args) -> Budget {
+    match (a.iterations, a.duration) {
+        (Some(n), _) => Budget::Iterations(n),
+        (None, Some(d)) => Budget::Seconds(d),
+        (None, None) => Budget::Seconds(10.0),
+    }
+}
+
+fn run_interleaved(
+    a: &Args,
+    model: &Path,
+    session: &Session,
+    inputs: &HashMap<String, Value>,
+    result: &mut BenchResult,
+) -> Result<()> {
+    let threads = a.threads.unwrap_or(1);
+    if threads != smelt_cpus() && !a.vs.is_empty() {
+        result.warnings.push(format!(
+            "smelt's executor uses up to {} threads (the CPUs available to it) while the baselines use {threads}: not like for like (use taskset to restrict both)",
+            smelt_cpus()
+        ));
+    }
+    let mut workers = Vec::new();
+    let tmp = TempDir::new()?;
+    if !a.vs.is_empty() {
+        let python = find_python(a.python.as_deref());
+        let mut files = Vec::new();
+        for (i, s) in session.inputs().iter().enumerate() {
+            if let Some(Value::Tensor(t)) = inputs.get(&s.name) {
+                let p = tmp.0.join(format!("input_{i}.npy"));
+                npy::write(&p, t)?;
+                files.push((s.name.clone(), p));
+            }
+        }
+        for rt in &a.vs {
+            eprintln!("starting {rt} with {} ...", python.display());
+            let w = Worker::spawn(&python, rt, model, &files, threads, &tmp.0)
+                .map_err(|e| err!("{e}"))?;
+            eprintln!("{rt} {} loaded in {:.1} ms", w.version, w.load_ms);
+            workers.push(w);
+        }
+    }
+    let mut smelt = SmeltRunner { session, inputs };
+    let blocks = {
+        let mut runners: Vec<&mut dyn Runner> = vec![&mut smelt];
+        for w in workers.iter_mut() {
+            runners.push(w);
+        }
+        let plan = Plan {
+            warmup: a.warmup,
+            budget: budget(a),
+        };
+        scenario::interleaved(&mut runners, &plan).map_err(|e| err!("{e}"))?
+    };
+    let mut blocks = blocks.into_iter();
+    result.smelt.blocks = blocks.next().unwrap_or_default();
+    for (w, b) in workers.iter().zip(blocks) {
+        result.baselines.push(Measured {
+            name: w.name().to_string(),
+            version: w.version.clone(),
+            load_ms: w.load_ms,
+            blocks: b,
+        });
+    }
+    Ok(())
+}
+
+fn run_server(
+    a: &Args,
+    session: &Session,
+    inputs: &HashMap<String, Value>,
+    result: &mut BenchResult,
+) -> Result<()> {
+    if !a.vs.is_empty() {
+        result.warnings.push(
+            "baselines are measured in single-stream and offline; --vs ignored in server".into(),
+        );
+    }
+    let threads = a.threads.unwrap_or(1);
+    let run = || -> std::result::Result<(), String> {
+        session
+            .run(inputs.clone())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    // Warm up and estimate the service time.
+    let mut times = Vec::new();
+    for _ in 0..a.warmup.max(1) {
+        let t = Instant::now();
+        run().map_err(|e| err!("{e}"))?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    let service = Summary::of(&times).map_or(1.0, |s| s.p50).max(1e-6);
+    let secs = a.duration.unwrap_or(10.0);
+    let requests_for = |q: f64| -> usize {
+        a.iterations
+            .unwrap_or_else(|| ((q * secs) as usize).clamp(20, 100_000))
+    };
+    if a.find_max_qps {
+        let bound = a.latency_bound_ms.unwrap_or(f64::INFINITY);
+        let guess = a.qps.unwrap_or(threads as f64 / service * 0.8);
+        eprintln!("searching the highest rate with p99 <= {bound} ms (start {guess:.2} qps)");
+        let (best, probes) =
+            scenario::find_max_qps(&run, bound, guess, threads, &requests_for, a.seed)
+                .map_err(|e| err!("{e}"))?;
+        result.server = best;
+        result.search = Some((bound, probes));
+    } else {
+        let q = a.qps.unwrap_or(1.0);
+        let n = requests_for(q);
+        eprintln!(
+            "serving {n} requests at {q} qps (Poisson) with {} callers",
+            threads
+        );
+        let r = scenario::server(&run, q, n, threads, a.seed).map_err(|e| err!("{e}"))?;
+        result.server = Some(r);
+    }
+    Ok(())
+}
+
+/// The CPUs this process may use (what smelt's executor splits work over).
+fn smelt_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {
+    let env = Environment::detect(env!("CARGO_PKG_VERSION"));
+    eprintln!("measuring fp32 FMA peak and STREAM triad (3 x 256 MiB arrays) on 1 and {threads} threads ...");
+    let r = Roofline::measure(threads);
+    println!(
+        "cpu {} {} ({} cores; {})  smelt {} {}",
+        env.cpu,
+        env.cpu_id,
+        env.cores,
+        env.simd.join(" "),
+        env.smelt_version,
+        env.profile
+    );
+    println!(
+        "fp32 FMA peak ({}): {:8.1} GFLOP/s one core, {:8.1} GFLOP/s {} threads",
+        r.kernel.name(),
+        r.gflops_1,
+        r.gflops_all,
+        threads
+    );
+    println!(
+        "STREAM triad:          {:8.1} GB/s one thread, {:8.1} GB/s {} threads",
+        r.triad_gbps_1, r.triad_gbps_all, threads
+    );
+    if let (Some(c), Some(f)) = (r.clock_ghz, r.flops_per_cycle()) {
+        println!("core clock (dependent adds): {c:.2} GHz, so {f:.1} fp32 flops/cycle per core");
+    }
+    if a.iterations.is_some() || a.duration.is_some() {
+        eprintln!("note: --iterations/--duration do not apply to --roofline");
+    }
+    let mut j = serde_json::json!({"schema_version": 1, "roofline": r.to_json(), "environment": env.to_json()});
+    if let (Some(o), Some(rss)) = (j.as_object_mut(), peak_rss_bytes()) {
+        o.insert("peak_rss_bytes".into(), rss.into());
+    }
+    let text = serde_json::to_string_pretty(&j).unwrap_or_default();
+    if let Some(p) = &a.json {
+        write(p, &text)?;
+    }
+    if let Some(dir) = &a.report {
+        std::fs::create_dir_all(dir).map_err(|e| err!("cannot create {}: {e}", dir.display()))?;
+        write(&dir.join("roofline.json"), &text)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| err!("cannot write {}: {e}", path.display()))
+}
+
+fn file_name(p: &Path) -> String {
+    let parent = p
+        .parent()
+        .and_then(|d| d.file_name())
+        .map(|s| s.to_string_lossy().to_string());
+    let name = p.file_name().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().to_string(),
+    );
+    match parent {
+        Some(d) if !d.is_empty() => format!("{d}/{name}"),
+        _ => name,
+    }
+}
+
+/// A temporary folder removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let p = std::env::temp_dir().join(format!("smelt-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| err!("cannot create {}: {e}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
