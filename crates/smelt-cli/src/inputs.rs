@@ -174,3 +174,33 @@ pub fn random_tensor(dtype: DType, shape: Vec<usize>, rng: &mut SplitMix) -> Res
     };
     Tensor::from_f64(dtype, shape, &v)
 }
+
+/// Makes a random input plausible for the model: an input named like a mask becomes ones,
+/// and integers that index a constant table (`limits`, from `smelt_bench::indices`) stay
+/// below its size. Returns how the values were chosen.
+pub fn make_plausible(
+    name: &str,
+    t: &mut Tensor,
+    limits: &HashMap<String, i64>,
+    rng: &mut SplitMix,
+) -> Result<String> {
+    if smelt_bench::indices::is_mask(name) && t.dtype() != DType::Str {
+        *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &vec![1.0; t.len()])?;
+        return Ok("ones (mask)".to_string());
+    }
+    if let (true, Some(&limit)) = (t.dtype().is_int(), limits.get(name)) {
+        let v: Vec<f64> = (0..t.len())
+            .map(|_| (rng.next_u64() % limit.max(1) as u64) as f64)
+            .collect();
+        *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &v)?;
+        return Ok(format!(
+            "random in [0, {limit}) (indexes a table of {limit})"
+        ));
+    }
+    Ok(if t.dtype().is_int() {
+        "random in [0, 10)"
+    } else {
+        "random in [0, 1)"
+    }
+    .to_string())
+}

@@ -86,6 +86,8 @@ pub struct Args {
     /// Measure the machine's peak fp32 FMA rate and memory bandwidth instead (no MODEL).
     #[arg(long)]
     roofline: bool,
+    #[command(flatten)]
+    compile: super::run::CompileArgs,
 }
 
 /// Runs the subcommand.
@@ -105,7 +107,7 @@ pub fn main(mut a: Args) -> Result<ExitCode> {
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
 
     let t = Instant::now();
-    let session = Session::load(&model)?;
+    let session = Session::load_with(&model, &a.compile.options())?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let rss_after_load = proc_status_bytes("VmRSS");
     eprintln!(
@@ -312,19 +314,8 @@ fn make_inputs(
                 *t = tile_batch(t, batch, &s.name)?;
             }
             "file".to_string()
-        } else if smelt_bench::indices::is_mask(&s.name) && t.dtype() != smelt_ir::DType::Str {
-            *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &vec![1.0; t.len()])?;
-            "ones (mask)".to_string()
-        } else if let (true, Some(&limit)) = (t.dtype().is_int(), limits.get(&s.name)) {
-            let v: Vec<f64> = (0..t.len())
-                .map(|_| (rng.next_u64() % limit.max(1) as u64) as f64)
-                .collect();
-            *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &v)?;
-            format!("random in [0, {limit}) (indexes a table of {limit})")
-        } else if t.dtype().is_int() {
-            "random in [0, 10)".to_string()
         } else {
-            "random in [0, 1)".to_string()
+            crate::inputs::make_plausible(&s.name, t, &limits, &mut rng)?
         };
         described.push((
             s.name.clone(),

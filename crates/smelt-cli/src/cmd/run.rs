@@ -50,7 +50,28 @@ impl CompileArgs {
 pub fn main(a: Args) -> Result<ExitCode> {
     let session = Session::load_with(&a.model, &a.compile.options())?;
     let shapes = parse_shape_args(&a.inputs.shape)?;
-    let inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
+    let mut inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
+    if a.inputs.random_inputs {
+        let given: Vec<&str> = a
+            .inputs
+            .input
+            .iter()
+            .filter_map(|s| s.rsplit_once('=').map(|(n, _)| n))
+            .collect();
+        let limits = smelt_bench::indices::index_limits(&session.model().graph);
+        let mut rng = crate::inputs::SplitMix(a.inputs.seed ^ 0x5EED_1DC5);
+        for (name, v) in inputs.iter_mut() {
+            if let (false, Value::Tensor(t)) = (given.contains(&name.as_str()), v) {
+                let how = crate::inputs::make_plausible(name, t, &limits, &mut rng)?;
+                eprintln!(
+                    "input {name}: {} {:?} {how} (seed {})",
+                    t.dtype(),
+                    t.shape(),
+                    a.inputs.seed
+                );
+            }
+        }
+    }
     let outputs = session
         .run(inputs)
         .map_err(|e| e.context(a.model.display().to_string()))?;
