@@ -74,7 +74,7 @@ pub fn build_inputs(
             bail!("--shape: the model has no input '{name}'");
         }
     }
-    let mut rng = SplitMix(a.seed);
+    let mut rng = SplitMix::new(a.seed);
     let mut symbols: HashMap<String, i64> = HashMap::new();
     let missing: Vec<&IoInfo> = sig
         .iter()
@@ -131,24 +131,8 @@ fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Re
         .collect()
 }
 
-/// A small deterministic generator (splitmix64) for random inputs.
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform value in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+/// The seeded generator random inputs are drawn from (the bench crate's splitmix64).
+pub use smelt_bench::rng::Rng as SplitMix;
 
 /// A random tensor: floats uniform in [0, 1), integers in [0, 10), random booleans.
 pub fn random_tensor(dtype: DType, shape: Vec<usize>, rng: &mut SplitMix) -> Result<Tensor> {

@@ -303,7 +303,7 @@ fn make_inputs(
     }
     let mut inputs = build_inputs(&sig, &args, &shapes)?;
     let limits = smelt_bench::indices::index_limits(&session.model().graph);
-    let mut rng = SplitMix(a.seed ^ 0x5EED_1DC5);
+    let mut rng = SplitMix::new(a.seed ^ 0x5EED_1DC5);
     let mut described = Vec::new();
     for s in &sig {
         let Some(Value::Tensor(t)) = inputs.get_mut(&s.name) else {

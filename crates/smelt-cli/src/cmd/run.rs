@@ -59,7 +59,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .filter_map(|s| s.rsplit_once('=').map(|(n, _)| n))
             .collect();
         let limits = smelt_bench::indices::index_limits(&session.model().graph);
-        let mut rng = crate::inputs::SplitMix(a.inputs.seed ^ 0x5EED_1DC5);
+        let mut rng = crate::inputs::SplitMix::new(a.inputs.seed ^ 0x5EED_1DC5);
         for (name, v) in inputs.iter_mut() {
             if let (false, Value::Tensor(t)) = (given.contains(&name.as_str()), v) {
                 let how = crate::inputs::make_plausible(name, t, &limits, &mut rng)?;
