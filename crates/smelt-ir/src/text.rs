@@ -139,7 +139,22 @@ fn extract_graphs(v: serde_json::Value, out: &mut Vec<Graph>) -> serde_json::Val
                 .collect(),
         ),
         J::Array(a) => J::Array(a.into_iter().map(|v| extract_graphs(v, out)).collect()),
+        J::Number(n) => J::Number(short_float(n)),
         other => other,
+    }
+}
+
+/// An f32 attribute widened to f64 prints as its shortest f32 form (`0.1`, not
+/// `0.10000000149011612`); it parses back to the same f32.
+fn short_float(n: serde_json::Number) -> serde_json::Number {
+    match n.as_f64() {
+        Some(x) if n.is_f64() && (x as f32) as f64 == x => (x as f32)
+            .to_string()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .unwrap_or(n),
+        _ => n,
     }
 }
 

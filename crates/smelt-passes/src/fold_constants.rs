@@ -20,7 +20,7 @@ impl Default for FoldConstants {
 }
 
 /// Ops whose result differs from run to run.
-fn is_random(op: &Op) -> bool {
+pub(crate) fn is_random(op: &Op) -> bool {
     matches!(
         op.name(),
         "RandomUniform"

@@ -1,7 +1,10 @@
 //! smelt's graph passes: small rewrites of a [`smelt_ir::Graph`], run in a fixed pipeline
 //! per optimization level by the [`PassManager`], which can show the IR after any pass.
 
+pub mod cancel_transposes;
+pub mod cse;
 pub mod dead_code;
+pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod manager;
 pub mod remove_noops;

@@ -44,7 +44,14 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 3] = ["remove-noops", "fold-constants", "dead-code"];
+pub const PASS_NAMES: [&str; 6] = [
+    "remove-noops",
+    "fold-constants",
+    "cse",
+    "cancel-transposes",
+    "fold-batchnorm",
+    "dead-code",
+];
 
 impl PassManager {
     /// The pipeline for an optimization level: 0 runs nothing (the imported graph as is).
@@ -54,6 +61,9 @@ impl PassManager {
             _ => vec![
                 Box::new(crate::remove_noops::RemoveNoops),
                 Box::new(crate::fold_constants::FoldConstants::default()),
+                Box::new(crate::cse::Cse),
+                Box::new(crate::cancel_transposes::CancelTransposes),
+                Box::new(crate::fold_batchnorm::FoldBatchNorm),
                 Box::new(crate::dead_code::DeadCode),
             ],
         };
