@@ -1,7 +1,7 @@
 //! Cancels a transpose followed by its inverse: `Transpose(p2)(Transpose(p1)(x))` is `x`
 //! when `p1[p2[i]] == i` for every axis. The first transpose is left for dead-code.
 
-use crate::{rewire::replace_uses, Pass, PassContext};
+use crate::{manager::rewrite_nested, rewire::replace_uses, Pass, PassContext};
 use smelt_ir::op::LayoutOp;
 use smelt_ir::{Graph, Op, Result};
 
@@ -14,7 +14,7 @@ impl Pass for CancelTransposes {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(cancel(g))
+        Ok(rewrite_nested(g, &mut cancel))
     }
 }
 
@@ -27,11 +27,6 @@ fn perm(op: &Op) -> Option<&[i64]> {
 
 fn cancel(g: &mut Graph) -> bool {
     let mut changed = false;
-    for n in &mut g.nodes {
-        for sub in n.op.subgraphs_mut() {
-            changed |= cancel(sub);
-        }
-    }
     let mut i = 0;
     while i < g.nodes.len() {
         let n = &g.nodes[i];

@@ -1,7 +1,7 @@
 //! Common-subexpression elimination: a node that repeats an earlier node (same op and
 //! attributes, same inputs) reuses the earlier node's outputs.
 
-use crate::{rewire::replace_uses, Pass, PassContext};
+use crate::{manager::rewrite_nested, rewire::replace_uses, Pass, PassContext};
 use smelt_ir::{Graph, Result, ValueId};
 use std::collections::HashMap;
 
@@ -14,17 +14,12 @@ impl Pass for Cse {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(eliminate(g))
+        Ok(rewrite_nested(g, &mut eliminate))
     }
 }
 
 fn eliminate(g: &mut Graph) -> bool {
     let mut changed = false;
-    for n in &mut g.nodes {
-        for sub in n.op.subgraphs_mut() {
-            changed |= eliminate(sub);
-        }
-    }
     // Candidates by (op name, inputs); the op itself is compared in full.
     let mut seen: HashMap<(&'static str, Vec<Option<ValueId>>), Vec<usize>> = HashMap::new();
     let mut i = 0;

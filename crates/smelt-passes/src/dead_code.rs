@@ -1,7 +1,7 @@
 //! Dead-code elimination: removes nodes none of whose outputs is used, and constants
 //! nothing reads.
 
-use crate::{Pass, PassContext};
+use crate::{manager::rewrite_nested, Pass, PassContext};
 use smelt_ir::{Graph, Result, ValueId};
 use std::collections::HashSet;
 
@@ -14,39 +14,32 @@ impl Pass for DeadCode {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(eliminate(g))
+        Ok(rewrite_nested(g, &mut eliminate))
     }
 }
 
-/// Removes dead nodes and constants from `g` and its subgraphs; true if any went.
+/// Removes dead nodes and constants from one graph (not its subgraphs); true if any went.
 fn eliminate(g: &mut Graph) -> bool {
-    {
-        let mut changed = false;
-        for n in &mut g.nodes {
-            for sub in n.op.subgraphs_mut() {
-                changed |= eliminate(sub);
+    let mut changed = false;
+    let mut used: HashSet<ValueId> = g.outputs.iter().copied().collect();
+    // Walk backwards so a chain of dead nodes goes in one sweep.
+    let mut keep = vec![true; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate().rev() {
+        if n.outputs.iter().flatten().any(|o| used.contains(o)) {
+            used.extend(n.inputs.iter().flatten().copied());
+            for sub in n.op.subgraphs() {
+                used.extend(sub.captures.iter().map(|c| c.outer));
             }
+        } else {
+            keep[i] = false;
+            changed = true;
         }
-        let mut used: HashSet<ValueId> = g.outputs.iter().copied().collect();
-        // Walk backwards so a chain of dead nodes goes in one sweep.
-        let mut keep = vec![true; g.nodes.len()];
-        for (i, n) in g.nodes.iter().enumerate().rev() {
-            if n.outputs.iter().flatten().any(|o| used.contains(o)) {
-                used.extend(n.inputs.iter().flatten().copied());
-                for sub in n.op.subgraphs() {
-                    used.extend(sub.captures.iter().map(|c| c.outer));
-                }
-            } else {
-                keep[i] = false;
-                changed = true;
-            }
-        }
-        let mut it = keep.iter();
-        g.nodes.retain(|_| *it.next().unwrap_or(&true));
-        let before = g.constants.len();
-        g.constants.retain(|c| used.contains(&c.id));
-        changed || g.constants.len() != before
     }
+    let mut it = keep.iter();
+    g.nodes.retain(|_| *it.next().unwrap_or(&true));
+    let before = g.constants.len();
+    g.constants.retain(|c| used.contains(&c.id));
+    changed || g.constants.len() != before
 }
 
 #[cfg(test)]

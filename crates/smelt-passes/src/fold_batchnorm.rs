@@ -3,7 +3,7 @@
 //! `(bias - mean) * that + beta`. Needs constant weights and statistics, and a conv
 //! output that only the BatchNormalization reads.
 
-use crate::{rewire::used_values, Pass, PassContext};
+use crate::{Pass, PassContext};
 use smelt_ir::op::NnOp;
 use smelt_ir::{Constant, Graph, Op, Result, Tensor, ValueId};
 
@@ -72,7 +72,7 @@ fn try_fold(g: &mut Graph, i: usize) -> Result<bool> {
         .iter()
         .filter(|n| n.inputs.contains(&Some(v)))
         .count();
-    if uses != 1 || used_values_in_subgraphs(g, v) {
+    if uses != 1 || captured_by_subgraph(g, v) {
         return Ok(false);
     }
     let Some(w) = constant(g, conv.inputs.get(1).copied().flatten()) else {
@@ -135,12 +135,13 @@ fn try_fold(g: &mut Graph, i: usize) -> Result<bool> {
     Ok(true)
 }
 
-fn used_values_in_subgraphs(g: &Graph, v: ValueId) -> bool {
+/// True when a subgraph of some node captures `v`.
+fn captured_by_subgraph(g: &Graph, v: ValueId) -> bool {
     g.nodes.iter().any(|n| {
         n.op.subgraphs()
             .iter()
             .any(|s| s.captures.iter().any(|c| c.outer == v))
-    }) || (used_values(g).contains(&v) && g.outputs.contains(&v))
+    })
 }
 
 #[cfg(test)]

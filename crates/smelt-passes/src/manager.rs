@@ -36,6 +36,18 @@ pub struct PassReport {
     pub seconds: f64,
 }
 
+/// Applies `rewrite` to every subgraph of `g` (innermost first), then to `g` itself;
+/// true if any call changed something.
+pub fn rewrite_nested(g: &mut Graph, rewrite: &mut impl FnMut(&mut Graph) -> bool) -> bool {
+    let mut changed = false;
+    for n in &mut g.nodes {
+        for sub in n.op.subgraphs_mut() {
+            changed |= rewrite_nested(sub, rewrite);
+        }
+    }
+    rewrite(g) | changed
+}
+
 /// A fixed pipeline of passes.
 pub struct PassManager {
     passes: Vec<Box<dyn Pass>>,

@@ -2,7 +2,7 @@
 //! inference mode whose mask is unused. Nodes whose output is a graph output stay, so
 //! output names do not change.
 
-use crate::{rewire::replace_uses, Pass, PassContext};
+use crate::{manager::rewrite_nested, rewire::replace_uses, Pass, PassContext};
 use smelt_ir::op::{nn::DropoutMode, LayoutOp, NnOp};
 use smelt_ir::{Graph, Node, Op, Result, ValueId};
 
@@ -15,32 +15,25 @@ impl Pass for RemoveNoops {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(remove(g))
+        Ok(rewrite_nested(g, &mut remove))
     }
 }
 
-/// Removes pass-through nodes from `g` and its subgraphs; true if any went.
+/// Removes pass-through nodes from one graph (not its subgraphs); true if any went.
 fn remove(g: &mut Graph) -> bool {
-    {
-        let mut changed = false;
-        for n in &mut g.nodes {
-            for sub in n.op.subgraphs_mut() {
-                changed |= remove(sub);
+    let mut changed = false;
+    let mut i = 0;
+    while i < g.nodes.len() {
+        match passthrough(g, &g.nodes[i]) {
+            Some((from, to)) if !g.outputs.contains(&from) => {
+                g.nodes.remove(i);
+                replace_uses(g, from, to);
+                changed = true;
             }
+            _ => i += 1,
         }
-        let mut i = 0;
-        while i < g.nodes.len() {
-            match passthrough(g, &g.nodes[i]) {
-                Some((from, to)) if !g.outputs.contains(&from) => {
-                    g.nodes.remove(i);
-                    replace_uses(g, from, to);
-                    changed = true;
-                }
-                _ => i += 1,
-            }
-        }
-        changed
     }
+    changed
 }
 
 /// (output, input) when the node copies its input to its only used output.

@@ -86,9 +86,8 @@ pub fn import_model(
         scopes: Vec::new(),
         lenient,
         unsupported: Vec::new(),
-        counter: 0,
     };
-    let g = imp.import_graph(graph, None)?;
+    let g = imp.import_graph(graph)?;
     let mut opsets: Vec<(String, i64)> = imp.opsets.iter().map(|(k, v)| (k.clone(), *v)).collect();
     opsets.sort();
     Ok(Imported {
@@ -114,7 +113,6 @@ pub struct Importer {
     scopes: Vec<Scope>,
     lenient: bool,
     unsupported: Vec<String>,
-    counter: usize,
 }
 
 impl Importer {
@@ -149,10 +147,10 @@ impl Importer {
     }
 
     fn import_subgraph(&mut self, g: &GraphProto) -> Result<Graph> {
-        self.import_graph(g, Some(()))
+        self.import_graph(g)
     }
 
-    fn import_graph(&mut self, g: &GraphProto, _sub: Option<()>) -> Result<Graph> {
+    fn import_graph(&mut self, g: &GraphProto) -> Result<Graph> {
         self.scopes.push(Scope {
             graph: Graph {
                 name: g.name.clone(),
@@ -253,7 +251,6 @@ impl Importer {
             None => bail!("domain '{domain}' is not imported by the model"),
         };
         let name = if node.name.is_empty() {
-            self.counter += 1;
             format!("{}_{}", node.op_type, index)
         } else {
             node.name.clone()

@@ -30,11 +30,7 @@ pub fn sgemm(
     if m == 0 || n == 0 {
         return;
     }
-    if !accumulate {
-        for i in 0..m {
-            c[i * ldc..i * ldc + n].fill(0.0);
-        }
-    }
+    clear_unless(accumulate, m, n, c, ldc);
     if k == 0 {
         return;
     }
@@ -79,7 +75,11 @@ pub fn sgemm(
                 })
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        // A worker that panicked re-raises here rather than leaving its block of C unwritten.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
     });
     for (j0, cols, buf) in parts {
         for i in 0..m {
@@ -87,6 +87,15 @@ pub fn sgemm(
             for (d, v) in dst.iter_mut().zip(&buf[i * cols..(i + 1) * cols]) {
                 *d += v;
             }
+        }
+    }
+}
+
+/// Zeroes the `m x n` block of C unless the product accumulates into it.
+fn clear_unless(accumulate: bool, m: usize, n: usize, c: &mut [f32], ldc: usize) {
+    if !accumulate {
+        for i in 0..m {
+            c[i * ldc..i * ldc + n].fill(0.0);
         }
     }
 }
@@ -108,11 +117,7 @@ pub fn sgemm_st(
     if m == 0 || n == 0 {
         return;
     }
-    if !accumulate {
-        for i in 0..m {
-            c[i * ldc..i * ldc + n].fill(0.0);
-        }
-    }
+    clear_unless(accumulate, m, n, c, ldc);
     if k > 0 {
         sgemm_serial(m, n, k, a, lda, b, ldb, c, ldc);
     }
