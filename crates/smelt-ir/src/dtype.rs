@@ -160,6 +160,15 @@ impl DType {
         }
     }
 
+    /// Bytes one element takes in a [`crate::Tensor`] (sub-byte types take a whole byte;
+    /// strings report 0: they never live in flat storage).
+    pub fn storage_size(self) -> usize {
+        match self {
+            DType::Str => 0,
+            d => d.bits().div_ceil(8),
+        }
+    }
+
     /// True for real floating-point types (f16, bf16, f32, f64 and the float8/float4 types).
     pub fn is_float(self) -> bool {
         use DType::*;

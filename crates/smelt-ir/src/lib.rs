@@ -7,6 +7,7 @@ pub mod dim;
 pub mod dtype;
 pub mod error;
 pub mod graph;
+pub mod kernel;
 pub mod lowp;
 pub mod op;
 pub mod tensor;
