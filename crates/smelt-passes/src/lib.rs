@@ -6,6 +6,7 @@ pub mod cse;
 pub mod dead_code;
 pub mod fold_batchnorm;
 pub mod fold_constants;
+pub mod lower;
 pub mod manager;
 pub mod remove_noops;
 pub mod rewire;

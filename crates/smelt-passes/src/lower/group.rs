@@ -1,0 +1,364 @@
+//! Fusion: walks the graph in order and forms kernel groups. Elementwise ops join the
+//! group that computes their latest input when the iteration space matches (an
+//! elementwise chain, a reduction's epilogue or an anchor's epilogue); every refusal is
+//! recorded with its reason.
+
+use super::pointwise::{self, Body};
+use super::reduction;
+use super::views::{self, View};
+use super::{dtype_of, shape_of_value};
+use smelt_ir::kernel::{RejectedFusion, ScalarOp, Stage};
+use smelt_ir::op::{LayoutOp, NnOp};
+use smelt_ir::{DType, Graph, Node, Op, Result, Tensor, ValueId};
+use std::collections::HashMap;
+
+/// How a load maps a tensor onto a group's (natural-order) iteration space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mapping {
+    /// Numpy broadcasting, right-aligned.
+    Numpy,
+    /// A 1-D per-channel vector along axis 1 (BatchNormalization parameters).
+    Channel,
+}
+
+/// What a draft group runs.
+#[derive(Debug, Clone)]
+pub enum DraftKind {
+    /// An elementwise loop.
+    Elementwise,
+    /// A reduction: `perm` orders the iteration dims (kept, then reduced).
+    Reduction {
+        /// Iteration order of the natural dims.
+        perm: Vec<usize>,
+        /// Number of kept dims.
+        reduce_from: usize,
+        /// Stages.
+        stages: Vec<Stage>,
+        /// The values that are one per row, with their output shapes.
+        per_row: Vec<ValueId>,
+    },
+    /// An anchor node (index) with an epilogue.
+    Anchor(usize),
+    /// One node run whole.
+    Single(usize),
+    /// A Concat node: placement decides between in-place pieces, copies or a single op.
+    Concat(usize),
+}
+
+/// A group being formed.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// What it runs.
+    pub kind: DraftKind,
+    /// The natural iteration shape (loops) or the anchor's result shape.
+    pub shape: Vec<usize>,
+    /// The loop body.
+    pub body: Body,
+    /// Loads: the value read and how it maps onto the iteration space.
+    pub loads: Vec<(ValueId, Mapping)>,
+    load_ops: HashMap<(ValueId, Mapping), usize>,
+    /// Member values and the instruction computing each.
+    pub vals: HashMap<ValueId, usize>,
+    /// Member node indices, in graph order.
+    pub members: Vec<usize>,
+}
+
+impl Draft {
+    fn new(kind: DraftKind, shape: Vec<usize>) -> Draft {
+        Draft {
+            kind,
+            shape,
+            body: Body::default(),
+            loads: Vec::new(),
+            load_ops: HashMap::new(),
+            vals: HashMap::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
+/// The result of fusion.
+pub struct Fusion {
+    /// Groups in run order.
+    pub drafts: Vec<Draft>,
+    /// Views: value -> window onto a stored value.
+    pub views: HashMap<ValueId, View>,
+    /// Which draft each node belongs to (None for views).
+    pub node_group: Vec<Option<usize>>,
+    /// Which draft computes each non-view value.
+    pub value_group: HashMap<ValueId, usize>,
+    /// Fusions not done.
+    pub rejected: Vec<RejectedFusion>,
+}
+
+/// Anchor ops: run whole, then an elementwise epilogue over their result.
+fn is_anchor(g: &Graph, n: &Node) -> bool {
+    let single_out = n.outputs.len() == 1 || n.outputs.iter().skip(1).all(|o| o.is_none());
+    let f32_out = n.outputs[0].and_then(|o| dtype_of(g, o)) == Some(DType::F32);
+    single_out
+        && f32_out
+        && matches!(
+            n.op,
+            Op::Nn(
+                NnOp::MatMul
+                    | NnOp::Gemm { .. }
+                    | NnOp::Conv { .. }
+                    | NnOp::ConvTranspose { .. }
+                    | NnOp::Attention { .. }
+                    | NnOp::MaxPool { .. }
+                    | NnOp::AveragePool { .. }
+            ) | Op::Misc(smelt_ir::op::MiscOp::Resize { .. })
+        )
+}
+
+/// Forms the groups of a graph whose values all have concrete shapes.
+pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
+    let mut f = Fusion {
+        drafts: Vec::new(),
+        views: HashMap::new(),
+        node_group: vec![None; g.nodes.len()],
+        value_group: HashMap::new(),
+        rejected: Vec::new(),
+    };
+    for (i, n) in g.nodes.iter().enumerate() {
+        if try_view(g, n, consts, &mut f) {
+            continue;
+        }
+        let out_shape = n
+            .outputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|o| shape_of_value(g, o));
+        let gi = if matches!(n.op, Op::Layout(LayoutOp::Concat { .. })) {
+            new_group(&mut f, Draft::new(DraftKind::Concat(i), vec![]))
+        } else if let (None, Some(shape)) = (pointwise::unfusible_reason(g, n), out_shape.clone()) {
+            pointwise_node(g, n, shape, consts, &mut f)
+        } else if let Some(gi) = reduction_node(g, n, consts, &mut f) {
+            gi
+        } else if is_anchor(g, n) && out_shape.is_some() {
+            let mut d = Draft::new(DraftKind::Anchor(i), out_shape.unwrap_or_default());
+            let acc = d.body.push(ScalarOp::Acc);
+            if let Some(o) = n.outputs[0] {
+                d.vals.insert(o, acc);
+            }
+            new_group(&mut f, d)
+        } else {
+            new_group(&mut f, Draft::new(DraftKind::Single(i), vec![]))
+        };
+        f.node_group[i] = Some(gi);
+        f.drafts[gi].members.push(i);
+        for o in n.outputs.iter().flatten() {
+            f.value_group.insert(*o, gi);
+        }
+    }
+    Ok(f)
+}
+
+fn new_group(f: &mut Fusion, d: Draft) -> usize {
+    f.drafts.push(d);
+    f.drafts.len() - 1
+}
+
+/// Records a view node; false when the node is not a view (it then runs as a kernel,
+/// or as a copy when it is a reshape that needs one).
+fn try_view(g: &Graph, n: &Node, consts: &HashMap<ValueId, &Tensor>, f: &mut Fusion) -> bool {
+    let Some(input) = n.inputs.first().copied().flatten() else {
+        return false;
+    };
+    let Some(base) = view_or_dense(g, f, input) else {
+        return false;
+    };
+    if matches!(n.op, Op::Layout(LayoutOp::Split { .. })) {
+        if let Some(vs) = views::split_views(g, n, &base) {
+            for (o, v) in n.outputs.iter().zip(vs) {
+                if let (Some(o), Some(v)) = (o, v) {
+                    f.views.insert(*o, v);
+                }
+            }
+            return true;
+        }
+        return false;
+    }
+    if let Some(v) = views::view_of(g, n, consts, &base) {
+        if let Some(o) = n.outputs[0] {
+            f.views.insert(o, v);
+        }
+        return true;
+    }
+    false
+}
+
+/// The window a value is: its view, or the whole of it.
+pub fn view_or_dense(g: &Graph, f: &Fusion, v: ValueId) -> Option<View> {
+    match f.views.get(&v) {
+        Some(w) => Some(w.clone()),
+        None => Some(View::dense(v, &shape_of_value(g, v)?)),
+    }
+}
+
+/// The draft whose run makes `v`'s data ready (None for inputs and weights).
+fn ready_group(f: &Fusion, v: ValueId) -> Option<usize> {
+    let root = f.views.get(&v).map_or(v, |w| w.root);
+    f.value_group.get(&root).copied()
+}
+
+/// An instruction reading `v` in draft `gi`: a member value directly, else a load
+/// (scalar f32 constants become immediates).
+fn operand(
+    f: &mut Fusion,
+    gi: usize,
+    v: ValueId,
+    map: Mapping,
+    consts: &HashMap<ValueId, &Tensor>,
+) -> usize {
+    let d = &mut f.drafts[gi];
+    if let Some(&op) = d.vals.get(&v) {
+        return op;
+    }
+    if let Some(t) = consts.get(&v) {
+        if t.len() == 1 && t.dtype() == DType::F32 {
+            if let Ok(x) = t.to_f64() {
+                return d.body.push(ScalarOp::Const(x[0] as f32));
+            }
+        }
+    }
+    if let Some(&op) = d.load_ops.get(&(v, map)) {
+        return op;
+    }
+    d.loads.push((v, map));
+    let op = d.body.push(ScalarOp::Load(d.loads.len() - 1));
+    d.load_ops.insert((v, map), op);
+    op
+}
+
+fn pointwise_node(
+    g: &Graph,
+    n: &Node,
+    shape: Vec<usize>,
+    consts: &HashMap<ValueId, &Tensor>,
+    f: &mut Fusion,
+) -> usize {
+    let latest = n
+        .inputs
+        .iter()
+        .flatten()
+        .filter_map(|&v| ready_group(f, v))
+        .max();
+    let target = latest.and_then(|gi| match join_refusal(f, n, gi, &shape) {
+        None => Some(gi),
+        Some(reason) => {
+            let into = f.drafts[gi]
+                .members
+                .first()
+                .map(|&m| g.nodes[m].name.clone())
+                .unwrap_or_default();
+            f.rejected.push(RejectedFusion {
+                node: n.name.clone(),
+                into,
+                reason,
+            });
+            None
+        }
+    });
+    let gi = target.unwrap_or_else(|| new_group(f, Draft::new(DraftKind::Elementwise, shape)));
+    let bn = matches!(n.op, Op::Nn(NnOp::BatchNormalization { .. }));
+    let args: Vec<Option<usize>> = n
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let map = if bn && k > 0 {
+                Mapping::Channel
+            } else {
+                Mapping::Numpy
+            };
+            v.map(|v| operand(f, gi, v, map, consts))
+        })
+        .collect();
+    let d = &mut f.drafts[gi];
+    // unfusible_reason vetted the op: emit never fails for it.
+    let out = pointwise::emit(&n.op, &args, &mut d.body).unwrap_or(0);
+    if let Some(o) = n.outputs[0] {
+        d.vals.insert(o, out);
+    }
+    gi
+}
+
+/// Why `n` cannot join draft `gi`, or None when it can.
+fn join_refusal(f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<String> {
+    let d = &f.drafts[gi];
+    let kind = match &d.kind {
+        DraftKind::Elementwise | DraftKind::Anchor(_) => None,
+        DraftKind::Reduction { per_row, .. } => {
+            if n.inputs.iter().flatten().any(|v| per_row.contains(v)) {
+                Some("its input is one value per row of a reduction".to_string())
+            } else {
+                None
+            }
+        }
+        DraftKind::Single(_) => Some("its producer runs whole (no epilogue support)".into()),
+        DraftKind::Concat(_) => Some("its producer is a Concat".into()),
+    };
+    if kind.is_some() {
+        return kind;
+    }
+    if d.shape != shape {
+        return Some(format!(
+            "its shape {shape:?} differs from the group's iteration space {:?}",
+            d.shape
+        ));
+    }
+    for v in n.inputs.iter().flatten() {
+        if ready_group(f, *v) == Some(gi) && !d.vals.contains_key(v) {
+            return Some(
+                "it reads a reshaped or transposed view of a value the group computes".into(),
+            );
+        }
+    }
+    None
+}
+
+fn reduction_node(
+    g: &Graph,
+    n: &Node,
+    consts: &HashMap<ValueId, &Tensor>,
+    f: &mut Fusion,
+) -> Option<usize> {
+    let x = n.inputs.first().copied().flatten()?;
+    let out = n.outputs.first().copied().flatten()?;
+    let in_shape = shape_of_value(g, x)?;
+    let form = reduction::form(g, n, consts, in_shape.len())?;
+    let kept: Vec<usize> = (0..in_shape.len())
+        .filter(|a| !form.axes.contains(a))
+        .collect();
+    let perm: Vec<usize> = kept.iter().chain(&form.axes).copied().collect();
+    let count: usize = form.axes.iter().map(|&a| in_shape[a]).product();
+    let gi = new_group(f, Draft::new(DraftKind::Elementwise, in_shape));
+    let xo = operand(f, gi, x, Mapping::Numpy, consts);
+    let mut stages = Vec::new();
+    let mut body = std::mem::take(&mut f.drafts[gi].body);
+    let mut arg = |k: usize, b: &mut Body| -> Option<usize> {
+        let v = n.inputs.get(k).copied().flatten()?;
+        f.drafts[gi].body = std::mem::take(b);
+        let op = operand(f, gi, v, Mapping::Numpy, consts);
+        *b = std::mem::take(&mut f.drafts[gi].body);
+        Some(op)
+    };
+    let res = reduction::emit(&n.op, xo, &mut arg, count, &mut body, &mut stages);
+    let d = &mut f.drafts[gi];
+    d.body = body;
+    let Some(res) = res else {
+        // Not expressible after all: undo (the draft is the last one).
+        f.drafts.pop();
+        return None;
+    };
+    d.vals.insert(out, res);
+    d.kind = DraftKind::Reduction {
+        perm,
+        reduce_from: kept.len(),
+        stages,
+        per_row: if form.per_element { vec![] } else { vec![out] },
+    };
+    Some(gi)
+}

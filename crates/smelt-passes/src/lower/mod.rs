@@ -1,0 +1,91 @@
+//! Lowering a shape-specialized graph to a [`KernelPlan`]: views, fusion into kernel
+//! groups, placement of every stored tensor, and the memory plan.
+
+pub mod group;
+pub mod memory;
+pub mod pointwise;
+pub mod reduction;
+pub mod views;
+
+mod build;
+mod place;
+
+use smelt_ir::kernel::KernelPlan;
+use smelt_ir::{DType, Graph, Result, Tensor, ValueId, ValueType};
+use std::collections::HashMap;
+
+/// The element type of a tensor value, when known.
+pub fn dtype_of(g: &Graph, v: ValueId) -> Option<DType> {
+    match &g.value(v).ty {
+        Some(ValueType::Tensor { dtype, .. }) => Some(*dtype),
+        None => g
+            .constants
+            .iter()
+            .find(|c| c.id == v)
+            .map(|c| c.tensor.dtype()),
+        _ => None,
+    }
+}
+
+/// The concrete shape of a tensor value, when known.
+pub fn shape_of_value(g: &Graph, v: ValueId) -> Option<Vec<usize>> {
+    views::shape_of(g, v)
+}
+
+/// Why a graph cannot be lowered to a kernel plan (it then runs on the reference
+/// executor), or None when it can: every value must be a tensor of concrete shape
+/// and a flat element type, and no node may carry a subgraph.
+pub fn unplannable(g: &Graph) -> Option<String> {
+    let consts: std::collections::HashSet<ValueId> = g.constants.iter().map(|c| c.id).collect();
+    let check = |v: ValueId| -> Option<String> {
+        let name = g.name_of(v);
+        if consts.contains(&v) {
+            return None;
+        }
+        match &g.value(v).ty {
+            Some(ValueType::Tensor { dtype, .. }) => {
+                if *dtype == DType::Str {
+                    return Some(format!("value '{name}' holds strings"));
+                }
+                if shape_of_value(g, v).is_none() {
+                    return Some(format!("value '{name}' has no concrete shape"));
+                }
+                None
+            }
+            Some(t) => Some(format!("value '{name}' is a {t}, not a tensor")),
+            None => Some(format!("value '{name}' has no inferred type")),
+        }
+    };
+    for i in &g.inputs {
+        if let Some(r) = check(i.id) {
+            return Some(r);
+        }
+    }
+    for n in &g.nodes {
+        if !n.op.subgraphs().is_empty() {
+            return Some(format!("node '{}' ({}) has subgraphs", n.name, n.op.name()));
+        }
+        for v in n.inputs.iter().chain(&n.outputs).flatten() {
+            if let Some(r) = check(*v) {
+                return Some(format!("{r} (node '{}', {})", n.name, n.op.name()));
+            }
+        }
+    }
+    g.outputs.iter().find_map(|&o| check(o))
+}
+
+/// Lowers a graph (see [`unplannable`] for what it needs) to a kernel plan.
+pub fn lower(g: &Graph) -> Result<KernelPlan> {
+    if let Some(why) = unplannable(g) {
+        smelt_ir::bail!("cannot plan this graph: {why}");
+    }
+    let consts: HashMap<ValueId, &Tensor> = g.constants.iter().map(|c| (c.id, &c.tensor)).collect();
+    let fusion = group::fuse(g, &consts)?;
+    let placed = place::place(g, &fusion, &consts)?;
+    let mut plan = build::build(g, &fusion, placed)?;
+    memory::plan_arena(&mut plan);
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,196 @@
+//! Placement: which values are stored, and where. Graph outputs are written straight
+//! into the caller's output tensors, Concat pieces into their slot of the result when
+//! they can be, every other stored value gets its own arena buffer (offsets come later).
+
+use super::group::{DraftKind, Fusion};
+use super::views::dense_strides;
+use super::{dtype_of, shape_of_value};
+use smelt_ir::kernel::{Buffer, BufferId, BufferKind, TensorRef};
+use smelt_ir::op::LayoutOp;
+use smelt_ir::{err, Graph, Op, Result, Tensor, ValueId};
+use std::collections::{HashMap, HashSet};
+
+/// How a Concat runs.
+#[derive(Debug, Clone)]
+pub enum ConcatPlan {
+    /// Pieces in order: true when the producer writes it in place, false when copied.
+    Pieces(Vec<bool>),
+    /// As one op.
+    Whole,
+    /// Its result is unused.
+    Dead,
+}
+
+/// Where everything lives.
+pub struct Placement {
+    /// Every buffer so far (weights are added as they are referenced).
+    pub buffers: Vec<Buffer>,
+    /// Weight tensors, by `BufferKind::Weight` index.
+    pub weights: Vec<Tensor>,
+    /// Storage of each stored or external value (dense blocks).
+    pub loc: HashMap<ValueId, TensorRef>,
+    /// Values some kernel must write.
+    pub stored: HashSet<ValueId>,
+    /// Graph outputs that need a copy into their output buffer: (output index, value).
+    pub output_copies: Vec<(usize, ValueId)>,
+    /// How each Concat node runs.
+    pub concats: HashMap<usize, ConcatPlan>,
+}
+
+fn new_buffer(
+    buffers: &mut Vec<Buffer>,
+    g: &Graph,
+    v: ValueId,
+    kind: BufferKind,
+) -> Result<TensorRef> {
+    let shape =
+        shape_of_value(g, v).ok_or_else(|| err!("value '{}' has no shape", g.name_of(v)))?;
+    let dtype = dtype_of(g, v).ok_or_else(|| err!("value '{}' has no type", g.name_of(v)))?;
+    buffers.push(Buffer {
+        name: g.name_of(v).to_string(),
+        dtype,
+        shape: shape.clone(),
+        kind,
+    });
+    Ok(TensorRef::dense(BufferId(buffers.len() as u32 - 1), &shape))
+}
+
+/// Decides storage for the fused graph.
+pub fn place(g: &Graph, f: &Fusion, consts: &HashMap<ValueId, &Tensor>) -> Result<Placement> {
+    let stored = stored_values(g, f);
+    let mut p = Placement {
+        buffers: Vec::new(),
+        weights: Vec::new(),
+        loc: HashMap::new(),
+        stored,
+        output_copies: Vec::new(),
+        concats: HashMap::new(),
+    };
+    for (i, input) in g.inputs.iter().enumerate() {
+        let r = new_buffer(&mut p.buffers, g, input.id, BufferKind::Input(i))?;
+        p.loc.insert(input.id, r);
+    }
+    for (i, &o) in g.outputs.iter().enumerate() {
+        let r = new_buffer(&mut p.buffers, g, o, BufferKind::Output(i))?;
+        let own = !f.views.contains_key(&o)
+            && f.value_group.contains_key(&o)
+            && !p.loc.contains_key(&o)
+            && !consts.contains_key(&o);
+        if own {
+            p.loc.insert(o, r);
+        } else {
+            p.output_copies.push((i, o));
+        }
+    }
+    place_concats(g, f, &mut p)?;
+    let mut rest: Vec<ValueId> = p
+        .stored
+        .iter()
+        .copied()
+        .filter(|v| !p.loc.contains_key(v))
+        .collect();
+    rest.sort();
+    for v in rest {
+        if f.value_group.contains_key(&v) {
+            let r = new_buffer(&mut p.buffers, g, v, BufferKind::Arena { offset: 0 })?;
+            p.loc.insert(v, r);
+        }
+    }
+    Ok(p)
+}
+
+/// Values produced by one group and read outside it (or graph outputs).
+fn stored_values(g: &Graph, f: &Fusion) -> HashSet<ValueId> {
+    let mut stored = HashSet::new();
+    let root = |v: ValueId| f.views.get(&v).map_or(v, |w| w.root);
+    for (j, n) in g.nodes.iter().enumerate() {
+        let cg = f.node_group[j];
+        for &v in n.inputs.iter().flatten() {
+            if f.views.contains_key(&v) {
+                stored.insert(root(v));
+            } else if cg.is_none() || f.value_group.get(&v) != cg.as_ref() {
+                stored.insert(v);
+            }
+        }
+    }
+    for &o in &g.outputs {
+        stored.insert(root(o));
+    }
+    stored.retain(|v| f.value_group.contains_key(v));
+    stored
+}
+
+fn place_concats(g: &Graph, f: &Fusion, p: &mut Placement) -> Result<()> {
+    let mut uses: HashMap<ValueId, usize> = HashMap::new();
+    for d in &f.drafts {
+        if let DraftKind::Concat(i) = d.kind {
+            for v in g.nodes[i].inputs.iter().flatten() {
+                *uses.entry(*v).or_default() += 1;
+            }
+        }
+    }
+    for d in f.drafts.iter().rev() {
+        let DraftKind::Concat(i) = d.kind else {
+            continue;
+        };
+        let n = &g.nodes[i];
+        let Some(out) = n.outputs.first().copied().flatten() else {
+            p.concats.insert(i, ConcatPlan::Dead);
+            continue;
+        };
+        if !p.stored.contains(&out) {
+            p.concats.insert(i, ConcatPlan::Dead);
+            continue;
+        }
+        if !p.loc.contains_key(&out) {
+            let r = new_buffer(&mut p.buffers, g, out, BufferKind::Arena { offset: 0 })?;
+            p.loc.insert(out, r);
+        }
+        let Op::Layout(LayoutOp::Concat { axis }) = n.op else {
+            continue;
+        };
+        let shape = shape_of_value(g, out).unwrap_or_default();
+        let r = shape.len() as i64;
+        let a = if axis < 0 { axis + r } else { axis } as usize;
+        let outer: usize = shape.iter().take(a).product();
+        let inner: usize = shape.iter().skip(a + 1).product();
+        if a >= shape.len() || outer != 1 {
+            p.concats.insert(i, ConcatPlan::Whole);
+            continue;
+        }
+        let base = p.loc[&out].clone();
+        let out_dt = dtype_of(g, out);
+        let mut start = 0usize;
+        let mut pieces = Vec::new();
+        for v in n.inputs.iter().flatten() {
+            let vs = shape_of_value(g, *v).unwrap_or_default();
+            let len = vs.get(a).copied().unwrap_or(0);
+            let ok = !f.views.contains_key(v)
+                && f.value_group.contains_key(v)
+                && !p.loc.contains_key(v)
+                && uses.get(v) == Some(&1)
+                && dtype_of(g, *v) == out_dt
+                && p.stored.contains(v);
+            if ok {
+                p.loc.insert(
+                    *v,
+                    TensorRef {
+                        buffer: base.buffer,
+                        offset: base.offset + start * inner,
+                        strides: dense_strides(&vs),
+                        shape: vs,
+                    },
+                );
+            }
+            pieces.push(ok);
+            start += len;
+        }
+        let plan = if pieces.iter().any(|&x| x) {
+            ConcatPlan::Pieces(pieces)
+        } else {
+            ConcatPlan::Whole
+        };
+        p.concats.insert(i, plan);
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! Lowering tests: groups, views, placement and the memory plan of small typed graphs.
+
+use super::lower;
+use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
+use smelt_ir::text::parse_graph;
+
+const CONV: &str = r#"{"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[3,3],"pads":[1,1,1,1],"strides":[]}"#;
+
+fn plan(text: &str) -> KernelPlan {
+    let g = parse_graph(text).unwrap_or_else(|e| panic!("parse: {e}"));
+    lower(&g).unwrap_or_else(|e| panic!("lower: {e}"))
+}
+
+fn kinds(p: &KernelPlan) -> Vec<String> {
+    p.groups
+        .iter()
+        .map(|g| format!("{}:{}", g.body.kind(), g.ops.join("+")))
+        .collect()
+}
+
+fn weights(n: usize) -> String {
+    format!(
+        r#"{{"dtype":"F32","shape":[4,4,3,3],"data":{{"F32":[{}]}}}}"#,
+        vec!["0.01"; n].join(",")
+    )
+}
+
+#[test]
+fn conv_takes_activation_and_residual_as_epilogue() {
+    let p = plan(&format!(
+        r#"graph "g" {{
+  input %0 "x": f32[1,4,8,8]
+  const %1 "w" = {}
+  %2 "c": f32[1,4,8,8] = nn.Conv {CONV} (%0, %1) # "conv"
+  %3 "s": f32[1,4,8,8] = elementwise.Sigmoid (%2) # "sig"
+  %4 "m": f32[1,4,8,8] = elementwise.Mul (%2, %3) # "silu"
+  %5 "y": f32[1,4,8,8] = elementwise.Add (%4, %0) # "residual"
+  output %5
+}}"#,
+        weights(144)
+    ));
+    assert_eq!(kinds(&p), vec!["anchor:Conv+Sigmoid+Mul+Add"]);
+    let GroupBody::Anchor(a) = &p.groups[0].body else {
+        panic!()
+    };
+    // One store, straight into the output buffer.
+    assert_eq!(a.epilogue.stores.len(), 1);
+    let dst = a.epilogue.stores[0].dst.buffer;
+    assert_eq!(p.buffer(dst).kind, BufferKind::Output(0));
+    assert_eq!(p.memory.arena_bytes, 0);
+}
+
+#[test]
+fn concat_pieces_are_written_in_place_and_views_cost_nothing() {
+    let p = plan(&format!(
+        r#"graph "g" {{
+  input %0 "x": f32[1,4,8,8]
+  const %1 "w" = {}
+  %2 "a": f32[1,4,8,8] = elementwise.Relu (%0) # "relu"
+  %3 "b": f32[1,4,8,8] = nn.Conv {CONV} (%0, %1) # "conv"
+  %4 "cat": f32[1,8,8,8] = layout.Concat {{"axis":1}} (%2, %3) # "cat"
+  %5 "t": f32[1,8,8,8] = layout.Transpose {{"perm":[0,1,3,2]}} (%4) # "tr"
+  %6 "y": f32[1,8,8,8] = elementwise.Neg (%5) # "neg"
+  output %6
+}}"#,
+        weights(144)
+    ));
+    assert_eq!(
+        kinds(&p),
+        vec!["elementwise:Relu", "anchor:Conv", "elementwise:Neg"]
+    );
+    // The negation reads the concat buffer through transposed strides.
+    let GroupBody::Elementwise(l) = &p.groups[2].body else {
+        panic!()
+    };
+    assert_eq!(l.loads[0].strides, vec![512, 64, 1, 8]);
+    // a and b live in the concat's buffer: one arena buffer of 8*64 floats.
+    assert_eq!(p.memory.arena_bytes, 2048);
+    assert_eq!(p.memory.intermediate_bytes, 2048);
+}
+
+#[test]
+fn reduction_takes_scale_mask_prologue_free_epilogue_and_arena_reuses_memory() {
+    let p = plan(
+        r#"graph "g" {
+  input %0 "x": f32[2,3,16]
+  input %1 "m": f32[2,1,16]
+  %2 "a": f32[2,3,16] = elementwise.Add (%0, %1) # "mask"
+  %3 "s": f32[2,3,16] = reduce.Softmax {"axis":-1,"coerce_2d":false} (%2) # "softmax"
+  %4 "e": f32[2,3,16] = elementwise.Mul (%3, %0) # "scale"
+  %5 "r": f32[2,3,1] = reduce.ReduceSum {"axes":[2],"keepdims":true,"noop_with_empty_axes":false} (%4) # "sum"
+  %6 "q": f32[2,3,1] = elementwise.Sqrt (%5) # "sqrt"
+  %7 "t": f32[2,1,3] = layout.Transpose {"perm":[0,2,1]} (%6) # "tr"
+  %8 "u": f32[2,1,3] = elementwise.Exp (%7) # "exp"
+  output %8
+}"#,
+    );
+    assert_eq!(
+        kinds(&p),
+        vec![
+            "elementwise:Add",
+            "reduction:Softmax+Mul",
+            "reduction:ReduceSum",
+            "elementwise:Sqrt",
+            "elementwise:Exp"
+        ]
+    );
+    assert!(!p.rejected.is_empty(), "sqrt reads a per-row value");
+    let GroupBody::Reduction(r) = &p.groups[2].body else {
+        panic!()
+    };
+    assert!(r.body.stores[0].per_row);
+    assert_eq!(r.body.stores[0].dst.shape, vec![2, 3]);
+    // The mask add's result dies in the softmax group, whose output reuses it.
+    assert_eq!(p.memory.in_place, 2, "{:?}", p.memory);
+    assert!(p.memory.arena_bytes < p.memory.intermediate_bytes);
+}
