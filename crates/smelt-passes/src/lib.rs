@@ -7,6 +7,7 @@ pub mod dead_code;
 pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod manager;
+pub mod recognize;
 pub mod remove_noops;
 pub mod rewire;
 
