@@ -8,6 +8,7 @@ pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod lower;
 pub mod manager;
+pub mod recognize;
 pub mod remove_noops;
 pub mod rewire;
 

@@ -56,12 +56,13 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 6] = [
+pub const PASS_NAMES: [&str; 7] = [
     "remove-noops",
     "fold-constants",
     "cse",
     "cancel-transposes",
     "fold-batchnorm",
+    "recognize-composites",
     "dead-code",
 ];
 
@@ -76,6 +77,7 @@ impl PassManager {
                 Box::new(crate::cse::Cse),
                 Box::new(crate::cancel_transposes::CancelTransposes),
                 Box::new(crate::fold_batchnorm::FoldBatchNorm),
+                Box::new(crate::recognize::RecognizeComposites),
                 Box::new(crate::dead_code::DeadCode),
             ],
         };
