@@ -258,6 +258,18 @@ pub fn one(t: Tensor) -> Result<Vec<Value>> {
     Ok(vec![Value::Tensor(t)])
 }
 
+/// Evaluates one op on borrowed values (no subgraph captures), without copying its inputs.
+pub fn eval_values(op: &Op, inputs: &[Option<&Value>], n_outputs: usize) -> Result<Vec<Value>> {
+    let empty = Env::new();
+    let cx = Ctx {
+        n_outputs,
+        outputs_used: vec![true; n_outputs],
+        env: &empty,
+        consts: &empty,
+    };
+    run_op(op, &Inputs::new(inputs.to_vec()), &cx)
+}
+
 /// Evaluates one op on constant tensors (no subgraphs): what constant folding needs.
 pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], n_outputs: usize) -> Result<Vec<Tensor>> {
     let owned: Vec<Option<Value>> = inputs

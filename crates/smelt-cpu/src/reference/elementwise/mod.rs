@@ -13,6 +13,7 @@ use smelt_ir::op::ElementwiseOp as E;
 use smelt_ir::{bail, ensure, DType, Data, Result, Tensor, Value};
 
 pub use cast::cast;
+pub use unary::erf;
 
 /// Runs one op of the family.
 pub fn run(op: &E, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {

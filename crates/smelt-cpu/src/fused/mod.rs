@@ -1,0 +1,294 @@
+//! The fused executor: runs a compiled [`KernelPlan`] on the CPU.
+//!
+//! [`CpuPlan::new`] validates the plan once (every window inside its buffer, bodies well
+//! formed, arena placement sound), so execution reads and writes storage through raw
+//! pointers without checks. Elementwise loops and reductions run through a chunked
+//! scalar-op interpreter; anchors and single ops run through the reference kernels.
+
+mod access;
+mod anchor;
+mod arena;
+mod elementwise;
+mod interp;
+mod nest;
+mod profile;
+mod reduction;
+mod single;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_ops;
+#[cfg(test)]
+mod tests_validate;
+
+pub use arena::Arena;
+pub use profile::{total_by_group, KernelTiming};
+
+use access::Elem;
+use anchor::AnchorPlan;
+use elementwise::LoopPlan;
+use reduction::ReductionPlan;
+use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
+use smelt_ir::{ensure, with_data, DType, Result, Tensor, Value};
+use std::time::Instant;
+use validate::{Checker, Use};
+
+/// A validated kernel plan, ready to run on many threads at once (one [`Arena`] each).
+pub struct CpuPlan {
+    plan: KernelPlan,
+    weights: Vec<Value>,
+    groups: Vec<Prepared>,
+    threads: usize,
+}
+
+/// A group's validated, execution-ready form.
+enum Prepared {
+    Loop(LoopPlan),
+    Reduction(ReductionPlan),
+    Anchor(AnchorPlan),
+    Copy,
+    Single,
+}
+
+/// Every buffer's storage during one run (plus one slot for an anchor's result).
+pub(crate) struct Mem {
+    pub ptrs: Vec<*mut u8>,
+    pub elems: Vec<Elem>,
+}
+
+// SAFETY: threads share a Mem only to touch disjoint elements (see validate::race_free).
+unsafe impl Sync for Mem {}
+unsafe impl Send for Mem {}
+
+/// One run's state: storage, the caller's inputs, the outputs being filled.
+pub(crate) struct RunCx<'a> {
+    pub plan: &'a KernelPlan,
+    pub weights: &'a [Value],
+    pub inputs: &'a [&'a Tensor],
+    pub outputs: Vec<Option<Tensor>>,
+    pub mem: Mem,
+    pub threads: usize,
+}
+
+impl CpuPlan {
+    /// Validates a plan and takes its weights (as values shared by every run; the
+    /// returned plan's `weights` list is left empty, see [`CpuPlan::weight`]).
+    pub fn new(mut plan: KernelPlan) -> Result<CpuPlan> {
+        let weights = std::mem::take(&mut plan.weights);
+        let groups = {
+            let c = Checker::new(&plan, &weights)?;
+            let acc = plan.buffers.len();
+            plan.groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    prepare(&c, &g.body, acc).map_err(|e| {
+                        e.context(format!("group {i} ({} {})", g.body.kind(), g.ops.join("+")))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(CpuPlan {
+            plan,
+            weights: weights.into_iter().map(Value::Tensor).collect(),
+            groups,
+            threads,
+        })
+    }
+
+    /// Uses at most `n` threads (at least one) inside a run for large loops.
+    pub fn with_threads(mut self, n: usize) -> CpuPlan {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// The plan (its weights moved out: see [`CpuPlan::weight`]).
+    pub fn plan(&self) -> &KernelPlan {
+        &self.plan
+    }
+
+    /// Weight number `i`.
+    pub fn weight(&self, i: usize) -> Option<&Tensor> {
+        self.weights.get(i).and_then(Value::as_tensor)
+    }
+
+    /// Runs the plan on inputs given in `plan.inputs` order; returns the outputs in
+    /// `plan.outputs` order. The arena grows when smaller than the plan needs. With a
+    /// profile, one [`KernelTiming`] per group is appended.
+    pub fn run(
+        &self,
+        inputs: &[&Tensor],
+        arena: &mut Arena,
+        mut profile: Option<&mut Vec<KernelTiming>>,
+    ) -> Result<Vec<Tensor>> {
+        let start = profile.is_some().then(Instant::now);
+        let plan = &self.plan;
+        ensure!(
+            inputs.len() == plan.inputs.len(),
+            "the plan takes {} inputs, got {}",
+            plan.inputs.len(),
+            inputs.len()
+        );
+        let mut outputs: Vec<Option<Tensor>> = Vec::with_capacity(plan.outputs.len());
+        for (j, (_, id)) in plan.outputs.iter().enumerate() {
+            let b = plan.buffer(*id);
+            outputs.push(match b.kind {
+                BufferKind::Output(i) if i == j => Some(Tensor::zeros(b.dtype, b.shape.clone())?),
+                _ => None,
+            });
+        }
+        arena.reserve(plan.memory.arena_bytes);
+        let arena_base = arena.base();
+        let mut ptrs = Vec::with_capacity(plan.buffers.len() + 1);
+        let mut elems = Vec::with_capacity(plan.buffers.len() + 1);
+        for b in &plan.buffers {
+            let p: *mut u8 = match b.kind {
+                BufferKind::Input(i) => {
+                    let t = inputs[i];
+                    ensure!(
+                        t.dtype() == b.dtype && t.shape() == b.shape.as_slice(),
+                        "input '{}': expected {} {:?}, got {} {:?}",
+                        plan.inputs[i],
+                        b.dtype,
+                        b.shape,
+                        t.dtype(),
+                        t.shape()
+                    );
+                    data_ptr(t) as *mut u8
+                }
+                BufferKind::Weight(i) => match &self.weights[i] {
+                    Value::Tensor(t) => data_ptr(t) as *mut u8,
+                    _ => std::ptr::null_mut(),
+                },
+                BufferKind::Output(i) => match outputs[i].as_mut() {
+                    Some(t) => data_ptr_mut(t),
+                    None => std::ptr::null_mut(),
+                },
+                // SAFETY: validated offset + size <= arena_bytes <= the arena's length.
+                BufferKind::Arena { offset } => unsafe { arena_base.add(offset) },
+            };
+            ptrs.push(p);
+            elems.push(Elem::of(b.dtype));
+        }
+        ptrs.push(std::ptr::null_mut());
+        elems.push(Elem::Opaque);
+        let mut cx = RunCx {
+            plan,
+            weights: &self.weights,
+            inputs,
+            outputs,
+            mem: Mem { ptrs, elems },
+            threads: self.threads,
+        };
+        for (gi, (g, p)) in plan.groups.iter().zip(&self.groups).enumerate() {
+            let t0 = start.map(|s| s.elapsed());
+            self.run_group(&mut cx, &g.body, p).map_err(|e| {
+                e.context(format!(
+                    "group {gi} ({} {})",
+                    g.body.kind(),
+                    g.ops.join("+")
+                ))
+            })?;
+            if let (Some(prof), Some(s), Some(t0)) = (profile.as_deref_mut(), start, t0) {
+                prof.push(KernelTiming {
+                    group: gi,
+                    start_ns: t0.as_nanos() as u64,
+                    dur_ns: (s.elapsed() - t0).as_nanos() as u64,
+                });
+            }
+        }
+        self.collect_outputs(cx)
+    }
+
+    fn run_group(&self, cx: &mut RunCx, body: &GroupBody, p: &Prepared) -> Result<()> {
+        match (body, p) {
+            // SAFETY (all three): validated by CpuPlan::new against these buffers.
+            (_, Prepared::Loop(l)) => unsafe { l.run(&cx.mem, cx.threads) },
+            (_, Prepared::Reduction(r)) => unsafe { r.run(&cx.mem, cx.threads) },
+            (GroupBody::Copy { src, dst }, Prepared::Copy) => unsafe {
+                let dtype = self.plan.buffer(src.buffer).dtype;
+                single::copy_window(
+                    dtype,
+                    cx.mem.ptrs[src.buffer.0 as usize],
+                    src.offset as isize,
+                    &src.strides,
+                    cx.mem.ptrs[dst.buffer.0 as usize],
+                    dst.offset as isize,
+                    dst.strides.clone(),
+                    &src.shape,
+                )
+            },
+            (GroupBody::Anchor(a), Prepared::Anchor(ap)) => ap.run(cx, a)?,
+            (GroupBody::Single(s), Prepared::Single) => single::run(cx, s)?,
+            _ => smelt_ir::bail!("group and its prepared form disagree"),
+        }
+        Ok(())
+    }
+
+    /// The outputs in plan order; those that are not their own output buffer are copied.
+    fn collect_outputs(&self, mut cx: RunCx) -> Result<Vec<Tensor>> {
+        let plan = &self.plan;
+        let mut copies: Vec<Option<Tensor>> = Vec::with_capacity(plan.outputs.len());
+        for (j, (_, id)) in plan.outputs.iter().enumerate() {
+            if cx.outputs[j].is_some() {
+                copies.push(None);
+                continue;
+            }
+            let b = plan.buffer(*id);
+            let whole = smelt_ir::kernel::TensorRef::dense(*id, &b.shape);
+            copies.push(Some(match b.kind {
+                BufferKind::Output(i) => cx.outputs[i]
+                    .clone()
+                    .ok_or_else(|| smelt_ir::err!("output '{}' missing", b.name))?,
+                _ => single::gather(&cx, &whole)?,
+            }));
+        }
+        Ok(copies
+            .into_iter()
+            .enumerate()
+            .filter_map(|(j, c)| c.or_else(|| cx.outputs[j].take()))
+            .collect())
+    }
+}
+
+/// The first byte of a tensor's storage.
+pub(crate) fn data_ptr(t: &Tensor) -> *const u8 {
+    with_data!(t.data(), v => v.as_ptr().cast::<u8>())
+}
+
+/// The first byte of a tensor's storage, for writing.
+pub(crate) fn data_ptr_mut(t: &mut Tensor) -> *mut u8 {
+    with_data!(t.data_mut(), v => v.as_mut_ptr().cast::<u8>())
+}
+
+fn prepare(c: &Checker, body: &GroupBody, acc: usize) -> Result<Prepared> {
+    Ok(match body {
+        GroupBody::Elementwise(l) => Prepared::Loop(LoopPlan::new(c, l, None)?),
+        GroupBody::Reduction(r) => Prepared::Reduction(ReductionPlan::new(c, r)?),
+        GroupBody::Anchor(a) => Prepared::Anchor(AnchorPlan::new(c, a, acc)?),
+        GroupBody::Copy { src, dst } => {
+            c.window(src, Use::CopySrc, "copy source")?;
+            c.window(dst, Use::CopyDst, "copy destination")?;
+            let (s, d) = (
+                c.plan.buffer(src.buffer).dtype,
+                c.plan.buffer(dst.buffer).dtype,
+            );
+            ensure!(s == d, "copy from {s} to {d}");
+            ensure!(s != DType::Str, "copy of strings");
+            ensure!(
+                src.shape == dst.shape,
+                "copy from {:?} to {:?}",
+                src.shape,
+                dst.shape
+            );
+            Prepared::Copy
+        }
+        GroupBody::Single(s) => {
+            single::check(c, s)?;
+            Prepared::Single
+        }
+    })
+}

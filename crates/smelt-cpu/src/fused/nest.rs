@@ -1,0 +1,169 @@
+//! Loop nests over strided windows: dimension coalescing and walkers that visit every
+//! point, or every chunk of the innermost dimension, keeping each window's offset.
+
+/// Most elements one body evaluation handles (the chunk along the innermost dimension).
+pub(crate) const CHUNK: usize = 256;
+
+/// An iteration space and, per window, its step per dimension (in elements).
+#[derive(Debug, Clone)]
+pub(crate) struct Nest {
+    /// Extents (at least one dimension).
+    pub shape: Vec<usize>,
+    /// `strides[w][d]`: window `w`'s step along dimension `d`.
+    pub strides: Vec<Vec<isize>>,
+}
+
+impl Nest {
+    /// The nest with unit dimensions dropped and neighbours merged wherever every window
+    /// steps through them as one dimension; never below rank 1.
+    pub(crate) fn coalesced(shape: &[usize], strides: Vec<Vec<isize>>) -> Nest {
+        let keep: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+        let mut out_shape: Vec<usize> = Vec::new();
+        let mut out: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];
+        for &d in keep.iter().rev() {
+            let merge = !out_shape.is_empty()
+                && strides.iter().zip(&out).all(|(s, o)| {
+                    let inner = *o.last().unwrap_or(&0);
+                    let n = *out_shape.last().unwrap_or(&1) as isize;
+                    s[d] == inner * n
+                });
+            if merge {
+                if let Some(n) = out_shape.last_mut() {
+                    *n *= shape[d];
+                }
+            } else {
+                out_shape.push(shape[d]);
+                for (o, s) in out.iter_mut().zip(&strides) {
+                    o.push(s[d]);
+                }
+            }
+        }
+        if out_shape.is_empty() {
+            out_shape.push(if shape.contains(&0) { 0 } else { 1 });
+            for o in out.iter_mut() {
+                o.push(0);
+            }
+        }
+        // Merging kept the innermost stride of each run: innermost-first order, reverse it.
+        out_shape.reverse();
+        for o in out.iter_mut() {
+            o.reverse();
+        }
+        Nest {
+            shape: out_shape,
+            strides: out,
+        }
+    }
+
+    /// Number of points.
+    pub(crate) fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The innermost step of every window.
+    pub(crate) fn inner(&self) -> Vec<isize> {
+        self.strides
+            .iter()
+            .map(|s| *s.last().unwrap_or(&0))
+            .collect()
+    }
+}
+
+/// Calls `f` with every window's offset at each point of `shape` (row-major order);
+/// `base` holds the offsets at the origin. Only the first `shape.len()` strides are used.
+pub(crate) fn walk_points(
+    shape: &[usize],
+    strides: &[Vec<isize>],
+    base: &[isize],
+    mut f: impl FnMut(&[isize]),
+) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0usize; shape.len()];
+    let mut offs = base.to_vec();
+    loop {
+        f(&offs);
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                for (o, s) in offs.iter_mut().zip(strides) {
+                    *o += s[d];
+                }
+                break;
+            }
+            let back = (shape[d] - 1) as isize;
+            for (o, s) in offs.iter_mut().zip(strides) {
+                *o -= s[d] * back;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Calls `f(offsets, len)` for each chunk of at most [`CHUNK`] elements along the innermost
+/// dimension of `shape` (rank >= 1); `inner` holds every window's innermost step.
+pub(crate) fn walk_chunks(
+    shape: &[usize],
+    strides: &[Vec<isize>],
+    inner: &[isize],
+    base: &[isize],
+    mut f: impl FnMut(&[isize], usize),
+) {
+    let Some((&n, outer)) = shape.split_last() else {
+        return;
+    };
+    if n == 0 {
+        return;
+    }
+    let mut chunk = base.to_vec();
+    walk_points(outer, strides, base, |offs| {
+        let mut start = 0;
+        while start < n {
+            let len = CHUNK.min(n - start);
+            for ((c, &o), &s) in chunk.iter_mut().zip(offs).zip(inner) {
+                *c = o + start as isize * s;
+            }
+            f(&chunk, len);
+            start += len;
+        }
+    });
+}
+
+/// Fewest points worth splitting between threads.
+pub(crate) const PARALLEL_MIN: usize = 1 << 16;
+
+/// Runs `f(shape, base)` on `threads` slices of the outermost dimension at once (in place
+/// when one thread would do); each slice's shape and window offsets are passed.
+pub(crate) fn for_parts(
+    threads: usize,
+    shape: &[usize],
+    strides: &[Vec<isize>],
+    base: &[isize],
+    f: impl Fn(&[usize], &[isize]) + Sync,
+) {
+    let n = shape.first().copied().unwrap_or(1);
+    let parts = threads.min(n).max(1);
+    if parts == 1 {
+        return f(shape, base);
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        for p in 0..parts {
+            let (lo, hi) = (n * p / parts, n * (p + 1) / parts);
+            let mut sub = shape.to_vec();
+            sub[0] = hi - lo;
+            let start: Vec<isize> = base
+                .iter()
+                .zip(strides)
+                .map(|(&b, s)| b + lo as isize * s[0])
+                .collect();
+            s.spawn(move || f(&sub, &start));
+        }
+    });
+}

@@ -1,0 +1,290 @@
+//! Reductions: per row, each stage combines its value over the reduced dims (later stages
+//! may read earlier results), then per-element and per-row stores are written.
+
+use super::interp::{eval, store, Values, Windows};
+use super::nest::{for_parts, walk_chunks, walk_points, Nest, PARALLEL_MIN};
+use super::validate::{self, Checker, Use};
+use super::Mem;
+use smelt_ir::kernel::{Combine, Reduction, ScalarOp, TensorRef};
+use smelt_ir::{ensure, Result};
+
+/// One validated stage: how it combines, its value op, the ops it evaluates.
+struct StagePlan {
+    combine: Combine,
+    value: usize,
+    order: Vec<usize>,
+}
+
+/// A validated reduction. Windows: loads, per-element stores, then per-row stores.
+pub(crate) struct ReductionPlan {
+    ops: Vec<ScalarOp>,
+    bufs: Vec<usize>,
+    offsets: Vec<isize>,
+    /// The kept dims, with every window's steps.
+    rows: Nest,
+    /// The reduced dims, with the steps of the loads and per-element stores.
+    row: Nest,
+    row_inner: Vec<isize>,
+    stages: Vec<StagePlan>,
+    elem_stores: Vec<(usize, usize)>,
+    elem_order: Vec<usize>,
+    row_stores: Vec<(usize, usize)>,
+    row_order: Vec<usize>,
+    parallel: bool,
+}
+
+impl ReductionPlan {
+    /// Validates a reduction.
+    pub(crate) fn new(c: &Checker, r: &Reduction) -> Result<ReductionPlan> {
+        let l = &r.body;
+        let k = r.reduce_from;
+        ensure!(
+            k <= l.shape.len(),
+            "reduce_from {k} exceeds rank {}",
+            l.shape.len()
+        );
+        smelt_ir::numel(&l.shape)?;
+        validate::body(&l.ops, l.loads.len(), false, r.stages.len())?;
+        for (i, ld) in l.loads.iter().enumerate() {
+            let what = format!("load {i}");
+            c.window(ld, Use::Load, &what)?;
+            ensure!(
+                ld.shape == l.shape,
+                "{what}: shape {:?} is not the loop's {:?}",
+                ld.shape,
+                l.shape
+            );
+        }
+        let mut stages = Vec::new();
+        for (s, st) in r.stages.iter().enumerate() {
+            validate::op_index(&l.ops, st.value, &format!("stage {s}"))?;
+            let order = validate::deps(&l.ops, &[st.value]);
+            for &i in &order {
+                if let ScalarOp::Reduced(j) = l.ops[i] {
+                    ensure!(j < s, "stage {s} reads stage {j}, which is not earlier");
+                }
+            }
+            stages.push(StagePlan {
+                combine: st.combine,
+                value: st.value,
+                order,
+            });
+        }
+        let mut windows: Vec<&TensorRef> = l.loads.iter().collect();
+        let (mut elem, mut row) = (Vec::new(), Vec::new());
+        for (i, s) in l.stores.iter().enumerate() {
+            let what = format!("store {i}");
+            validate::op_index(&l.ops, s.value, &what)?;
+            c.window(&s.dst, Use::Store, &what)?;
+            let want = if s.per_row {
+                &l.shape[..k]
+            } else {
+                &l.shape[..]
+            };
+            ensure!(
+                s.dst.shape == want,
+                "{what}: shape {:?}, expected {want:?}",
+                s.dst.shape
+            );
+            if s.per_row { &mut row } else { &mut elem }.push(s);
+        }
+        let n_row = windows.len() + elem.len();
+        let mut elem_stores = Vec::new();
+        for s in &elem {
+            elem_stores.push((s.value, windows.len()));
+            windows.push(&s.dst);
+        }
+        let mut row_stores = Vec::new();
+        for s in &row {
+            row_stores.push((s.value, windows.len()));
+            windows.push(&s.dst);
+        }
+        let kept: Vec<Vec<isize>> = windows.iter().map(|w| w.strides[..k].to_vec()).collect();
+        let reduced: Vec<Vec<isize>> = windows[..n_row]
+            .iter()
+            .map(|w| w.strides[k..].to_vec())
+            .collect();
+        let row_nest = Nest::coalesced(&l.shape[k..], reduced);
+        let elem_roots: Vec<usize> = elem.iter().map(|s| s.value).collect();
+        let row_roots: Vec<usize> = row.iter().map(|s| s.value).collect();
+        let row_order = validate::deps(&l.ops, &row_roots);
+        // Per-row values read loads at the row's first element, which must exist.
+        ensure!(
+            row_nest.len() > 0
+                || !row_order
+                    .iter()
+                    .any(|&i| matches!(l.ops[i], ScalarOp::Load(_))),
+            "per-row stores read loads of empty rows"
+        );
+        let loads: Vec<&TensorRef> = l.loads.iter().collect();
+        Ok(ReductionPlan {
+            bufs: windows.iter().map(|w| w.buffer.0 as usize).collect(),
+            offsets: windows.iter().map(|w| w.offset as isize).collect(),
+            parallel: validate::race_free(&loads, &windows[l.loads.len()..]),
+            rows: Nest::coalesced(&l.shape[..k], kept),
+            row_inner: row_nest.inner(),
+            row: row_nest,
+            stages,
+            elem_order: validate::deps(&l.ops, &elem_roots),
+            row_order,
+            elem_stores,
+            row_stores,
+            ops: l.ops.clone(),
+        })
+    }
+
+    /// Runs the reduction, rows split between `threads` when large and race free.
+    ///
+    /// # Safety
+    /// `mem` must hold the storages the plan was validated against.
+    pub(crate) unsafe fn run(&self, mem: &Mem, threads: usize) {
+        let n = self.rows.len() * self.row.len();
+        let threads = if self.parallel && n >= PARALLEL_MIN {
+            threads
+        } else {
+            1
+        };
+        for_parts(
+            threads,
+            &self.rows.shape,
+            &self.rows.strides,
+            &self.offsets,
+            |shape, base| {
+                // SAFETY: the slice is part of the validated nest.
+                unsafe { self.run_rows(mem, shape, base) }
+            },
+        );
+    }
+
+    unsafe fn run_rows(&self, mem: &Mem, shape: &[usize], base: &[isize]) {
+        let mut v = Values::new(&self.ops);
+        let mut reduced = vec![0.0f32; self.stages.len()];
+        let n_row = self.row_inner.len();
+        let zeros = vec![0isize; self.bufs.len()];
+        walk_points(shape, &self.rows.strides, base, |roffs| {
+            for (s, st) in self.stages.iter().enumerate() {
+                let mut acc = Accumulator::new(st.combine);
+                walk_chunks(
+                    &self.row.shape,
+                    &self.row.strides,
+                    &self.row_inner,
+                    &roffs[..n_row],
+                    |offs, len| {
+                        let w = Windows {
+                            bufs: &self.bufs,
+                            offs,
+                            inner: &self.row_inner,
+                        };
+                        eval(&self.ops, &st.order, mem, &w, len, &mut v, &reduced);
+                        acc.add(v.get(st.value, len));
+                    },
+                );
+                reduced[s] = acc.finish();
+            }
+            if !self.elem_stores.is_empty() {
+                walk_chunks(
+                    &self.row.shape,
+                    &self.row.strides,
+                    &self.row_inner,
+                    &roffs[..n_row],
+                    |offs, len| {
+                        let w = Windows {
+                            bufs: &self.bufs,
+                            offs,
+                            inner: &self.row_inner,
+                        };
+                        eval(&self.ops, &self.elem_order, mem, &w, len, &mut v, &reduced);
+                        for &(value, k) in &self.elem_stores {
+                            store(mem, &w, k, v.get(value, len));
+                        }
+                    },
+                );
+            }
+            if !self.row_stores.is_empty() {
+                // Per-row values read loads at the row's first element.
+                let w = Windows {
+                    bufs: &self.bufs,
+                    offs: roffs,
+                    inner: &zeros,
+                };
+                eval(&self.ops, &self.row_order, mem, &w, 1, &mut v, &reduced);
+                for &(value, k) in &self.row_stores {
+                    store(mem, &w, k, v.get(value, 1));
+                }
+            }
+        });
+    }
+}
+
+/// A running combination: sums and products in f64 over f32 chunk partials, NaN-propagating
+/// max and min.
+struct Accumulator {
+    combine: Combine,
+    wide: f64,
+    narrow: f32,
+    nan: bool,
+}
+
+impl Accumulator {
+    fn new(combine: Combine) -> Accumulator {
+        let narrow = match combine {
+            Combine::Max => f32::NEG_INFINITY,
+            Combine::Min => f32::INFINITY,
+            _ => 0.0,
+        };
+        let wide = if combine == Combine::Prod { 1.0 } else { 0.0 };
+        Accumulator {
+            combine,
+            wide,
+            narrow,
+            nan: false,
+        }
+    }
+
+    fn add(&mut self, x: &[f32]) {
+        match self.combine {
+            Combine::Sum => self.wide += chunk_sum(x),
+            Combine::Prod => {
+                for &a in x {
+                    self.wide *= a as f64;
+                }
+            }
+            Combine::Max => {
+                for &a in x {
+                    self.nan |= a.is_nan();
+                    self.narrow = self.narrow.max(a);
+                }
+            }
+            Combine::Min => {
+                for &a in x {
+                    self.nan |= a.is_nan();
+                    self.narrow = self.narrow.min(a);
+                }
+            }
+        }
+    }
+
+    fn finish(&self) -> f32 {
+        match self.combine {
+            Combine::Sum | Combine::Prod => self.wide as f32,
+            _ if self.nan => f32::NAN,
+            _ => self.narrow,
+        }
+    }
+}
+
+/// Sum of a chunk in eight f32 lanes (vectorizes; at most 32 terms per lane), then in f64.
+fn chunk_sum(x: &[f32]) -> f64 {
+    let mut lanes = [0.0f32; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (l, &a) in lanes.iter_mut().zip(c) {
+            *l += a;
+        }
+    }
+    let mut s: f64 = lanes.iter().map(|&l| l as f64).sum();
+    for &a in it.remainder() {
+        s += a as f64;
+    }
+    s
+}
