@@ -24,6 +24,8 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// List every unsupported op or opset of a model at once (exit 1 if any).
     Check(cmd::check::Args),
+    /// Show what the compiler did: passes, kernel groups, refused fusions, memory plan.
+    Explain(cmd::explain::Args),
     /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::main(a),
         Command::Inspect(a) => cmd::inspect::main(a),
         Command::Check(a) => cmd::check::main(a),
+        Command::Explain(a) => cmd::explain::main(a),
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => cmd::bench::main(a),
     };

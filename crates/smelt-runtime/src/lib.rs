@@ -1,22 +1,33 @@
-//! smelt's runtime: a [`Session`] loads a model, checks inputs against its signature and runs it.
+//! smelt's runtime: a [`Session`] loads a model, checks inputs against its signature and
+//! runs it through a compiled [`Plan`].
 //!
-//! A session runs the pass pipeline of its optimization level on the imported graph, then
-//! the reference executor; fused kernels and memory planning come in behind the same API.
+//! Plans are specialized to concrete input shapes and cached by them; a run at a new shape
+//! compiles a new plan, and every compilation is logged with its reason ([`Recompile`]).
+//! A plan runs fused kernel groups in one planned arena, or the reference executor when
+//! the graph cannot be planned (data-dependent shapes, subgraphs, non-tensor values).
 
+mod cache;
 mod check;
+mod compile;
+mod plan;
+pub mod profile;
 
+pub use cache::{format_dims, Recompile, ShapeKey};
 pub use check::check_inputs;
+pub use plan::{Execution, Plan};
+pub use profile::KernelEvent;
 
-use smelt_ir::{Model, Result, Value, ValueType};
-use smelt_passes::{PassContext, PassManager, PassReport};
+use cache::PlanCache;
+use smelt_ir::{Dim, Model, Result, Value, ValueType};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
-/// A model ready to run.
+/// A model ready to run; `run(&self)` may be called from many threads at once.
 pub struct Session {
     model: Model,
-    consts: smelt_cpu::Constants,
-    reports: Vec<PassReport>,
+    options: SessionOptions,
+    cache: Mutex<PlanCache>,
 }
 
 /// How a session compiles its model.
@@ -28,6 +39,8 @@ pub struct SessionOptions {
     pub dump_after: Option<String>,
     /// Stop the pipeline after this pass.
     pub stop_after: Option<String>,
+    /// Input shapes to compile for at load (inputs with symbolic dims need one).
+    pub input_shapes: Vec<(String, Vec<u64>)>,
 }
 
 impl Default for SessionOptions {
@@ -36,6 +49,7 @@ impl Default for SessionOptions {
             opt_level: 1,
             dump_after: None,
             stop_after: None,
+            input_shapes: Vec::new(),
         }
     }
 }
@@ -68,40 +82,58 @@ impl Session {
         Session::from_model_with(model, &SessionOptions::default())
     }
 
-    /// Compiles an already imported model: runs the pass pipeline of `options.opt_level`.
-    pub fn from_model_with(mut model: Model, options: &SessionOptions) -> Result<Session> {
-        let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
-        let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
-            smelt_cpu::eval_op(op, x, n)
-        };
-        let cx = PassContext {
-            evaluate: Some(&eval),
-        };
-        let dump = options.dump_after.as_deref();
-        let reports = pm.run(&mut model.graph, &cx, |name, g| {
-            if dump == Some("all") || dump == Some(name) {
-                eprintln!(
-                    "=== IR after {name} ===\n{}",
-                    smelt_ir::text::print_graph(g)
-                );
-            }
-        })?;
-        let consts = smelt_cpu::Constants::of(&model.graph);
-        Ok(Session {
+    /// Prepares an imported model. When every input's shape is known (declared, or given in
+    /// `options.input_shapes`), the plan for those shapes is compiled now; otherwise the
+    /// first run compiles.
+    pub fn from_model_with(model: Model, options: &SessionOptions) -> Result<Session> {
+        let s = Session {
             model,
-            consts,
-            reports,
-        })
+            options: options.clone(),
+            cache: Mutex::new(PlanCache::default()),
+        };
+        let given: HashMap<String, Vec<u64>> = options.input_shapes.iter().cloned().collect();
+        for name in given.keys() {
+            if !s.inputs().iter().any(|i| &i.name == name) {
+                smelt_ir::bail!("--shape names '{name}', which is not an input of the model");
+            }
+        }
+        if let Ok(key) = s.key_from_shapes(&given) {
+            s.plan_for_key(key)?;
+        }
+        Ok(s)
     }
 
-    /// What each pass did when the session was compiled.
-    pub fn pass_reports(&self) -> &[PassReport] {
-        &self.reports
-    }
-
-    /// The model.
+    /// The imported model (before any pass).
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// The options the session compiles with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// What each pass did in the most recent compilation (empty before the first).
+    pub fn pass_reports(&self) -> Vec<smelt_passes::PassReport> {
+        self.last_plan()
+            .map(|p| p.pass_reports().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The most recently compiled plan.
+    pub fn last_plan(&self) -> Option<Arc<Plan>> {
+        let c = self.cache.lock().ok()?;
+        c.last.as_ref().and_then(|k| c.plans.get(k).cloned())
+    }
+
+    /// Every compilation so far, in order, with its reason.
+    pub fn compilations(&self) -> Vec<Recompile> {
+        self.cache.lock().map(|c| c.log.clone()).unwrap_or_default()
+    }
+
+    /// How many plans have been compiled.
+    pub fn compile_count(&self) -> usize {
+        self.cache.lock().map(|c| c.log.len()).unwrap_or(0)
     }
 
     /// The inputs, in order.
@@ -130,15 +162,134 @@ impl Session {
             .collect()
     }
 
+    /// The plan for the given input shapes (inputs not named use their declared or
+    /// default shape), compiling it on a cache miss.
+    pub fn plan_for(&self, shapes: &HashMap<String, Vec<u64>>) -> Result<Arc<Plan>> {
+        let key = self.key_from_shapes(shapes)?;
+        self.plan_for_key(key)
+    }
+
     /// Runs the model on named inputs; returns (name, value) per output in graph order.
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
+        Ok(self.run_inner(inputs, None)?)
+    }
+
+    /// Runs the model and records one timing event per kernel.
+    pub fn run_profiled(
+        &self,
+        inputs: HashMap<String, Value>,
+    ) -> Result<(Vec<(String, Value)>, Vec<KernelEvent>)> {
+        let mut events = Vec::new();
+        let out = self.run_inner(inputs, Some(&mut events))?;
+        Ok((out, events))
+    }
+
+    fn run_inner(
+        &self,
+        inputs: HashMap<String, Value>,
+        profile: Option<&mut Vec<KernelEvent>>,
+    ) -> Result<Vec<(String, Value)>> {
         check_inputs(&self.inputs(), &inputs)?;
-        let outs = smelt_cpu::run_graph_prepared(&self.model.graph, &self.consts, inputs)?;
+        let key = self.key_from_values(&inputs);
+        let plan = self.plan_for_key(key)?;
+        let outs = plan.run(inputs, profile)?;
         Ok(self
             .outputs()
             .into_iter()
             .map(|o| o.name)
             .zip(outs)
             .collect())
+    }
+
+    fn plan_for_key(&self, key: ShapeKey) -> Result<Arc<Plan>> {
+        let mut c = self
+            .cache
+            .lock()
+            .map_err(|_| smelt_ir::err!("a compilation panicked in another thread"))?;
+        if let Some(p) = c.plans.get(&key) {
+            let p = p.clone();
+            c.last = Some(key);
+            return Ok(p);
+        }
+        let reason = c.miss_reason(&key);
+        let shapes: HashMap<String, Vec<u64>> = key.iter().cloned().collect();
+        let plan = Arc::new(compile::compile(&self.model.graph, &shapes, &self.options)?);
+        c.plans.insert(key.clone(), plan.clone());
+        c.log.push(Recompile {
+            shapes: key.clone(),
+            reason,
+        });
+        c.last = Some(key);
+        Ok(plan)
+    }
+
+    /// The cache key of a run: the shape of every tensor input (given or default).
+    fn key_from_values(&self, inputs: &HashMap<String, Value>) -> ShapeKey {
+        if self.options.opt_level == 0 {
+            return Vec::new();
+        }
+        let g = &self.model.graph;
+        g.inputs
+            .iter()
+            .filter_map(|i| {
+                let name = g.name_of(i.id);
+                let t = match inputs.get(name) {
+                    Some(Value::Tensor(t)) => t,
+                    Some(_) => return None,
+                    None => i.default.as_ref()?,
+                };
+                Some((
+                    name.to_string(),
+                    t.shape().iter().map(|&d| d as u64).collect(),
+                ))
+            })
+            .collect()
+    }
+
+    /// The cache key for given shapes; an error names an input whose shape is unknown.
+    fn key_from_shapes(&self, given: &HashMap<String, Vec<u64>>) -> Result<ShapeKey> {
+        if self.options.opt_level == 0 {
+            return Ok(Vec::new());
+        }
+        let g = &self.model.graph;
+        let mut key = Vec::new();
+        for i in &g.inputs {
+            let name = g.name_of(i.id);
+            if let Some(d) = given.get(name) {
+                key.push((name.to_string(), d.clone()));
+                continue;
+            }
+            if let Some(t) = &i.default {
+                key.push((
+                    name.to_string(),
+                    t.shape().iter().map(|&d| d as u64).collect(),
+                ));
+                continue;
+            }
+            match &g.value(i.id).ty {
+                Some(ValueType::Tensor { shape: Some(s), .. }) => {
+                    let dims: Option<Vec<u64>> = s
+                        .iter()
+                        .map(|d| match d {
+                            Dim::Known(n) => Some(*n),
+                            _ => None,
+                        })
+                        .collect();
+                    let dims = dims.ok_or_else(|| {
+                        smelt_ir::err!(
+                            "input '{name}' has symbolic dimensions: give its shape (--shape {name}=DIMS)"
+                        )
+                    })?;
+                    key.push((name.to_string(), dims));
+                }
+                Some(ValueType::Tensor { shape: None, .. }) | None => {
+                    smelt_ir::bail!(
+                        "input '{name}' has an unknown shape: give it (--shape {name}=DIMS)"
+                    )
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(key)
     }
 }

@@ -107,7 +107,13 @@ pub fn main(mut a: Args) -> Result<ExitCode> {
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
 
     let t = Instant::now();
-    let session = Session::load_with(&model, &a.compile.options())?;
+    let mut options = a.compile.options();
+    options.input_shapes = parse_shape_args(&a.shape)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.into_iter().map(|d| d as u64).collect()))
+        .collect();
+    let session = Session::load_with(&model, &options)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let rss_after_load = proc_status_bytes("VmRSS");
     eprintln!(

@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod check;
+pub mod explain;
 pub mod inspect;
 pub mod run;

@@ -17,6 +17,9 @@ pub struct Args {
     /// Folder to write each output to, as `<name>.npy`.
     #[arg(long)]
     output_dir: Option<PathBuf>,
+    /// Write a per-kernel timing profile (Chrome trace JSON) to this file.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -42,14 +45,20 @@ impl CompileArgs {
             opt_level: self.opt_level,
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
+            input_shapes: Vec::new(),
         }
     }
 }
 
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
-    let session = Session::load_with(&a.model, &a.compile.options())?;
     let shapes = parse_shape_args(&a.inputs.shape)?;
+    let mut options = a.compile.options();
+    options.input_shapes = shapes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.iter().map(|&d| d as u64).collect()))
+        .collect();
+    let session = Session::load_with(&a.model, &options)?;
     let mut inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
     if a.inputs.random_inputs {
         let given: Vec<&str> = a
@@ -72,9 +81,17 @@ pub fn main(a: Args) -> Result<ExitCode> {
             }
         }
     }
-    let outputs = session
-        .run(inputs)
-        .map_err(|e| e.context(a.model.display().to_string()))?;
+    let outputs = match &a.profile {
+        None => session.run(inputs),
+        Some(path) => session.run_profiled(inputs).and_then(|(out, events)| {
+            let trace = smelt_runtime::profile::chrome_trace(&[(0.0, events)]);
+            std::fs::write(path, trace)
+                .map_err(|e| smelt_ir::err!("cannot write {}: {e}", path.display()))?;
+            eprintln!("profile: {}", path.display());
+            Ok(out)
+        }),
+    }
+    .map_err(|e| e.context(a.model.display().to_string()))?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| smelt_ir::err!("cannot create {}: {e}", dir.display()))?;

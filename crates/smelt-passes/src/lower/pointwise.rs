@@ -61,6 +61,31 @@ pub fn unfusible_reason(g: &Graph, n: &Node) -> Option<String> {
         .iter()
         .enumerate()
         .all(|(i, v)| v.is_none() || f32_in(i));
+    // Every input must broadcast numpy-style onto the output (older opsets had other rules).
+    let out_shape = n.outputs[0].and_then(|o| super::shape_of_value(g, o));
+    let bn = matches!(n.op, Op::Nn(NnOp::BatchNormalization { .. }));
+    for (k, v) in n.inputs.iter().enumerate() {
+        let (Some(v), Some(os)) = (v, &out_shape) else {
+            continue;
+        };
+        let Some(s) = super::shape_of_value(g, *v) else {
+            return Some("an input has no known shape".into());
+        };
+        let fits = if bn && k > 0 {
+            s.len() == 1 && os.len() >= 2 && s[0] == os[1]
+        } else {
+            s.len() <= os.len()
+                && s.iter()
+                    .rev()
+                    .zip(os.iter().rev())
+                    .all(|(&a, &b)| a == b || a == 1)
+        };
+        if !fits {
+            return Some(format!(
+                "input {k} of shape {s:?} does not broadcast to {os:?}"
+            ));
+        }
+    }
     let ok = match &n.op {
         Op::Elementwise(e) => match e {
             ElementwiseOp::Cast { to: DType::F32, .. } => {

@@ -3,6 +3,7 @@
 //! Views are computed assuming the value they view is stored row-major, which the
 //! placement step guarantees (every stored value is a dense block).
 
+use smelt_ir::op::nn::DropoutMode;
 use smelt_ir::op::{ElementwiseOp, LayoutOp, NnOp};
 use smelt_ir::{Graph, Node, Op, ValueId};
 use std::collections::HashMap;
@@ -79,9 +80,14 @@ pub fn view_of(
     let shape = shape_of(g, out)?;
     match &n.op {
         Op::Layout(LayoutOp::Identity) => Some(input.clone()),
-        Op::Nn(NnOp::Dropout { .. }) => {
-            // Only in inference, with the mask unused: remove-noops keeps the rest.
-            (n.outputs.len() < 2 || n.outputs[1].is_none()).then(|| input.clone())
+        Op::Nn(NnOp::Dropout { mode, .. }) => {
+            // Only in inference, with the mask unused.
+            let inference = match mode {
+                DropoutMode::Fixed { training, .. } => !training,
+                DropoutMode::FromInputs => n.inputs.get(2).copied().flatten().is_none(),
+            };
+            let no_mask = n.outputs.len() < 2 || n.outputs[1].is_none();
+            (inference && no_mask).then(|| input.clone())
         }
         Op::Elementwise(ElementwiseOp::Cast { to, .. }) => {
             let from = crate::lower::dtype_of(g, n.inputs[0]?)?;

@@ -1,0 +1,235 @@
+//! `smelt explain`: what the compiler did to a model at given input shapes: each pass,
+//! the kernel groups with their source nodes, the fusions refused and why, the memory plan.
+
+use crate::inputs::parse_shape_args;
+use serde_json::{json, Value as Json};
+use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
+use smelt_ir::Result;
+use smelt_runtime::{format_dims, Plan, Session};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `smelt explain`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The ONNX model file.
+    model: PathBuf,
+    /// Input shape, NAME=DIMS (e.g. x=1x3x224x224); needed for inputs with symbolic dims.
+    #[arg(long, value_name = "NAME=DIMS")]
+    shape: Vec<String>,
+    /// Also write the explanation as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// List every buffer of the memory plan, not just the totals.
+    #[arg(long)]
+    buffers: bool,
+    #[command(flatten)]
+    compile: super::run::CompileArgs,
+}
+
+/// Runs the subcommand.
+pub fn main(a: Args) -> Result<ExitCode> {
+    let shapes: HashMap<String, Vec<u64>> = parse_shape_args(&a.shape)?
+        .into_iter()
+        .map(|(k, v)| (k, v.into_iter().map(|d| d as u64).collect()))
+        .collect();
+    let mut options = a.compile.options();
+    options.input_shapes = shapes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let session = Session::load_with(&a.model, &options)?;
+    let plan = session
+        .plan_for(&shapes)
+        .map_err(|e| e.context(a.model.display().to_string()))?;
+    let report = explain_json(&a.model, &session, &plan);
+    print_text(&report, &plan, a.buffers);
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| smelt_ir::err!("cannot encode the explanation: {e}"))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| smelt_ir::err!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kind_counts(p: &KernelPlan) -> BTreeMap<&'static str, usize> {
+    let mut m = BTreeMap::new();
+    for g in &p.groups {
+        *m.entry(g.body.kind()).or_default() += 1;
+    }
+    m
+}
+
+fn group_shape(b: &GroupBody) -> Vec<usize> {
+    match b {
+        GroupBody::Elementwise(l) => l.shape.clone(),
+        GroupBody::Reduction(r) => r.body.shape.clone(),
+        GroupBody::Anchor(a) => a.shape.clone(),
+        GroupBody::Copy { dst, .. } => dst.shape.clone(),
+        GroupBody::Single(s) => s
+            .outputs
+            .iter()
+            .flatten()
+            .next()
+            .map(|r| r.shape.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The explanation as nested JSON objects.
+fn explain_json(model: &std::path::Path, s: &Session, plan: &Plan) -> Json {
+    let passes: Vec<Json> = plan
+        .pass_reports()
+        .iter()
+        .map(|r| {
+            json!({"name": r.name, "nodes_before": r.nodes_before, "nodes_after": r.nodes_after,
+                   "changed": r.changed, "seconds": r.seconds})
+        })
+        .collect();
+    let compilations: Vec<Json> = s
+        .compilations()
+        .iter()
+        .map(|c| {
+            let shapes: BTreeMap<&str, String> = c
+                .shapes
+                .iter()
+                .map(|(n, d)| (n.as_str(), format_dims(d)))
+                .collect();
+            json!({"shapes": shapes, "reason": c.reason})
+        })
+        .collect();
+    let mut out = json!({
+        "model": model.display().to_string(),
+        "opt_level": s.options().opt_level,
+        "compile_seconds": plan.compile_seconds(),
+        "passes": passes,
+        "compilations": compilations,
+        "recompile_count": s.compile_count().saturating_sub(1),
+    });
+    match plan.kernels() {
+        Some(k) => {
+            let groups: Vec<Json> = k
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    json!({"index": i, "kind": g.body.kind(), "ops": g.ops, "nodes": g.nodes,
+                           "shape": group_shape(&g.body)})
+                })
+                .collect();
+            let rejected: Vec<Json> = k
+                .rejected
+                .iter()
+                .map(|r| json!({"node": r.node, "into": r.into, "reason": r.reason}))
+                .collect();
+            let buffers: Vec<Json> = k
+                .buffers
+                .iter()
+                .filter_map(|b| match b.kind {
+                    BufferKind::Arena { offset } => {
+                        Some(json!({"name": b.name, "dtype": b.dtype.to_string(),
+                        "shape": b.shape, "bytes": b.bytes(), "offset": offset}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let m = &k.memory;
+            out["execution"] = json!("kernels");
+            out["kernel_count"] = json!(k.groups.len());
+            out["kernels_by_kind"] = json!(kind_counts(k));
+            out["groups"] = json!(groups);
+            out["rejected_fusions"] = json!(rejected);
+            out["memory"] = json!({
+                "arena_bytes": m.arena_bytes,
+                "intermediate_bytes": m.intermediate_bytes,
+                "arena_fraction": if m.intermediate_bytes > 0 { m.arena_bytes as f64 / m.intermediate_bytes as f64 } else { 0.0 },
+                "in_place": m.in_place,
+                "concat_in_place": m.concat_in_place,
+                "buffers": buffers,
+            });
+        }
+        None => {
+            let g = plan.graph();
+            out["execution"] = json!("reference");
+            out["fallback_reason"] = json!(plan.fallback_reason());
+            out["kernel_count"] = json!(g.nodes.len());
+            out["memory"] = json!({"arena_bytes": 0, "intermediate_bytes": 0});
+        }
+    }
+    out
+}
+
+fn print_text(r: &Json, plan: &Plan, buffers: bool) {
+    println!("model: {}", r["model"].as_str().unwrap_or(""));
+    println!("passes (nodes before -> after, ms):");
+    for p in r["passes"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<20} {:>5} -> {:<5} {:>8.2}",
+            p["name"].as_str().unwrap_or(""),
+            p["nodes_before"],
+            p["nodes_after"],
+            p["seconds"].as_f64().unwrap_or(0.0) * 1e3
+        );
+    }
+    for c in r["compilations"].as_array().into_iter().flatten() {
+        println!(
+            "compiled for {}: {}",
+            c["shapes"],
+            c["reason"].as_str().unwrap_or("")
+        );
+    }
+    let Some(k) = plan.kernels() else {
+        println!(
+            "execution: reference executor ({})",
+            plan.fallback_reason().unwrap_or("")
+        );
+        println!("kernel_count: {} (one per node)", r["kernel_count"]);
+        return;
+    };
+    println!("kernel groups:");
+    for (i, g) in k.groups.iter().enumerate() {
+        let nodes = if g.nodes.len() > 4 {
+            format!(
+                "{} ... {} ({} nodes)",
+                g.nodes[0],
+                g.nodes[g.nodes.len() - 1],
+                g.nodes.len()
+            )
+        } else {
+            g.nodes.join(", ")
+        };
+        println!(
+            "  #{i:<4} {:<11} {:<40} {:?}  [{nodes}]",
+            g.body.kind(),
+            g.ops.join("+"),
+            group_shape(&g.body)
+        );
+    }
+    if !k.rejected.is_empty() {
+        println!("fusions not done:");
+        for x in &k.rejected {
+            println!("  {} into {}: {}", x.node, x.into, x.reason);
+        }
+    }
+    let m = &k.memory;
+    println!("kernel_count: {}  {}", k.groups.len(), r["kernels_by_kind"]);
+    println!(
+        "memory: arena {} bytes for {} bytes of intermediates ({:.1}%), {} in place, {} concats in place",
+        m.arena_bytes,
+        m.intermediate_bytes,
+        100.0 * r["memory"]["arena_fraction"].as_f64().unwrap_or(0.0),
+        m.in_place,
+        m.concat_in_place
+    );
+    if buffers {
+        for b in r["memory"]["buffers"].as_array().into_iter().flatten() {
+            println!(
+                "  {:>10} +{:<10} {} {}{}",
+                b["bytes"],
+                b["offset"],
+                b["name"].as_str().unwrap_or(""),
+                b["dtype"].as_str().unwrap_or(""),
+                b["shape"]
+            );
+        }
+    }
+}

