@@ -56,11 +56,13 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 6] = [
-    "remove-noops",
+pub const PASS_NAMES: [&str; 8] = [
+    "infer-shapes",
     "fold-constants",
+    "remove-noops",
     "cse",
     "cancel-transposes",
+    "cancel-reshapes",
     "fold-batchnorm",
     "dead-code",
 ];
@@ -71,10 +73,12 @@ impl PassManager {
         let passes: Vec<Box<dyn Pass>> = match level {
             0 => Vec::new(),
             _ => vec![
-                Box::new(crate::remove_noops::RemoveNoops),
+                Box::new(crate::infer_shapes::InferShapes),
                 Box::new(crate::fold_constants::FoldConstants::default()),
+                Box::new(crate::remove_noops::RemoveNoops),
                 Box::new(crate::cse::Cse),
                 Box::new(crate::cancel_transposes::CancelTransposes),
+                Box::new(crate::cancel_reshapes::CancelReshapes),
                 Box::new(crate::fold_batchnorm::FoldBatchNorm),
                 Box::new(crate::dead_code::DeadCode),
             ],

@@ -28,6 +28,9 @@ pub struct SessionOptions {
     pub dump_after: Option<String>,
     /// Stop the pipeline after this pass.
     pub stop_after: Option<String>,
+    /// Concrete shapes for graph inputs (name, dims): the graph is specialized to them
+    /// before the pipeline runs.
+    pub input_shapes: Vec<(String, Vec<u64>)>,
 }
 
 impl Default for SessionOptions {
@@ -36,6 +39,7 @@ impl Default for SessionOptions {
             opt_level: 1,
             dump_after: None,
             stop_after: None,
+            input_shapes: Vec::new(),
         }
     }
 }
@@ -70,6 +74,10 @@ impl Session {
 
     /// Compiles an already imported model: runs the pass pipeline of `options.opt_level`.
     pub fn from_model_with(mut model: Model, options: &SessionOptions) -> Result<Session> {
+        if !options.input_shapes.is_empty() {
+            let shapes: HashMap<String, Vec<u64>> = options.input_shapes.iter().cloned().collect();
+            smelt_passes::infer_shapes::set_input_shapes(&mut model.graph, &shapes)?;
+        }
         let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
         let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
             smelt_cpu::eval_op(op, x, n)

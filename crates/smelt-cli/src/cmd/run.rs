@@ -42,14 +42,20 @@ impl CompileArgs {
             opt_level: self.opt_level,
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
+            input_shapes: Vec::new(),
         }
     }
 }
 
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
-    let session = Session::load_with(&a.model, &a.compile.options())?;
     let shapes = parse_shape_args(&a.inputs.shape)?;
+    let mut options = a.compile.options();
+    options.input_shapes = shapes
+        .iter()
+        .map(|(n, d)| (n.clone(), d.iter().map(|&x| x as u64).collect()))
+        .collect();
+    let session = Session::load_with(&a.model, &options)?;
     let mut inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
     if a.inputs.random_inputs {
         let given: Vec<&str> = a
