@@ -1,11 +1,13 @@
 //! smelt's graph passes: small rewrites of a [`smelt_ir::Graph`], run in a fixed pipeline
 //! per optimization level by the [`PassManager`], which can show the IR after any pass.
 
+pub mod cancel_reshapes;
 pub mod cancel_transposes;
 pub mod cse;
 pub mod dead_code;
 pub mod fold_batchnorm;
 pub mod fold_constants;
+pub mod infer_shapes;
 pub mod lower;
 pub mod manager;
 pub mod recognize;

@@ -56,11 +56,13 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 7] = [
-    "remove-noops",
+pub const PASS_NAMES: [&str; 9] = [
+    "infer-shapes",
     "fold-constants",
+    "remove-noops",
     "cse",
     "cancel-transposes",
+    "cancel-reshapes",
     "fold-batchnorm",
     "recognize-composites",
     "dead-code",
@@ -72,10 +74,12 @@ impl PassManager {
         let passes: Vec<Box<dyn Pass>> = match level {
             0 => Vec::new(),
             _ => vec![
-                Box::new(crate::remove_noops::RemoveNoops),
+                Box::new(crate::infer_shapes::InferShapes),
                 Box::new(crate::fold_constants::FoldConstants::default()),
+                Box::new(crate::remove_noops::RemoveNoops),
                 Box::new(crate::cse::Cse),
                 Box::new(crate::cancel_transposes::CancelTransposes),
+                Box::new(crate::cancel_reshapes::CancelReshapes),
                 Box::new(crate::fold_batchnorm::FoldBatchNorm),
                 Box::new(crate::recognize::RecognizeComposites),
                 Box::new(crate::dead_code::DeadCode),

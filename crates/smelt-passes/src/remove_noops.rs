@@ -1,10 +1,12 @@
-//! Removes ops that pass their input through unchanged: `Identity`, and `Dropout` in
-//! inference mode whose mask is unused. Nodes whose output is a graph output stay, so
-//! output names do not change.
+//! Removes ops that pass their input through unchanged: `Identity`, `Dropout` in
+//! inference mode whose mask is unused, `Cast`/`CastLike` to the input's own type, and
+//! `Reshape`/`Flatten`/`Squeeze`/`Unsqueeze`/`Expand` whose output shape is the input's
+//! (both fully known, or the same symbolic dims). Nodes whose output is a graph output
+//! stay, so output names do not change.
 
 use crate::{manager::rewrite_nested, rewire::replace_uses, Pass, PassContext};
-use smelt_ir::op::{nn::DropoutMode, LayoutOp, NnOp};
-use smelt_ir::{Graph, Node, Op, Result, ValueId};
+use smelt_ir::op::{nn::DropoutMode, ElementwiseOp, LayoutOp, NnOp};
+use smelt_ir::{DType, Dim, Graph, Node, Op, Result, ValueId, ValueType};
 
 /// The no-op removal pass.
 pub struct RemoveNoops;
@@ -56,8 +58,46 @@ fn passthrough(g: &Graph, n: &Node) -> Option<(ValueId, ValueId)> {
             };
             (mask_unused && inference).then_some((output, input))
         }
+        Op::Elementwise(ElementwiseOp::Cast { to, .. }) => {
+            (dtype_of(g, input)? == *to).then_some((output, input))
+        }
+        Op::Elementwise(ElementwiseOp::CastLike { .. }) => {
+            let like = (*n.inputs.get(1)?)?;
+            (dtype_of(g, input)? == dtype_of(g, like)?).then_some((output, input))
+        }
+        Op::Layout(
+            LayoutOp::Reshape { .. }
+            | LayoutOp::Flatten { .. }
+            | LayoutOp::Squeeze { .. }
+            | LayoutOp::Unsqueeze { .. }
+            | LayoutOp::Expand,
+        ) => {
+            let (a, b) = (shape_of(g, input)?, shape_of(g, output)?);
+            let same = a == b && !a.contains(&Dim::Unknown);
+            (same && dtype_of(g, input) == dtype_of(g, output)).then_some((output, input))
+        }
         _ => None,
     }
+}
+
+/// The value's tensor type: declared or inferred, or a constant's.
+fn tensor_type(g: &Graph, v: ValueId) -> Option<(DType, Option<Vec<Dim>>)> {
+    if let Some(c) = g.constants.iter().find(|c| c.id == v) {
+        let dims = c.tensor.shape().iter().map(|&d| Dim::Known(d as u64));
+        return Some((c.tensor.dtype(), Some(dims.collect())));
+    }
+    match &g.value(v).ty {
+        Some(ValueType::Tensor { dtype, shape }) => Some((*dtype, shape.clone())),
+        _ => None,
+    }
+}
+
+fn dtype_of(g: &Graph, v: ValueId) -> Option<DType> {
+    tensor_type(g, v).map(|t| t.0)
+}
+
+fn shape_of(g: &Graph, v: ValueId) -> Option<Vec<Dim>> {
+    tensor_type(g, v)?.1
 }
 
 fn is_used(g: &Graph, v: ValueId) -> bool {
@@ -86,6 +126,33 @@ mod tests {
   %2 "b" = elementwise.Relu (%0) # "relu"
   %3 "y" = layout.Identity (%2) # "id2"
   output %3
+}"#,
+        );
+    }
+
+    #[test]
+    fn same_type_cast_and_same_shape_reshape_go() {
+        golden(
+            &RemoveNoops,
+            &no_eval(),
+            r#"graph "g" {
+  input %0 "x": f32[b,4]
+  const %1 "s" = {"dtype":"I64","shape":[2],"data":{"I64":[0,4]}}
+  %2 "a": f32[b,4] = elementwise.Cast {"round_mode":"Up","saturate":true,"to":"F32"} (%0) # "cast_same"
+  %3 "b": f32[b,4] = layout.Reshape {"allowzero":false,"shape":null} (%2, %1) # "reshape_same"
+  %4 "c": f16[b,4] = elementwise.Cast {"round_mode":"Up","saturate":true,"to":"F16"} (%3) # "cast_f16"
+  %5 "d": f16[b,4] = elementwise.CastLike {"round_mode":"Up","saturate":true} (%4, %4) # "castlike_same"
+  %6 "e": f16[?,4] = layout.Reshape {"allowzero":false,"shape":null} (%5, %1) # "reshape_unknown"
+  %7 "y" = elementwise.Relu (%6) # "relu"
+  output %7
+}"#,
+            r#"graph "g" {
+  input %0 "x": f32[b,4]
+  const %1 "s" = {"dtype":"I64","shape":[2],"data":{"I64":[0,4]}}
+  %4 "c": f16[b,4] = elementwise.Cast {"round_mode":"Up","saturate":true,"to":"F16"} (%0) # "cast_f16"
+  %6 "e": f16[?,4] = layout.Reshape {"allowzero":false,"shape":null} (%4, %1) # "reshape_unknown"
+  %7 "y" = elementwise.Relu (%6) # "relu"
+  output %7
 }"#,
         );
     }

@@ -87,7 +87,10 @@ pub fn import_model(
         lenient,
         unsupported: Vec::new(),
     };
-    let g = imp.import_graph(graph)?;
+    let mut g = imp.import_graph(graph)?;
+    if proto.ir_version < 4 {
+        freeze_initializer_inputs(&mut g);
+    }
     let mut opsets: Vec<(String, i64)> = imp.opsets.iter().map(|(k, v)| (k.clone(), *v)).collect();
     opsets.sort();
     Ok(Imported {
@@ -99,6 +102,18 @@ pub fn import_model(
         },
         unsupported: imp.unsupported,
     })
+}
+
+/// Before IR version 4 every initializer had to be listed as a graph input, so being one
+/// does not make it overridable (as in onnxruntime): such inputs become constants.
+fn freeze_initializer_inputs(g: &mut Graph) {
+    let inputs = std::mem::take(&mut g.inputs);
+    for i in inputs {
+        match i.default {
+            Some(tensor) => g.constants.push(Constant { id: i.id, tensor }),
+            None => g.inputs.push(i),
+        }
+    }
 }
 
 struct Scope {

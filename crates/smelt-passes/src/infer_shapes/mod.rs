@@ -1,0 +1,349 @@
+//! Shape and dtype inference over symbolic dimensions.
+//!
+//! [`infer_types`] walks the nodes in order and computes each output's type from its
+//! inputs' types and, where an op needs values (Reshape's shape, Slice's starts...), from
+//! constant inputs. A result more concrete than the declared type replaces it; two different
+//! known sizes for one dim are an error. [`set_input_shapes`] specializes a graph to concrete
+//! input shapes. Subgraphs are left as they are.
+
+mod dims;
+mod elementwise;
+mod layout;
+mod misc;
+mod nn;
+mod reduce;
+
+pub(crate) use layout::shape_range;
+
+use crate::{Pass, PassContext};
+use smelt_ir::{bail, err, DType, Dim, Graph, Node, Op, Result, Tensor, ValueId, ValueType};
+use std::collections::HashMap;
+
+/// The shape-inference pass (types only; the graph's nodes do not change).
+pub struct InferShapes;
+
+impl Pass for InferShapes {
+    fn name(&self) -> &'static str {
+        "infer-shapes"
+    }
+
+    fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
+        infer_types(g)
+    }
+}
+
+/// What a rule computes: one type per output slot (None: nothing learned).
+pub(crate) type Outs = Vec<Option<ValueType>>;
+
+/// A node's inputs as rules see them: types, and values of constant inputs.
+pub(crate) struct In<'a> {
+    g: &'a Graph,
+    consts: &'a HashMap<ValueId, usize>,
+    node: &'a Node,
+}
+
+impl<'a> In<'a> {
+    /// The id of input `i`, if present.
+    fn id(&self, i: usize) -> Option<ValueId> {
+        self.node.inputs.get(i).copied().flatten()
+    }
+
+    /// Whether input `i` is given.
+    pub fn has(&self, i: usize) -> bool {
+        self.id(i).is_some()
+    }
+
+    /// The number of input slots.
+    pub fn len(&self) -> usize {
+        self.node.inputs.len()
+    }
+
+    /// The number of output slots.
+    pub fn n_outputs(&self) -> usize {
+        self.node.outputs.len()
+    }
+
+    /// The constant value of input `i`, if it is a constant.
+    pub fn constant(&self, i: usize) -> Option<&'a Tensor> {
+        let id = self.id(i)?;
+        self.consts.get(&id).map(|&c| &self.g.constants[c].tensor)
+    }
+
+    /// The type of input `i`.
+    pub fn ty(&self, i: usize) -> Option<ValueType> {
+        if let Some(t) = self.constant(i) {
+            return Some(tensor_type(t.dtype(), known(t.shape())));
+        }
+        self.g.value(self.id(i)?).ty.clone()
+    }
+
+    /// The element type of tensor input `i`.
+    pub fn dtype(&self, i: usize) -> Option<DType> {
+        match self.ty(i)? {
+            ValueType::Tensor { dtype, .. } => Some(dtype),
+            _ => None,
+        }
+    }
+
+    /// The shape of tensor input `i`, when its rank is known.
+    pub fn shape(&self, i: usize) -> Option<Vec<Dim>> {
+        match self.ty(i)? {
+            ValueType::Tensor { shape, .. } => shape,
+            _ => None,
+        }
+    }
+
+    /// The values of constant integer input `i`.
+    pub fn ints(&self, i: usize) -> Option<Vec<i64>> {
+        self.constant(i)?.to_i64().ok()
+    }
+
+    /// The values of constant numeric input `i`, as f64.
+    pub fn floats(&self, i: usize) -> Option<Vec<f64>> {
+        self.constant(i)?.to_f64().ok()
+    }
+}
+
+/// A tensor type.
+pub(crate) fn tensor_type(dtype: DType, shape: Vec<Dim>) -> ValueType {
+    ValueType::Tensor {
+        dtype,
+        shape: Some(shape),
+    }
+}
+
+/// A tensor type with a shape when one is known.
+pub(crate) fn typed(dtype: Option<DType>, shape: Option<Vec<Dim>>) -> Option<ValueType> {
+    Some(ValueType::Tensor {
+        dtype: dtype?,
+        shape,
+    })
+}
+
+/// Known dims of a concrete shape.
+pub(crate) fn known(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d as u64)).collect()
+}
+
+/// An axis in [-r, r-1] (or [-r, r] with `r` one larger) as an index.
+pub(crate) fn axis(a: i64, r: usize) -> Option<usize> {
+    let r = r as i64;
+    let a = if a < 0 { a + r } else { a };
+    (0..r).contains(&a).then_some(a as usize)
+}
+
+/// Numpy broadcasting of several shapes; None if two known dims disagree.
+pub(crate) fn broadcast(shapes: &[Vec<Dim>]) -> Option<Vec<Dim>> {
+    let rank = shapes.iter().map(Vec::len).max()?;
+    let mut out = vec![Dim::Known(1); rank];
+    for s in shapes {
+        let off = rank - s.len();
+        for (i, d) in s.iter().enumerate() {
+            out[off + i] = broadcast_dim(&out[off + i], d)?;
+        }
+    }
+    Some(out)
+}
+
+fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
+    Some(match (a, b) {
+        _ if a == b => a.clone(),
+        (Dim::Known(1), x) | (x, Dim::Known(1)) => x.clone(),
+        (Dim::Known(_), Dim::Known(_)) => return None,
+        (Dim::Known(n), _) | (_, Dim::Known(n)) => Dim::Known(*n),
+        (Dim::Unknown, _) | (_, Dim::Unknown) => Dim::Unknown,
+        _ => dims::max(a, b),
+    })
+}
+
+/// The types a node's outputs get from its inputs.
+fn infer_node(x: &In) -> Outs {
+    let r = match &x.node.op {
+        Op::Elementwise(o) => elementwise::infer(o, x),
+        Op::Nn(o) => nn::infer(o, x),
+        Op::Layout(o) => layout::infer(o, x),
+        Op::Reduce(o) => reduce::infer(o, x),
+        Op::Misc(o) => misc::infer(o, x),
+        _ => None,
+    };
+    r.unwrap_or_default()
+}
+
+/// Computes the type of every node output from its inputs (see the module docs); returns
+/// whether any type changed.
+pub fn infer_types(g: &mut Graph) -> Result<bool> {
+    let consts: HashMap<ValueId, usize> = g
+        .constants
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id, i))
+        .collect();
+    let mut changed = false;
+    for i in 0..g.nodes.len() {
+        let outs = infer_node(&In {
+            g,
+            consts: &consts,
+            node: &g.nodes[i],
+        });
+        for (slot, ty) in g.nodes[i].outputs.clone().into_iter().zip(outs) {
+            let (Some(id), Some(ty)) = (slot, ty) else {
+                continue;
+            };
+            let old = &g.values[id.0 as usize].ty;
+            let new = merge(old.as_ref(), ty).map_err(|e| {
+                let n = &g.nodes[i];
+                e.context(format!(
+                    "node {} ({}), output {}",
+                    n.name,
+                    n.op.name(),
+                    g.name_of(id)
+                ))
+            })?;
+            if old.as_ref() != Some(&new) {
+                g.values[id.0 as usize].ty = Some(new);
+                changed = true;
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// The declared type refined by an inferred one (kept as is when the element types differ).
+fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType> {
+    let Some(declared) = declared else {
+        return Ok(inferred);
+    };
+    match (declared, &inferred) {
+        (
+            ValueType::Tensor { dtype, shape },
+            ValueType::Tensor {
+                dtype: dt2,
+                shape: s2,
+            },
+        ) => {
+            if dtype != dt2 {
+                // The model contradicts itself (e.g. an input declared with another type than
+                // its consumers expect): keep its word; the run-time input check reports it.
+                return Ok(declared.clone());
+            }
+            let shape = match (shape, s2) {
+                (Some(a), Some(b)) => {
+                    if a.len() != b.len() {
+                        bail!(
+                            "declared rank {} ({}) but inferred rank {} ({})",
+                            a.len(),
+                            smelt_ir::dim::format_shape(a),
+                            b.len(),
+                            smelt_ir::dim::format_shape(b)
+                        );
+                    }
+                    let dims = a
+                        .iter()
+                        .zip(b)
+                        .enumerate()
+                        .map(|(i, (a, b))| {
+                            merge_dim(a, b).map_err(|e| e.context(format!("dim {i}")))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Some(dims)
+                }
+                (a, b) => a.clone().or(b.clone()),
+            };
+            Ok(ValueType::Tensor {
+                dtype: *dtype,
+                shape,
+            })
+        }
+        _ => Ok(declared.clone()),
+    }
+}
+
+/// Known beats symbolic beats unknown; an inferred expression replaces a declared symbol
+/// (it relates the dim to the inputs) unless it is a broadcast `max`.
+fn merge_dim(declared: &Dim, inferred: &Dim) -> Result<Dim> {
+    Ok(match (declared, inferred) {
+        (Dim::Known(a), Dim::Known(b)) if a != b => {
+            bail!("declared size {a} but inferred {b}")
+        }
+        (Dim::Known(_), _) | (Dim::Sym(_), Dim::Unknown) => declared.clone(),
+        (Dim::Sym(_), Dim::Sym(e)) if e.to_string().contains("max(") => declared.clone(),
+        _ => inferred.clone(),
+    })
+}
+
+/// Gives graph inputs concrete shapes, binds the symbols of their declared dims to those
+/// sizes and substitutes the binding in every value type of the graph.
+pub fn set_input_shapes(g: &mut Graph, shapes: &HashMap<String, Vec<u64>>) -> Result<()> {
+    let mut names: Vec<&String> = shapes.keys().collect();
+    names.sort();
+    let mut env: HashMap<String, i64> = HashMap::new();
+    let mut bound_by: HashMap<String, String> = HashMap::new();
+    let mut concrete = Vec::new();
+    for name in names {
+        let dims = &shapes[name];
+        let input = g
+            .inputs
+            .iter()
+            .find(|i| g.name_of(i.id) == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = g.inputs.iter().map(|i| g.name_of(i.id)).collect();
+                err!(
+                    "the model has no input named '{name}' (inputs: {})",
+                    known.join(", ")
+                )
+            })?;
+        let Some(ValueType::Tensor { dtype, shape }) = &g.value(input.id).ty else {
+            bail!("input '{name}' has no declared tensor type to give a shape to");
+        };
+        if let Some(declared) = shape {
+            if declared.len() != dims.len() {
+                bail!(
+                    "input '{name}': declared rank {} ({}), but the shape given is {dims:?}",
+                    declared.len(),
+                    smelt_ir::dim::format_shape(declared)
+                );
+            }
+            for (i, (d, &n)) in declared.iter().zip(dims).enumerate() {
+                match d {
+                    Dim::Known(k) if *k != n => {
+                        bail!("input '{name}': dimension {i} is {k}, but the shape given has {n}")
+                    }
+                    Dim::Sym(smelt_ir::DimExpr::Sym(s)) => {
+                        if let Some(&prev) = env.get(s) {
+                            if prev != n as i64 {
+                                bail!(
+                                    "input '{name}': dimension {i} ('{s}') is {n}, but input '{}' has {s} = {prev}",
+                                    bound_by[s]
+                                );
+                            }
+                        }
+                        env.insert(s.clone(), n as i64);
+                        bound_by.insert(s.clone(), name.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        concrete.push((
+            input.id,
+            tensor_type(*dtype, dims.iter().map(|&d| Dim::Known(d)).collect()),
+        ));
+    }
+    for v in &mut g.values {
+        if let Some(ValueType::Tensor {
+            shape: Some(shape), ..
+        }) = &mut v.ty
+        {
+            for d in shape.iter_mut() {
+                *d = dims::substitute(d, &env);
+            }
+        }
+    }
+    for (id, ty) in concrete {
+        g.values[id.0 as usize].ty = Some(ty);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

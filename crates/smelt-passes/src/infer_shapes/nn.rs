@@ -1,0 +1,349 @@
+//! Neural-network ops: matrix products, convolution and pooling output sizes, normalization,
+//! dropout, attention.
+
+use super::dims::{add, add_int, div_int, mul, sub};
+use super::{axis, broadcast, tensor_type, typed, In, Outs};
+use smelt_ir::op::{nn::DropoutMode, AutoPad, NnOp};
+use smelt_ir::{DType, Dim};
+
+/// Output types of an nn op.
+pub(super) fn infer(op: &NnOp, x: &In) -> Option<Outs> {
+    use NnOp::*;
+    let dt = x.dtype(0);
+    let same = || Some(vec![typed(dt, x.shape(0))]);
+    match op {
+        MatMul => Some(vec![typed(
+            dt,
+            x.shape(0).zip(x.shape(1)).and_then(|(a, b)| matmul(a, b)),
+        )]),
+        Gemm {
+            trans_a, trans_b, ..
+        } => {
+            let s = match (x.shape(0), x.shape(1)) {
+                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => Some(vec![
+                    a[usize::from(*trans_a)].clone(),
+                    b[usize::from(!*trans_b)].clone(),
+                ]),
+                _ => None,
+            };
+            Some(vec![typed(dt, s)])
+        }
+        Conv {
+            auto_pad,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+            ..
+        } => {
+            let (xs, ws) = (x.shape(0), x.shape(1));
+            let s = (|| {
+                let (xs, ws) = (xs?, ws?);
+                if xs.len() < 3 || ws.len() != xs.len() {
+                    return None;
+                }
+                let kernel = kernel_dims(kernel_shape, &ws[2..]);
+                let w = Window {
+                    auto_pad,
+                    dilations,
+                    kernel: &kernel,
+                    pads,
+                    strides,
+                    ceil_mode: false,
+                };
+                let mut out = vec![xs[0].clone(), ws[0].clone()];
+                out.extend(w.output(&xs[2..])?);
+                Some(out)
+            })();
+            Some(vec![typed(dt, s)])
+        }
+        ConvTranspose {
+            auto_pad,
+            dilations,
+            group,
+            kernel_shape,
+            output_padding,
+            output_shape,
+            pads,
+            strides,
+        } => {
+            let s = (|| {
+                let (xs, ws) = (x.shape(0)?, x.shape(1)?);
+                if xs.len() < 3 || ws.len() != xs.len() {
+                    return None;
+                }
+                let nd = xs.len() - 2;
+                let kernel = kernel_dims(kernel_shape, &ws[2..]);
+                let mut out = vec![xs[0].clone(), mul(&ws[1], &Dim::Known(*group as u64))];
+                let same = matches!(auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
+                for i in 0..nd {
+                    let st = *strides.get(i).unwrap_or(&1);
+                    out.push(if !output_shape.is_empty() {
+                        let sp = &output_shape[output_shape.len().checked_sub(nd)?..];
+                        Dim::Known(u64::try_from(sp[i]).ok()?)
+                    } else if same && pads.is_empty() {
+                        mul(&xs[2 + i], &Dim::Known(st as u64))
+                    } else {
+                        let d = *dilations.get(i).unwrap_or(&1);
+                        let opad = *output_padding.get(i).unwrap_or(&0);
+                        let p = pads.get(i).unwrap_or(&0) + pads.get(nd + i).unwrap_or(&0);
+                        // st * (in - 1) + opad + (k - 1) * d + 1 - pads
+                        let eff = add_int(&mul(&add_int(&kernel[i], -1), &Dim::Known(d as u64)), 1);
+                        let span = mul(&add_int(&xs[2 + i], -1), &Dim::Known(st as u64));
+                        add_int(&add(&span, &eff), opad - p)
+                    });
+                }
+                Some(out)
+            })();
+            Some(vec![typed(dt, s)])
+        }
+        MaxPool {
+            auto_pad,
+            ceil_mode,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+            ..
+        }
+        | AveragePool {
+            auto_pad,
+            ceil_mode,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+            ..
+        }
+        | LpPool {
+            auto_pad,
+            ceil_mode,
+            dilations,
+            kernel_shape,
+            pads,
+            strides,
+            ..
+        } => {
+            let s = (|| {
+                let xs = x.shape(0)?;
+                if xs.len() < 3 {
+                    return None;
+                }
+                let kernel: Vec<Dim> = kernel_shape.iter().map(|&k| Dim::Known(k as u64)).collect();
+                let w = Window {
+                    auto_pad,
+                    dilations,
+                    kernel: &kernel,
+                    pads,
+                    strides,
+                    ceil_mode: *ceil_mode,
+                };
+                let mut out = xs[..2].to_vec();
+                out.extend(w.output(&xs[2..])?);
+                Some(out)
+            })();
+            Some(vec![typed(dt, s.clone()), typed(Some(DType::I64), s)])
+        }
+        GlobalAveragePool | GlobalMaxPool | GlobalLpPool { .. } => {
+            let s = x.shape(0).filter(|s| s.len() >= 2).map(|s| {
+                let mut o = s[..2].to_vec();
+                o.resize(s.len(), Dim::Known(1));
+                o
+            });
+            Some(vec![typed(dt, s)])
+        }
+        BatchNormalization { training_mode, .. } => {
+            let mut outs = vec![typed(dt, x.shape(0))];
+            if *training_mode {
+                outs.push(x.ty(3));
+                outs.push(x.ty(4));
+            }
+            Some(outs)
+        }
+        InstanceNormalization { .. }
+        | GroupNormalization { .. }
+        | RmsNormalization { .. }
+        | MeanVarianceNormalization { .. }
+        | LpNormalization { .. }
+        | Lrn { .. }
+        | RotaryEmbedding { .. } => same(),
+        LayerNormalization {
+            axis: a,
+            stash_type,
+            ..
+        } => {
+            let s = x.shape(0);
+            let stats = s.as_ref().and_then(|s| {
+                let a = axis(*a, s.len())?;
+                let mut o = s[..a].to_vec();
+                o.resize(s.len(), Dim::Known(1));
+                Some(o)
+            });
+            let st = if stash_type.is_float() {
+                *stash_type
+            } else {
+                DType::F32
+            };
+            Some(vec![
+                typed(dt, s),
+                typed(Some(st), stats.clone()),
+                typed(Some(st), stats),
+            ])
+        }
+        Dropout { mode, .. } => {
+            let typed_mask = matches!(
+                mode,
+                DropoutMode::Fixed {
+                    typed_mask: true,
+                    ..
+                }
+            );
+            let mask = if typed_mask { dt } else { Some(DType::Bool) };
+            Some(vec![typed(dt, x.shape(0)), typed(mask, x.shape(0))])
+        }
+        Attention {
+            q_num_heads,
+            kv_num_heads,
+            ..
+        } => Some(attention(x, *q_num_heads, *kv_num_heads)),
+        _ => None,
+    }
+}
+
+/// The kernel's spatial dims: the attribute when given, else the weights' trailing dims.
+fn kernel_dims(attr: &[i64], from_weights: &[Dim]) -> Vec<Dim> {
+    if attr.is_empty() {
+        from_weights.to_vec()
+    } else {
+        attr.iter().map(|&k| Dim::Known(k.max(0) as u64)).collect()
+    }
+}
+
+/// The sliding-window geometry of convolution and pooling.
+struct Window<'a> {
+    auto_pad: &'a AutoPad,
+    dilations: &'a [i64],
+    kernel: &'a [Dim],
+    pads: &'a [i64],
+    strides: &'a [i64],
+    ceil_mode: bool,
+}
+
+impl Window<'_> {
+    /// Output spatial sizes for input spatial sizes.
+    fn output(&self, ins: &[Dim]) -> Option<Vec<Dim>> {
+        let nd = ins.len();
+        if self.kernel.len() != nd {
+            return None;
+        }
+        (0..nd).map(|i| self.axis_out(i, nd, &ins[i])).collect()
+    }
+
+    fn axis_out(&self, i: usize, nd: usize, input: &Dim) -> Option<Dim> {
+        let s = *self.strides.get(i).unwrap_or(&1);
+        let d = *self.dilations.get(i).unwrap_or(&1);
+        if s <= 0 || d <= 0 {
+            return None;
+        }
+        // The dilated kernel: (k - 1) * d + 1.
+        let eff = add_int(
+            &mul(&add_int(&self.kernel[i], -1), &Dim::Known(d as u64)),
+            1,
+        );
+        let (pb, pe) = match self.auto_pad {
+            AutoPad::SameUpper | AutoPad::SameLower => return Some(div_int(input, s, true)),
+            AutoPad::Valid => (0, 0),
+            AutoPad::NotSet => (
+                *self.pads.get(i).unwrap_or(&0),
+                *self.pads.get(nd + i).unwrap_or(&0),
+            ),
+        };
+        if let (Dim::Known(n), Dim::Known(k)) = (input, &eff) {
+            let span = *n as i64 + pb + pe - *k as i64;
+            if span < 0 {
+                return None;
+            }
+            let mut o = if self.ceil_mode {
+                (span + s - 1) / s + 1
+            } else {
+                span / s + 1
+            };
+            if self.ceil_mode && (o - 1) * s >= *n as i64 + pb {
+                o -= 1;
+            }
+            return Some(Dim::Known(o.max(0) as u64));
+        }
+        if self.ceil_mode {
+            return Some(Dim::Unknown);
+        }
+        let span = add_int(input, pb + pe);
+        let span = sub(&span, &eff);
+        Some(add_int(&div_int(&span, s, false), 1))
+    }
+}
+
+/// Numpy matmul: 1-D operands promoted, batch dims broadcast.
+fn matmul(a: Vec<Dim>, b: Vec<Dim>) -> Option<Vec<Dim>> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (a1, b1) = (a.len() == 1, b.len() == 1);
+    let a = if a1 {
+        vec![Dim::Known(1), a[0].clone()]
+    } else {
+        a
+    };
+    let b = if b1 {
+        vec![b[0].clone(), Dim::Known(1)]
+    } else {
+        b
+    };
+    let mut out = broadcast(&[a[..a.len() - 2].to_vec(), b[..b.len() - 2].to_vec()])?;
+    if !a1 {
+        out.push(a[a.len() - 2].clone());
+    }
+    if !b1 {
+        out.push(b[b.len() - 1].clone());
+    }
+    Some(out)
+}
+
+/// Attention (opset 23): Y has Q's layout with V's head size; present key/value append the
+/// new keys/values to the past ones (4-D caches).
+fn attention(x: &In, q_heads: Option<i64>, kv_heads: Option<i64>) -> Outs {
+    let dt = x.dtype(0);
+    let (q, v) = (x.shape(0), x.shape(2));
+    let y = match (&q, &v) {
+        (Some(q), Some(v)) if q.len() == 4 && v.len() == 4 => {
+            Some(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()])
+        }
+        (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
+            let hidden = match (q_heads, kv_heads, &v[2]) {
+                (Some(qh), Some(kh), Dim::Known(vh)) if kh > 0 && *vh % kh as u64 == 0 => {
+                    Dim::Known(vh / kh as u64 * qh as u64)
+                }
+                (Some(qh), Some(kh), vh) if qh == kh => vh.clone(),
+                _ => Dim::Unknown,
+            };
+            Some(vec![q[0].clone(), q[1].clone(), hidden])
+        }
+        _ => None,
+    };
+    let mut outs = vec![typed(dt, y)];
+    let k = x.shape(1);
+    for (past, new) in [(4, &k), (5, &v)] {
+        let present = (|| {
+            let p = x.shape(past)?;
+            let n = new.as_ref()?;
+            if p.len() != 4 {
+                return None;
+            }
+            let t = if n.len() == 4 { &n[2] } else { n.get(1)? };
+            let mut o = p.clone();
+            o[2] = add(&p[2], t);
+            Some(tensor_type(x.dtype(past)?, o))
+        })();
+        outs.push(present);
+    }
+    outs
+}

@@ -1,0 +1,124 @@
+//! Golden tests of shape inference.
+
+use super::*;
+use crate::manager::tests::{golden, no_eval};
+use smelt_ir::text::{parse_graph, print_graph};
+
+#[test]
+fn broadcast_add_with_symbols() {
+    golden(
+        &InferShapes,
+        &no_eval(),
+        r#"graph "g" {
+  input %0 "x": f32[batch,1,16]
+  input %1 "y": f32[seq,1]
+  input %2 "z": f32[n]
+  input %3 "w": f32[k,1,1]
+  %4 "a" = elementwise.Add (%0, %1) # "add"
+  %5 "b" = elementwise.Less (%4, %2) # "less"
+  %6 "c" = elementwise.Sum (%0, %3, %1) # "sum"
+  output %4, %5, %6
+}"#,
+        r#"graph "g" {
+  input %0 "x": f32[batch,1,16]
+  input %1 "y": f32[seq,1]
+  input %2 "z": f32[n]
+  input %3 "w": f32[k,1,1]
+  %4 "a": f32[batch,seq,16] = elementwise.Add (%0, %1) # "add"
+  %5 "b": bool[batch,seq,16] = elementwise.Less (%4, %2) # "less"
+  %6 "c": f32[{max(batch, k)},seq,16] = elementwise.Sum (%0, %3, %1) # "sum"
+  output %4, %5, %6
+}"#,
+    );
+}
+
+#[test]
+fn conv_and_pool_with_a_symbolic_height() {
+    golden(
+        &InferShapes,
+        &no_eval(),
+        r#"graph "g" {
+  input %0 "x": f32[1,3,h,64]
+  input %1 "w": f32[8,3,3,3]
+  %2 "a" = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[2,2]} (%0, %1) # "conv"
+  %3 "b" = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[]} (%2, %1) # "same"
+  %4 "c" = nn.MaxPool {"auto_pad":"SameUpper","ceil_mode":false,"dilations":[],"kernel_shape":[2,2],"pads":[],"storage_order":0,"strides":[2,2]} (%3) # "pool"
+  output %4
+}"#,
+        r#"graph "g" {
+  input %0 "x": f32[1,3,h,64]
+  input %1 "w": f32[8,3,3,3]
+  %2 "a": f32[1,8,{floor((h - 1) / 2) + 1},32] = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[2,2]} (%0, %1) # "conv"
+  %3 "b": f32[1,8,{floor((h - 1) / 2) + 1},32] = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[]} (%2, %1) # "same"
+  %4 "c": f32[1,8,{ceil((floor((h - 1) / 2) + 1) / 2)},16] = nn.MaxPool {"auto_pad":"SameUpper","ceil_mode":false,"dilations":[],"kernel_shape":[2,2],"pads":[],"storage_order":0,"strides":[2,2]} (%3) # "pool"
+  output %4
+}"#,
+    );
+}
+
+#[test]
+fn reshape_with_minus_one_and_zero() {
+    golden(
+        &InferShapes,
+        &no_eval(),
+        r#"graph "g" {
+  input %0 "x": f32[b,s,384]
+  const %1 "heads" = {"dtype":"I64","shape":[4],"data":{"I64":[0,0,12,-1]}}
+  const %2 "flat" = {"dtype":"I64","shape":[2],"data":{"I64":[-1,384]}}
+  %3 "a" = layout.Reshape {"allowzero":false,"shape":null} (%0, %1) # "split_heads"
+  %4 "b" = layout.Reshape {"allowzero":false,"shape":null} (%0, %2) # "flatten"
+  output %3, %4
+}"#,
+        r#"graph "g" {
+  input %0 "x": f32[b,s,384]
+  const %1 "heads" = {"dtype":"I64","shape":[4],"data":{"I64":[0,0,12,-1]}}
+  const %2 "flat" = {"dtype":"I64","shape":[2],"data":{"I64":[-1,384]}}
+  %3 "a": f32[b,s,12,32] = layout.Reshape {"allowzero":false,"shape":null} (%0, %1) # "split_heads"
+  %4 "b": f32[{b * s},384] = layout.Reshape {"allowzero":false,"shape":null} (%0, %2) # "flatten"
+  output %3, %4
+}"#,
+    );
+}
+
+#[test]
+fn known_dims_refine_declared_symbols_and_conflicts_are_errors() {
+    let text = r#"graph "g" {
+  input %0 "x": f32[2,3]
+  %1 "y": f32[d0,3] = elementwise.Relu (%0) # "relu"
+  output %1
+}"#;
+    let mut g = parse_graph(text).unwrap();
+    assert!(infer_types(&mut g).unwrap());
+    assert!(print_graph(&g).contains(r#"%1 "y": f32[2,3]"#));
+    assert!(
+        !infer_types(&mut g).unwrap(),
+        "a second run changes nothing"
+    );
+    let bad = text.replace("f32[d0,3] =", "f32[5,3] =");
+    let e = infer_types(&mut parse_graph(&bad).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("relu (Relu)"), "{e}");
+}
+
+#[test]
+fn input_shapes_bind_symbols_everywhere() {
+    let mut g = parse_graph(
+        r#"graph "g" {
+  input %0 "x": f32[batch,seq]
+  %1 "y": f32[batch,{seq * 2}] = elementwise.Relu (%0) # "relu"
+  output %1
+}"#,
+    )
+    .unwrap();
+    let shapes = HashMap::from([("x".to_string(), vec![4, 8])]);
+    set_input_shapes(&mut g, &shapes).unwrap();
+    let text = print_graph(&g);
+    assert!(text.contains(r#"input %0 "x": f32[4,8]"#), "{text}");
+    assert!(text.contains(r#"%1 "y": f32[4,16]"#), "{text}");
+    let wrong_rank = HashMap::from([("x".to_string(), vec![4])]);
+    assert!(set_input_shapes(&mut g, &wrong_rank).is_err());
+    let unknown = HashMap::from([("nope".to_string(), vec![4])]);
+    assert!(set_input_shapes(&mut g, &unknown)
+        .unwrap_err()
+        .to_string()
+        .contains("nope"));
+}

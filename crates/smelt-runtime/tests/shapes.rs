@@ -1,0 +1,86 @@
+//! Shape specialization of the real models: with concrete input shapes, the optimized graph
+//! has no `Shape` node left and every node output has a fully known shape. Skipped (with a
+//! message) when the models are not in `~/.cache/smelt/data/models`.
+
+use smelt_ir::{Dim, Graph, ValueType};
+use smelt_runtime::{Session, SessionOptions};
+use std::path::PathBuf;
+
+fn models_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("HOME")?).join(".cache/smelt/data/models");
+    dir.is_dir().then_some(dir)
+}
+
+/// (Shape nodes, node outputs without a fully known shape, nodes) of the main graph.
+fn census(g: &Graph) -> (usize, Vec<String>, usize) {
+    let shapes = g.nodes.iter().filter(|n| n.op.name() == "Shape").count();
+    let mut open = Vec::new();
+    for n in &g.nodes {
+        for o in n.outputs.iter().flatten() {
+            let known = matches!(
+                &g.value(*o).ty,
+                Some(ValueType::Tensor { shape: Some(s), .. }) if s.iter().all(|d| matches!(d, Dim::Known(_)))
+            );
+            if !known {
+                open.push(format!(
+                    "{} ({}): {:?}",
+                    n.name,
+                    n.op.name(),
+                    g.value(*o).ty
+                ));
+            }
+        }
+    }
+    (shapes, open, g.nodes.len())
+}
+
+/// A model folder and the concrete shape of each input.
+type Case = (&'static str, &'static [(&'static str, &'static [u64])]);
+
+#[test]
+fn specialized_models_have_static_shapes() {
+    let Some(dir) = models_dir() else {
+        println!("skipped: no ~/.cache/smelt/data/models");
+        return;
+    };
+    let cases: [Case; 4] = [
+        ("resnet50", &[("gpu_0/data_0", &[1, 3, 224, 224])]),
+        (
+            "minilm-b1",
+            &[("input_ids", &[1, 128]), ("attention_mask", &[1, 128])],
+        ),
+        ("yolov8n", &[("images", &[1, 3, 320, 320])]),
+        ("ppocr-det", &[("x", &[1, 3, 640, 640])]),
+    ];
+    let mut failures = Vec::new();
+    for (name, shapes) in cases {
+        let path = dir.join(name).join("model.onnx");
+        if !path.is_file() {
+            println!("skipped {name}: no {}", path.display());
+            continue;
+        }
+        let options = SessionOptions {
+            input_shapes: shapes
+                .iter()
+                .map(|(n, d)| (n.to_string(), d.to_vec()))
+                .collect(),
+            ..Default::default()
+        };
+        let before = smelt_onnx::load_model(&path).expect("load");
+        let (shape_before, open_before, nodes_before) = census(&before.graph);
+        let s = Session::from_model_with(before, &options).expect("compile");
+        let (shape_nodes, open, nodes) = census(&s.model().graph);
+        println!(
+            "{name}: {nodes_before} -> {nodes} nodes, Shape {shape_before} -> {shape_nodes}, \
+             outputs without a known shape {} -> {}",
+            open_before.len(),
+            open.len()
+        );
+        if shape_nodes > 0 || !open.is_empty() {
+            failures.push(format!(
+                "{name}: {shape_nodes} Shape nodes; not static: {open:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
