@@ -58,6 +58,22 @@ impl Builder<'_> {
         Ok(r)
     }
 
+    /// Whether the group computing `v` writes it: it is stored, or it is a view of a
+    /// stored value that the same group produces (a transposed store).
+    fn writes(&self, v: ValueId) -> bool {
+        if self.p.stored.contains(&v) {
+            return true;
+        }
+        match self.f.views.get(&v) {
+            Some(w) => {
+                self.p.stored.contains(&w.root)
+                    && self.f.value_group.get(&w.root).is_some()
+                    && self.f.value_group.get(&w.root) == self.f.value_group.get(&v)
+            }
+            None => false,
+        }
+    }
+
     fn load(&mut self, v: ValueId, map: Mapping, shape: &[usize]) -> Result<TensorRef> {
         let r = self.at(v)?;
         broadcast(&r, shape, map).ok_or_else(|| {
@@ -82,7 +98,7 @@ impl Builder<'_> {
         };
         let mut out = Vec::new();
         for (v, op) in vals {
-            if !self.p.stored.contains(&v) {
+            if !self.writes(v) {
                 continue;
             }
             let dst = self.at(v)?;
@@ -172,7 +188,7 @@ pub fn build(g: &Graph, f: &Fusion, p: Placement) -> Result<KernelPlan> {
                 let mut outputs = Vec::new();
                 for o in &n.outputs {
                     outputs.push(match o {
-                        Some(o) if b.p.stored.contains(o) => Some(b.at(*o)?),
+                        Some(o) if b.writes(*o) => Some(b.at(*o)?),
                         _ => None,
                     });
                 }

@@ -120,9 +120,21 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
         value_group: HashMap::new(),
         rejected: Vec::new(),
     };
+    let transposed = transposed_stores(g);
     for (i, n) in g.nodes.iter().enumerate() {
+        if let Some(&v) = transposed.get(&i) {
+            store_transposed(g, n, v, &mut f);
+            continue;
+        }
         if try_view(g, n, consts, &mut f) {
             continue;
+        }
+        if let (Op::Elementwise(_), Some(reason)) = (&n.op, pointwise::unfusible_reason(g, n)) {
+            f.rejected.push(RejectedFusion {
+                node: n.name.clone(),
+                into: String::new(),
+                reason: format!("runs alone: {reason}"),
+            });
         }
         let out_shape = n
             .outputs
@@ -153,6 +165,101 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
         }
     }
     Ok(f)
+}
+
+/// Transpose nodes whose input is computed only for them: the producer stores its
+/// result already transposed (node index -> the transposed value).
+fn transposed_stores(g: &Graph) -> HashMap<usize, ValueId> {
+    let mut uses: HashMap<ValueId, usize> = HashMap::new();
+    for n in &g.nodes {
+        for v in n.inputs.iter().flatten() {
+            *uses.entry(*v).or_default() += 1;
+        }
+    }
+    for o in &g.outputs {
+        *uses.entry(*o).or_default() += 2;
+    }
+    let produced: std::collections::HashSet<ValueId> = g
+        .nodes
+        .iter()
+        .filter(|n| !is_view_op(&n.op) && !matches!(n.op, Op::Layout(LayoutOp::Concat { .. })))
+        .flat_map(|n| n.outputs.iter().flatten().copied())
+        .collect();
+    g.nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let Op::Layout(LayoutOp::Transpose { .. }) = n.op else {
+                return None;
+            };
+            let v = n.inputs.first().copied().flatten()?;
+            let out = n.outputs.first().copied().flatten()?;
+            let ok = produced.contains(&v)
+                && uses.get(&v) == Some(&1)
+                && shape_of_value(g, v).is_some()
+                && shape_of_value(g, out).is_some();
+            ok.then_some((i, v))
+        })
+        .collect()
+}
+
+/// Ops that may become views (their outputs are then not stored by them).
+fn is_view_op(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Layout(
+            LayoutOp::Identity
+                | LayoutOp::Reshape { .. }
+                | LayoutOp::Flatten { .. }
+                | LayoutOp::Squeeze { .. }
+                | LayoutOp::Unsqueeze { .. }
+                | LayoutOp::Transpose { .. }
+                | LayoutOp::Expand
+                | LayoutOp::Slice { .. }
+                | LayoutOp::Split { .. }
+                | LayoutOp::Gather { .. }
+        ) | Op::Nn(NnOp::Dropout { .. })
+            | Op::Elementwise(smelt_ir::op::ElementwiseOp::Cast { .. })
+    )
+}
+
+/// Makes the Transpose's result the stored value and its input a view of it, so the
+/// input's producer writes the transposed layout directly.
+fn store_transposed(g: &Graph, n: &Node, v: ValueId, f: &mut Fusion) {
+    let Some(out) = n.outputs.first().copied().flatten() else {
+        return;
+    };
+    let (Some(shape), Some(v_shape)) = (shape_of_value(g, out), shape_of_value(g, v)) else {
+        return;
+    };
+    let r = shape.len();
+    let perm: Vec<usize> = match &n.op {
+        Op::Layout(LayoutOp::Transpose { perm: Some(p) }) => p
+            .iter()
+            .map(|&a| (if a < 0 { a + r as i64 } else { a }) as usize)
+            .collect(),
+        _ => (0..r).rev().collect(),
+    };
+    // out's dim k is v's dim perm[k], so v's dim perm[k] steps like out's dim k.
+    let dense = views::dense_strides(&shape);
+    let mut strides = vec![0isize; r];
+    for (k, &p) in perm.iter().enumerate() {
+        if let Some(s) = strides.get_mut(p) {
+            *s = dense[k];
+        }
+    }
+    f.views.insert(
+        v,
+        View {
+            root: out,
+            offset: 0,
+            shape: v_shape,
+            strides,
+        },
+    );
+    if let Some(&gi) = f.value_group.get(&v) {
+        f.value_group.insert(out, gi);
+    }
 }
 
 fn new_group(f: &mut Fusion, d: Draft) -> usize {

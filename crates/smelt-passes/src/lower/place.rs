@@ -99,6 +99,45 @@ pub fn place(g: &Graph, f: &Fusion, consts: &HashMap<ValueId, &Tensor>) -> Resul
     Ok(p)
 }
 
+/// When `ins` starts with views that are, in order, the consecutive dense parts of one
+/// stored value that has no storage yet: that value and how many pieces it covers.
+fn split_run(
+    g: &Graph,
+    f: &Fusion,
+    p: &Placement,
+    ins: &[ValueId],
+    dtype: Option<smelt_ir::DType>,
+) -> Option<(ValueId, usize)> {
+    let first = f.views.get(ins.first()?)?;
+    let root = first.root;
+    let root_len: usize = shape_of_value(g, root)?.iter().product();
+    let ok_root = f.value_group.contains_key(&root)
+        && !p.loc.contains_key(&root)
+        && p.stored.contains(&root)
+        && dtype_of(g, root) == dtype;
+    if !ok_root {
+        return None;
+    }
+    let mut at = 0usize;
+    for (count, v) in ins.iter().enumerate() {
+        let w = f.views.get(v).filter(|w| w.root == root)?;
+        let dense = dense_strides(&w.shape);
+        let contiguous = w
+            .shape
+            .iter()
+            .zip(w.strides.iter().zip(&dense))
+            .all(|(&n, (s, d))| n == 1 || s == d);
+        if w.offset != at || !contiguous {
+            return None;
+        }
+        at += w.shape.iter().product::<usize>();
+        if at == root_len {
+            return Some((root, count + 1));
+        }
+    }
+    None
+}
+
 /// Values produced by one group and read outside it (or graph outputs).
 fn stored_values(g: &Graph, f: &Fusion) -> HashSet<ValueId> {
     let mut stored = HashSet::new();
@@ -160,20 +199,50 @@ fn place_concats(g: &Graph, f: &Fusion, p: &mut Placement) -> Result<()> {
         }
         let base = p.loc[&out].clone();
         let out_dt = dtype_of(g, out);
+        let ins: Vec<ValueId> = n.inputs.iter().flatten().copied().collect();
         let mut start = 0usize;
         let mut pieces = Vec::new();
-        for v in n.inputs.iter().flatten() {
-            let vs = shape_of_value(g, *v).unwrap_or_default();
+        let mut k = 0;
+        while k < ins.len() {
+            let v = ins[k];
+            let vs = shape_of_value(g, v).unwrap_or_default();
             let len = vs.get(a).copied().unwrap_or(0);
-            let ok = !f.views.contains_key(v)
-                && f.value_group.contains_key(v)
-                && !p.loc.contains_key(v)
-                && uses.get(v) == Some(&1)
-                && dtype_of(g, *v) == out_dt
-                && p.stored.contains(v);
+            if let Some(run) = split_run(g, f, p, &ins[k..], out_dt) {
+                // The pieces are the consecutive parts of one stored value (a Split):
+                // that value is written into the result directly.
+                let (root, count) = run;
+                let rs = shape_of_value(g, root).unwrap_or_default();
+                let rlen: usize = ins[k..k + count]
+                    .iter()
+                    .map(|v| {
+                        shape_of_value(g, *v)
+                            .and_then(|s| s.get(a).copied())
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                p.loc.insert(
+                    root,
+                    TensorRef {
+                        buffer: base.buffer,
+                        offset: base.offset + start * inner,
+                        strides: dense_strides(&rs),
+                        shape: rs,
+                    },
+                );
+                pieces.extend(std::iter::repeat_n(true, count));
+                start += rlen;
+                k += count;
+                continue;
+            }
+            let ok = !f.views.contains_key(&v)
+                && f.value_group.contains_key(&v)
+                && !p.loc.contains_key(&v)
+                && uses.get(&v) == Some(&1)
+                && dtype_of(g, v) == out_dt
+                && p.stored.contains(&v);
             if ok {
                 p.loc.insert(
-                    *v,
+                    v,
                     TensorRef {
                         buffer: base.buffer,
                         offset: base.offset + start * inner,
@@ -184,6 +253,7 @@ fn place_concats(g: &Graph, f: &Fusion, p: &mut Placement) -> Result<()> {
             }
             pieces.push(ok);
             start += len;
+            k += 1;
         }
         let plan = if pieces.iter().any(|&x| x) {
             ConcatPlan::Pieces(pieces)

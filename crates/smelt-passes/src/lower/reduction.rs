@@ -26,9 +26,15 @@ pub fn form(g: &Graph, n: &Node, consts: &HashMap<ValueId, &Tensor>, r: usize) -
     if !used_outputs || r == 0 {
         return None;
     }
+    // The data inputs (not Reduce axes) must be f32.
+    let data_inputs = match &n.op {
+        Op::Reduce(_) => 1,
+        _ => n.inputs.len(),
+    };
     let f32_io = n
         .inputs
         .iter()
+        .take(data_inputs)
         .flatten()
         .all(|&v| super::dtype_of(g, v) == Some(smelt_ir::DType::F32))
         && super::dtype_of(g, n.outputs[0]?) == Some(smelt_ir::DType::F32);

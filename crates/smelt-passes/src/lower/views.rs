@@ -49,9 +49,9 @@ pub fn dense_strides(shape: &[usize]) -> Vec<isize> {
     s
 }
 
-/// The concrete shape of a tensor value, if its type gives one.
+/// The concrete shape of a tensor value: from its type, else from its constant.
 pub fn shape_of(g: &Graph, v: ValueId) -> Option<Vec<usize>> {
-    match &g.value(v).ty {
+    let typed = match &g.value(v).ty {
         Some(smelt_ir::ValueType::Tensor { shape: Some(s), .. }) => s
             .iter()
             .map(|d| match d {
@@ -59,13 +59,14 @@ pub fn shape_of(g: &Graph, v: ValueId) -> Option<Vec<usize>> {
                 _ => None,
             })
             .collect(),
-        None => g
-            .constants
+        _ => None,
+    };
+    typed.or_else(|| {
+        g.constants
             .iter()
             .find(|c| c.id == v)
-            .map(|c| c.tensor.shape().to_vec()),
-        _ => None,
-    }
+            .map(|c| c.tensor.shape().to_vec())
+    })
 }
 
 /// The view a node's first output is, given the views of its inputs, or None when the
