@@ -50,7 +50,7 @@ pub fn compile(
         Some(reason) => Execution::Reference { reason },
         None => {
             let kp = smelt_passes::lower::lower(&g)?;
-            Execution::Kernels(smelt_cpu::fused::CpuPlan::new(kp)?)
+            Execution::Kernels(Box::new(smelt_cpu::fused::CpuPlan::new(kp)?))
         }
     };
     Ok(Plan::new(g, execution, reports, t.elapsed().as_secs_f64()))

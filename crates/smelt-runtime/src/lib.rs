@@ -23,6 +23,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// Named outputs of a run, in graph order.
+pub type Outputs = Vec<(String, Value)>;
+
 /// A model ready to run; `run(&self)` may be called from many threads at once.
 pub struct Session {
     model: Model,
@@ -171,14 +174,14 @@ impl Session {
 
     /// Runs the model on named inputs; returns (name, value) per output in graph order.
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
-        Ok(self.run_inner(inputs, None)?)
+        self.run_inner(inputs, None)
     }
 
     /// Runs the model and records one timing event per kernel.
     pub fn run_profiled(
         &self,
         inputs: HashMap<String, Value>,
-    ) -> Result<(Vec<(String, Value)>, Vec<KernelEvent>)> {
+    ) -> Result<(Outputs, Vec<KernelEvent>)> {
         let mut events = Vec::new();
         let out = self.run_inner(inputs, Some(&mut events))?;
         Ok((out, events))

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 /// How a plan runs.
 pub enum Execution {
     /// Kernel groups on the CPU.
-    Kernels(CpuPlan),
+    Kernels(Box<CpuPlan>),
     /// The reference executor on the optimized graph, and why.
     Reference {
         /// Why the graph was not lowered to kernels.

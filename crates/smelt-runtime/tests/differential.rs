@@ -77,10 +77,10 @@ fn optimized_matches_reference() {
             },
         )
         .expect("compile");
-        let nodes = s.model().graph.nodes.len();
         let out = s
             .run(HashMap::from([("x".to_string(), Value::Tensor(x.clone()))]))
             .expect("run");
+        let nodes = s.last_plan().expect("a plan").graph().nodes.len();
         (
             nodes,
             out[0].1.tensor().expect("tensor").to_f64().expect("f64"),

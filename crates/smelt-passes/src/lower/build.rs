@@ -67,7 +67,7 @@ impl Builder<'_> {
         match self.f.views.get(&v) {
             Some(w) => {
                 self.p.stored.contains(&w.root)
-                    && self.f.value_group.get(&w.root).is_some()
+                    && self.f.value_group.contains_key(&w.root)
                     && self.f.value_group.get(&w.root) == self.f.value_group.get(&v)
             }
             None => false,

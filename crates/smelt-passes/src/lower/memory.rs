@@ -129,11 +129,10 @@ pub fn plan_arena(plan: &mut KernelPlan) {
         arena = arena.max(at + sz);
     }
     let mut intermediate = 0usize;
-    for b in 0..nb {
-        if is_arena(plan.buffers[b].kind) {
-            intermediate += plan.buffers[b].bytes();
-            let rep = alias[b];
-            plan.buffers[b].kind = BufferKind::Arena {
+    for (buf, &rep) in plan.buffers.iter_mut().zip(&alias) {
+        if is_arena(buf.kind) {
+            intermediate += buf.bytes();
+            buf.kind = BufferKind::Arena {
                 offset: offset[rep],
             };
         }
