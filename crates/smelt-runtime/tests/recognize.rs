@@ -39,18 +39,19 @@ fn run(text: &str, inputs: &HashMap<String, Value>, level: u8) -> (Vec<String>, 
         },
     )
     .expect("compile");
-    let ops = s
-        .model()
-        .graph
-        .nodes
-        .iter()
-        .map(|n| n.op.name().to_string())
-        .collect();
     let outs = s
         .run(inputs.clone())
         .expect("run")
         .into_iter()
         .map(|(_, v)| v.tensor().expect("tensor").to_f64().expect("f64"))
+        .collect();
+    let ops = s
+        .last_plan()
+        .expect("a plan")
+        .graph()
+        .nodes
+        .iter()
+        .map(|n| n.op.name().to_string())
         .collect();
     (ops, outs)
 }

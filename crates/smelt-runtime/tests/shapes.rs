@@ -35,7 +35,12 @@ fn census(g: &Graph) -> (usize, Vec<String>, usize) {
 }
 
 /// A model folder and the concrete shape of each input.
-type Case = (&'static str, &'static [(&'static str, &'static [u64])]);
+/// A model folder, the concrete shape of each input, and the issue's kernel-count bound.
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static [u64])],
+    usize,
+);
 
 #[test]
 fn specialized_models_have_static_shapes() {
@@ -44,16 +49,17 @@ fn specialized_models_have_static_shapes() {
         return;
     };
     let cases: [Case; 4] = [
-        ("resnet50", &[("gpu_0/data_0", &[1, 3, 224, 224])]),
+        ("resnet50", &[("gpu_0/data_0", &[1, 3, 224, 224])], 60),
         (
             "minilm-b1",
             &[("input_ids", &[1, 128]), ("attention_mask", &[1, 128])],
+            40,
         ),
-        ("yolov8n", &[("images", &[1, 3, 320, 320])]),
-        ("ppocr-det", &[("x", &[1, 3, 640, 640])]),
+        ("yolov8n", &[("images", &[1, 3, 320, 320])], 110),
+        ("ppocr-det", &[("x", &[1, 3, 640, 640])], 150),
     ];
     let mut failures = Vec::new();
-    for (name, shapes) in cases {
+    for (name, shapes, max_kernels) in cases {
         let path = dir.join(name).join("model.onnx");
         if !path.is_file() {
             println!("skipped {name}: no {}", path.display());
@@ -69,7 +75,29 @@ fn specialized_models_have_static_shapes() {
         let before = smelt_onnx::load_model(&path).expect("load");
         let (shape_before, open_before, nodes_before) = census(&before.graph);
         let s = Session::from_model_with(before, &options).expect("compile");
-        let (shape_nodes, open, nodes) = census(&s.model().graph);
+        let plan = s.last_plan().expect("compiled at load");
+        let (shape_nodes, open, nodes) = census(plan.graph());
+        match plan.kernels() {
+            None => failures.push(format!(
+                "{name}: not planned to kernels: {:?}",
+                plan.fallback_reason()
+            )),
+            Some(k) => {
+                let m = &k.memory;
+                println!(
+                    "{name}: kernel_count {} (at most {max_kernels}), arena {} of {} intermediate bytes",
+                    k.groups.len(),
+                    m.arena_bytes,
+                    m.intermediate_bytes
+                );
+                if k.groups.len() > max_kernels {
+                    failures.push(format!("{name}: {} kernels", k.groups.len()));
+                }
+                if m.arena_bytes * 10 > m.intermediate_bytes * 4 {
+                    failures.push(format!("{name}: arena above 40% of intermediates: {m:?}"));
+                }
+            }
+        }
         println!(
             "{name}: {nodes_before} -> {nodes} nodes, Shape {shape_before} -> {shape_nodes}, \
              outputs without a known shape {} -> {}",
