@@ -42,6 +42,8 @@ pub fn compile(
             );
         }
     })?;
+    // Passes that add nodes (composite recognition) leave their outputs untyped.
+    smelt_passes::infer_shapes::infer_types(&mut g)?;
     let stopped = options.stop_after.is_some();
     let execution = match smelt_passes::lower::unplannable(&g) {
         _ if stopped => Execution::Reference {

@@ -39,6 +39,16 @@ fn loop_of(body: &GroupBody) -> Option<&Loop> {
     }
 }
 
+/// Whether two windows of one shape address the same elements in the same order.
+fn same_window(a: &TensorRef, b: &TensorRef) -> bool {
+    a.offset == b.offset
+        && a.shape == b.shape
+        && a.shape
+            .iter()
+            .zip(a.strides.iter().zip(&b.strides))
+            .all(|(&n, (x, y))| n == 1 || x == y)
+}
+
 fn whole(r: &TensorRef, len: usize) -> bool {
     r.offset == 0 && r.is_contiguous() && r.shape.iter().product::<usize>() == len
 }
@@ -82,12 +92,11 @@ pub fn plan_arena(plan: &mut KernelPlan) {
                     && !taken.contains(&b)
                     && ib.dtype == ob.dtype
                     && ib.len() == ob.len()
-                    && r.offset == s.dst.offset
-                    && r.strides == s.dst.strides
+                    && same_window(r, &s.dst)
                     && whole(r, ib.len())
                     // Every other touch of the input in this group reads the same window.
                     && touches(&grp.body).iter().all(|(t, w)| {
-                        t.buffer.0 as usize != b || (!w && t.offset == r.offset && t.strides == r.strides)
+                        t.buffer.0 as usize != b || (!w && same_window(t, r))
                             || matches!(grp.body, GroupBody::Anchor(_)) && !w
                     })
             });

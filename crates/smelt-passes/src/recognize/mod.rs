@@ -27,12 +27,7 @@ impl Pass for RecognizeComposites {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        let changed = rewrite_nested(g, &mut recognize);
-        if changed {
-            // Type the new nodes' outputs, so later stages see every shape.
-            crate::infer_shapes::infer_types(g)?;
-        }
-        Ok(changed)
+        Ok(rewrite_nested(g, &mut recognize))
     }
 }
 
