@@ -176,7 +176,6 @@ fn random_graph(seed: u64) -> (String, Vec<usize>) {
     let mut outs: Vec<usize> = vec![last];
     if let Some(axis) = (0..sl.len()).find(|&d| sl[d] % 2 == 0 && sl[d] >= 2) {
         let (p, q) = (next, next + 1);
-        next += 2;
         let _ = writeln!(
             body,
             "  %{p} \"s{p}\", %{q} \"s{q}\" = layout.Split {{\"axis\":{axis},\"split\":null,\"num_outputs\":2}} (%{last}) # \"split\""
