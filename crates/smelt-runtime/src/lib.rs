@@ -44,6 +44,8 @@ pub struct SessionOptions {
     pub stop_after: Option<String>,
     /// Input shapes to compile for at load (inputs with symbolic dims need one).
     pub input_shapes: Vec<(String, Vec<u64>)>,
+    /// How many shape-specialized plans to keep; the least recently used goes first.
+    pub max_plans: usize,
 }
 
 impl Default for SessionOptions {
@@ -53,6 +55,7 @@ impl Default for SessionOptions {
             dump_after: None,
             stop_after: None,
             input_shapes: Vec::new(),
+            max_plans: 16,
         }
     }
 }
@@ -209,20 +212,13 @@ impl Session {
             .cache
             .lock()
             .map_err(|_| smelt_ir::err!("a compilation panicked in another thread"))?;
-        if let Some(p) = c.plans.get(&key) {
-            let p = p.clone();
-            c.last = Some(key);
+        if let Some(p) = c.get(&key) {
             return Ok(p);
         }
         let reason = c.miss_reason(&key);
         let shapes: HashMap<String, Vec<u64>> = key.iter().cloned().collect();
         let plan = Arc::new(compile::compile(&self.model.graph, &shapes, &self.options)?);
-        c.plans.insert(key.clone(), plan.clone());
-        c.log.push(Recompile {
-            shapes: key.clone(),
-            reason,
-        });
-        c.last = Some(key);
+        c.insert(key, plan.clone(), reason, self.options.max_plans);
         Ok(plan)
     }
 

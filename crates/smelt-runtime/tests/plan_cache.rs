@@ -110,6 +110,28 @@ fn every_shape_is_correct_and_seen_shapes_do_not_recompile() {
 }
 
 #[test]
+fn the_cache_keeps_at_most_max_plans() {
+    let s = Session::from_model_with(
+        model(),
+        &SessionOptions {
+            max_plans: 2,
+            ..Default::default()
+        },
+    )
+    .expect("session");
+    let reference = session(0);
+    for batch in [1, 2, 3, 1] {
+        close(&outputs(&s, batch, 7), &outputs(&reference, batch, 7));
+    }
+    // Batch 1 was evicted by batch 3 and compiled again.
+    assert_eq!(s.compile_count(), 4);
+    assert!(s.compilations()[3].reason.contains("evicted"));
+    // Batch 3 is still cached.
+    close(&outputs(&s, 3, 8), &outputs(&reference, 3, 8));
+    assert_eq!(s.compile_count(), 4);
+}
+
+#[test]
 fn static_shapes_compile_at_load_and_many_threads_share_a_plan() {
     let s = Session::from_model_with(
         model(),

@@ -45,7 +45,7 @@ impl CompileArgs {
             opt_level: self.opt_level,
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
-            input_shapes: Vec::new(),
+            ..Default::default()
         }
     }
 }
