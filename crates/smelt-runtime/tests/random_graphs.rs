@@ -1,5 +1,6 @@
-//! Random graphs of elementwise ops, broadcasts, transposes, reshapes, splits, concats,
-//! slices, reductions, softmax, MatMul and 1x1 Conv: the compiled plan (views, fusion,
+//! Random graphs of elementwise ops (with Where, Clip, BatchNorm), broadcasts, transposes,
+//! reshapes, splits, concats, slices, gathers, expands, reductions, softmax, layer norm,
+//! pooling, MatMul and 1x1 Conv: the compiled plan (views, fusion,
 //! transposed stores, in-place concats, arena reuse) must match the reference executor.
 //! Tolerance: |plan - reference| <= 1e-5 + 1e-4 |reference|.
 
@@ -63,7 +64,7 @@ fn random_graph(seed: u64) -> (String, Vec<usize>) {
         let (a, sa) = vals[rng.below(vals.len())].clone();
         let r = sa.len();
         let mut out = sa.clone();
-        let line = match rng.below(11) {
+        let line = match rng.below(19) {
             0 => {
                 let op = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs"][rng.below(5)];
                 format!("elementwise.{op} (%{a})")
@@ -162,6 +163,84 @@ fn random_graph(seed: u64) -> (String, Vec<usize>) {
                 let wdata = floats(&mut rng, k * 3);
                 let w = konst(&mut next, "F32", &[k, 3], wdata);
                 format!("nn.MatMul (%{a}, %{w})")
+            }
+            11 if r >= 3 => {
+                let axis = rng.below(r);
+                let i = rng.below(sa[axis]);
+                out.remove(axis);
+                let c = konst(&mut next, "I64", &[], i.to_string());
+                format!("layout.Gather {{\"axis\":{axis}}} (%{a}, %{c})")
+            }
+            12 if sa.contains(&1) => {
+                let axis = sa.iter().position(|&d| d == 1).unwrap_or(0);
+                out[axis] = 3;
+                let s: Vec<String> = out.iter().map(|d| d.to_string()).collect();
+                let c = konst(&mut next, "I64", &[r], s.join(","));
+                format!("layout.Expand (%{a}, %{c})")
+            }
+            13 => {
+                // Where(a > 0, a, b): a comparison, a select.
+                let zero = konst(&mut next, "F32", &[], "0.0".into());
+                let cid = next;
+                next += 1;
+                let _ = writeln!(
+                    body,
+                    "  %{cid} \"g{cid}\" = elementwise.Greater (%{a}, %{zero}) # \"gt{step}\""
+                );
+                let n = sa[r - 1];
+                let data = floats(&mut rng, n);
+                let b = konst(&mut next, "F32", &[n], data);
+                format!("elementwise.Where (%{cid}, %{a}, %{b})")
+            }
+            14 => {
+                let lo = konst(&mut next, "F32", &[], "-0.3".into());
+                let hi = konst(&mut next, "F32", &[], "0.6".into());
+                format!("elementwise.Clip {{\"min\":null,\"max\":null}} (%{a}, %{lo}, %{hi})")
+            }
+            15 => {
+                let n = sa[r - 1];
+                let sdata = floats(&mut rng, n);
+                let sc = konst(&mut next, "F32", &[n], sdata);
+                let bdata = floats(&mut rng, n);
+                let b = konst(&mut next, "F32", &[n], bdata);
+                format!(
+                    "nn.LayerNormalization {{\"axis\":-1,\"epsilon\":1e-5,\"stash_type\":\"F32\"}} (%{a}, %{sc}, %{b})"
+                )
+            }
+            16 if r == 4 => {
+                let c = sa[1];
+                let mut ps = Vec::new();
+                for k in 0..4 {
+                    let data: Vec<String> = (0..c)
+                        .map(|_| {
+                            format!(
+                                "{:.4}",
+                                if k == 3 {
+                                    0.5 + rng.unit().abs()
+                                } else {
+                                    rng.unit()
+                                }
+                            )
+                        })
+                        .collect();
+                    ps.push(konst(&mut next, "F32", &[c], data.join(",")));
+                }
+                format!(
+                    "nn.BatchNormalization {{\"epsilon\":1e-5,\"momentum\":0.9,\"training_mode\":false,\"spatial\":true}} (%{a}, %{}, %{}, %{}, %{})",
+                    ps[0], ps[1], ps[2], ps[3]
+                )
+            }
+            17 if r == 4 && sa[2] >= 2 && sa[3] >= 2 => {
+                out[2] -= 1;
+                out[3] -= 1;
+                format!(
+                    "nn.MaxPool {{\"auto_pad\":\"NotSet\",\"ceil_mode\":false,\"dilations\":[],\"kernel_shape\":[2,2],\"pads\":[],\"storage_order\":0,\"strides\":[1,1]}} (%{a})"
+                )
+            }
+            18 if r == 4 => {
+                out[2] = 1;
+                out[3] = 1;
+                format!("nn.GlobalAveragePool (%{a})")
             }
             _ => format!("elementwise.Sigmoid (%{a})"),
         };
