@@ -7,6 +7,7 @@ pub mod cse;
 pub mod dead_code;
 pub mod fold_batchnorm;
 pub mod fold_constants;
+pub mod fold_scalars;
 pub mod infer_shapes;
 pub mod lower;
 pub mod manager;

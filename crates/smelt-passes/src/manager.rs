@@ -56,7 +56,7 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 9] = [
+pub const PASS_NAMES: [&str; 10] = [
     "infer-shapes",
     "fold-constants",
     "remove-noops",
@@ -64,6 +64,7 @@ pub const PASS_NAMES: [&str; 9] = [
     "cancel-transposes",
     "cancel-reshapes",
     "fold-batchnorm",
+    "fold-scalars",
     "recognize-composites",
     "dead-code",
 ];
@@ -81,6 +82,7 @@ impl PassManager {
                 Box::new(crate::cancel_transposes::CancelTransposes),
                 Box::new(crate::cancel_reshapes::CancelReshapes),
                 Box::new(crate::fold_batchnorm::FoldBatchNorm),
+                Box::new(crate::fold_scalars::FoldScalars),
                 Box::new(crate::recognize::RecognizeComposites),
                 Box::new(crate::dead_code::DeadCode),
             ],
