@@ -20,6 +20,9 @@ pub struct Args {
     /// Write a per-kernel timing profile (Chrome trace JSON) to this file.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
+    /// Run this many times (the profile records every run; outputs are the last run's).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     #[command(flatten)]
     compile: CompileArgs,
 }
@@ -81,17 +84,8 @@ pub fn main(a: Args) -> Result<ExitCode> {
             }
         }
     }
-    let outputs = match &a.profile {
-        None => session.run(inputs),
-        Some(path) => session.run_profiled(inputs).and_then(|(out, events)| {
-            let trace = smelt_runtime::profile::chrome_trace(&[(0.0, events)]);
-            std::fs::write(path, trace)
-                .map_err(|e| smelt_ir::err!("cannot write {}: {e}", path.display()))?;
-            eprintln!("profile: {}", path.display());
-            Ok(out)
-        }),
-    }
-    .map_err(|e| e.context(a.model.display().to_string()))?;
+    let outputs = run_repeated(&session, inputs, a.repeat, a.profile.as_deref())
+        .map_err(|e| e.context(a.model.display().to_string()))?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| smelt_ir::err!("cannot create {}: {e}", dir.display()))?;
@@ -103,6 +97,36 @@ pub fn main(a: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `repeat` times; with a profile path, writes every run's kernel timings there.
+fn run_repeated(
+    session: &Session,
+    inputs: std::collections::HashMap<String, Value>,
+    repeat: u32,
+    profile: Option<&std::path::Path>,
+) -> Result<smelt_runtime::Outputs> {
+    let start = std::time::Instant::now();
+    let mut runs = Vec::new();
+    let mut outputs = Vec::new();
+    for _ in 0..repeat {
+        let at_us = start.elapsed().as_secs_f64() * 1e6;
+        outputs = match profile {
+            None => session.run(inputs.clone())?,
+            Some(_) => {
+                let (out, events) = session.run_profiled(inputs.clone())?;
+                runs.push((at_us, events));
+                out
+            }
+        };
+    }
+    if let Some(path) = profile {
+        let trace = smelt_runtime::profile::chrome_trace(&runs);
+        std::fs::write(path, trace)
+            .map_err(|e| smelt_ir::err!("cannot write {}: {e}", path.display()))?;
+        eprintln!("profile: {} ({repeat} runs)", path.display());
+    }
+    Ok(outputs)
 }
 
 /// A file name for an output: characters outside `[A-Za-z0-9._-]` become `_`.

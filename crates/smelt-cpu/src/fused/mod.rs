@@ -13,6 +13,7 @@ mod interp;
 mod nest;
 mod profile;
 mod reduction;
+mod sdpa;
 mod single;
 mod validate;
 
