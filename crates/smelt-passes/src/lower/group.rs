@@ -426,6 +426,75 @@ fn join_refusal(f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<Stri
     None
 }
 
+/// The elementwise group computing a reduction's input that can become its prologue:
+/// same iteration space, and nothing outside it reads its values but this reduction
+/// (through its main input). A refusal that is close is recorded.
+fn prologue_group(
+    g: &Graph,
+    n: &Node,
+    x: ValueId,
+    shape: &[usize],
+    f: &mut Fusion,
+) -> Option<usize> {
+    if f.views.contains_key(&x) {
+        return None;
+    }
+    let gp = *f.value_group.get(&x)?;
+    let d = &f.drafts[gp];
+    if !matches!(d.kind, DraftKind::Elementwise) || d.shape != shape {
+        return None;
+    }
+    let members: Vec<usize> = d.members.clone();
+    let vals: Vec<ValueId> = d.vals.keys().copied().collect();
+    let mut refusal = None;
+    for v in vals {
+        if g.outputs.contains(&v) {
+            refusal = Some(format!("'{}' is a graph output", g.name_of(v)));
+            break;
+        }
+        let outside = g.nodes.iter().enumerate().any(|(j, m)| {
+            m.inputs.contains(&Some(v))
+                && !members.contains(&j)
+                && !(std::ptr::eq(m, n)
+                    && v == x
+                    && n.inputs.iter().filter(|i| **i == Some(v)).count() == 1)
+        });
+        if outside {
+            refusal = Some(format!("'{}' is also read outside the group", g.name_of(v)));
+            break;
+        }
+    }
+    // The reduction's other inputs must be ready before the prologue runs.
+    if refusal.is_none()
+        && n.inputs
+            .iter()
+            .skip(1)
+            .flatten()
+            .any(|v| ready_group(f, *v).is_some_and(|r| r >= gp))
+    {
+        refusal = Some("another input of the reduction is computed later".into());
+    }
+    match refusal {
+        None => Some(gp),
+        Some(reason) => {
+            let into = d_name(g, &f.drafts[gp]);
+            f.rejected.push(RejectedFusion {
+                node: n.name.clone(),
+                into,
+                reason: format!("not fused as a prologue: {reason}"),
+            });
+            None
+        }
+    }
+}
+
+fn d_name(g: &Graph, d: &Draft) -> String {
+    d.members
+        .first()
+        .map(|&m| g.nodes[m].name.clone())
+        .unwrap_or_default()
+}
+
 fn reduction_node(
     g: &Graph,
     n: &Node,
@@ -441,7 +510,14 @@ fn reduction_node(
         .collect();
     let perm: Vec<usize> = kept.iter().chain(&form.axes).copied().collect();
     let count: usize = form.axes.iter().map(|&a| in_shape[a]).product();
-    let gi = new_group(f, Draft::new(DraftKind::Elementwise, in_shape));
+    let prologue = prologue_group(g, n, x, &in_shape, f);
+    let (gi, snapshot) = match prologue {
+        Some(gp) => (gp, Some(f.drafts[gp].clone())),
+        None => (
+            new_group(f, Draft::new(DraftKind::Elementwise, in_shape)),
+            None,
+        ),
+    };
     let xo = operand(f, gi, x, Mapping::Numpy, consts);
     let mut stages = Vec::new();
     let mut body = std::mem::take(&mut f.drafts[gi].body);
@@ -456,8 +532,13 @@ fn reduction_node(
     let d = &mut f.drafts[gi];
     d.body = body;
     let Some(res) = res else {
-        // Not expressible after all: undo (the draft is the last one).
-        f.drafts.pop();
+        // Not expressible after all: undo.
+        match snapshot {
+            Some(d) => f.drafts[gi] = d,
+            None => {
+                f.drafts.pop();
+            }
+        }
         return None;
     };
     d.vals.insert(out, res);
