@@ -51,7 +51,7 @@ pub fn compile(
         },
         Some(reason) => Execution::Reference { reason },
         None => {
-            let kp = smelt_passes::lower::lower(&g)?;
+            let kp = smelt_passes::lower::lower(&mut g)?;
             Execution::Kernels(Box::new(smelt_cpu::fused::CpuPlan::new(kp)?))
         }
     };

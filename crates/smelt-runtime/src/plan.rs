@@ -25,7 +25,8 @@ pub enum Execution {
 /// at once, each with an arena from the plan's pool.
 pub struct Plan {
     graph: Graph,
-    consts: smelt_cpu::Constants,
+    /// The graph's constants as the reference executor wants them (reference plans only).
+    consts: Option<smelt_cpu::Constants>,
     execution: Execution,
     reports: Vec<PassReport>,
     arenas: Mutex<Vec<Arena>>,
@@ -41,8 +42,8 @@ impl Plan {
         compile_seconds: f64,
     ) -> Plan {
         let consts = match execution {
-            Execution::Reference { .. } => smelt_cpu::Constants::of(&graph),
-            Execution::Kernels(_) => smelt_cpu::Constants::of(&Graph::default()),
+            Execution::Reference { .. } => Some(smelt_cpu::Constants::of(&graph)),
+            Execution::Kernels(_) => None,
         };
         Plan {
             graph,
@@ -54,7 +55,8 @@ impl Plan {
         }
     }
 
-    /// The optimized graph.
+    /// The optimized graph. In a plan lowered to kernels the weights' contents live in the
+    /// kernel plan, and the graph's constants are left empty.
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
@@ -95,8 +97,11 @@ impl Plan {
         let cpu = match &self.execution {
             Execution::Kernels(p) => p,
             Execution::Reference { .. } => {
+                let consts = self.consts.as_ref().ok_or_else(|| {
+                    smelt_ir::err!("internal: a reference plan without constants")
+                })?;
                 let t = std::time::Instant::now();
-                let out = smelt_cpu::run_graph_prepared(&self.graph, &self.consts, inputs)?;
+                let out = smelt_cpu::run_graph_prepared(&self.graph, consts, inputs)?;
                 if let Some(events) = profile {
                     events.push(KernelEvent {
                         name: "reference executor".into(),
@@ -116,19 +121,27 @@ impl Plan {
             }
         };
         let g = &self.graph;
-        let mut owned: Vec<Tensor> = Vec::with_capacity(g.inputs.len());
-        for i in &g.inputs {
-            let name = g.name_of(i.id);
-            let t = match inputs.remove(name) {
-                Some(v) => v.into_tensor()?,
-                None => i
-                    .default
-                    .clone()
-                    .ok_or_else(|| smelt_ir::err!("missing required input '{name}'"))?,
-            };
-            owned.push(t);
-        }
-        let refs: Vec<&Tensor> = owned.iter().collect();
+        // The caller's tensors, or the graph's defaults (borrowed, not copied).
+        let given: Vec<Option<Tensor>> = g
+            .inputs
+            .iter()
+            .map(|i| {
+                inputs
+                    .remove(g.name_of(i.id))
+                    .map(Value::into_tensor)
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        let refs: Vec<&Tensor> = g
+            .inputs
+            .iter()
+            .zip(&given)
+            .map(|(i, t)| {
+                t.as_ref()
+                    .or(i.default.as_ref())
+                    .ok_or_else(|| smelt_ir::err!("missing required input '{}'", g.name_of(i.id)))
+            })
+            .collect::<Result<_>>()?;
         let mut arena = self
             .arenas
             .lock()

@@ -8,13 +8,17 @@ use smelt_ir::kernel::{
     Anchor, Buffer, BufferId, BufferKind, GroupBody, KernelGroup, KernelPlan, Loop, MemoryStats,
     Reduction, Single, Store, TensorRef,
 };
-use smelt_ir::{bail, err, Graph, Result, ValueId};
+use smelt_ir::{bail, err, Graph, Result, Tensor, ValueId};
+use std::collections::HashMap;
 
 struct Builder<'a> {
     g: &'a Graph,
     f: &'a Fusion,
+    consts: &'a HashMap<ValueId, &'a Tensor>,
     p: Placement,
-    weight_of: std::collections::HashMap<ValueId, TensorRef>,
+    weight_of: HashMap<ValueId, TensorRef>,
+    /// The constant behind each `BufferKind::Weight` index.
+    weight_ids: Vec<ValueId>,
 }
 
 impl Builder<'_> {
@@ -39,20 +43,18 @@ impl Builder<'_> {
         if let Some(r) = self.weight_of.get(&v) {
             return Ok(r.clone());
         }
-        let c = self
-            .g
-            .constants
-            .iter()
-            .find(|c| c.id == v)
+        let t = self
+            .consts
+            .get(&v)
             .ok_or_else(|| err!("value '{}' has no storage", self.g.name_of(v)))?;
-        let shape = c.tensor.shape().to_vec();
+        let shape = t.shape().to_vec();
         self.p.buffers.push(Buffer {
             name: self.g.name_of(v).to_string(),
-            dtype: c.tensor.dtype(),
+            dtype: t.dtype(),
             shape: shape.clone(),
-            kind: BufferKind::Weight(self.p.weights.len()),
+            kind: BufferKind::Weight(self.weight_ids.len()),
         });
-        self.p.weights.push(c.tensor.clone());
+        self.weight_ids.push(v);
         let r = TensorRef::dense(BufferId(self.p.buffers.len() as u32 - 1), &shape);
         self.weight_of.insert(v, r.clone());
         Ok(r)
@@ -146,13 +148,21 @@ impl Builder<'_> {
     }
 }
 
-/// Builds the plan (arena offsets still zero).
-pub fn build(g: &Graph, f: &Fusion, p: Placement) -> Result<KernelPlan> {
+/// Builds the plan (arena offsets still zero, weights not yet filled in) and the constant
+/// behind each weight index.
+pub fn build(
+    g: &Graph,
+    f: &Fusion,
+    p: Placement,
+    consts: &HashMap<ValueId, &Tensor>,
+) -> Result<(KernelPlan, Vec<ValueId>)> {
     let mut b = Builder {
         g,
         f,
+        consts,
         p,
-        weight_of: Default::default(),
+        weight_of: HashMap::new(),
+        weight_ids: Vec::new(),
     };
     let mut groups = Vec::new();
     for d in &f.drafts {
@@ -268,9 +278,9 @@ pub fn build(g: &Graph, f: &Fusion, p: Placement) -> Result<KernelPlan> {
             .values()
             .filter(|c| matches!(c, ConcatPlan::Pieces(_)))
             .count();
-    Ok(KernelPlan {
+    let plan = KernelPlan {
         buffers: b.p.buffers,
-        weights: b.p.weights,
+        weights: Vec::new(),
         inputs: g
             .inputs
             .iter()
@@ -283,7 +293,8 @@ pub fn build(g: &Graph, f: &Fusion, p: Placement) -> Result<KernelPlan> {
             concat_in_place,
             ..MemoryStats::default()
         },
-    })
+    };
+    Ok((plan, b.weight_ids))
 }
 
 fn concat_axis(g: &Graph, node: usize, rank: usize) -> Result<usize> {

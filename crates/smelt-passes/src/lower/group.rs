@@ -120,7 +120,8 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
         value_group: HashMap::new(),
         rejected: Vec::new(),
     };
-    let transposed = transposed_stores(g);
+    let readers = readers(g);
+    let transposed = transposed_stores(g, &readers);
     for (i, n) in g.nodes.iter().enumerate() {
         if let Some(&v) = transposed.get(&i) {
             store_transposed(g, n, v, &mut f);
@@ -146,7 +147,7 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
             new_group(&mut f, Draft::new(DraftKind::Concat(i), vec![]))
         } else if let (None, Some(shape)) = (pointwise::unfusible_reason(g, n), out_shape.clone()) {
             pointwise_node(g, n, shape, consts, &mut f)
-        } else if let Some(gi) = reduction_node(g, n, consts, &mut f) {
+        } else if let Some(gi) = reduction_node(g, i, n, consts, &readers, &mut f) {
             gi
         } else if is_anchor(g, n) && out_shape.is_some() {
             let mut d = Draft::new(DraftKind::Anchor(i), out_shape.unwrap_or_default());
@@ -169,16 +170,7 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
 
 /// Transpose nodes whose input is computed only for them: the producer stores its
 /// result already transposed (node index -> the transposed value).
-fn transposed_stores(g: &Graph) -> HashMap<usize, ValueId> {
-    let mut uses: HashMap<ValueId, usize> = HashMap::new();
-    for n in &g.nodes {
-        for v in n.inputs.iter().flatten() {
-            *uses.entry(*v).or_default() += 1;
-        }
-    }
-    for o in &g.outputs {
-        *uses.entry(*o).or_default() += 2;
-    }
+fn transposed_stores(g: &Graph, readers: &Readers) -> HashMap<usize, ValueId> {
     let produced: std::collections::HashSet<ValueId> = g
         .nodes
         .iter()
@@ -189,18 +181,41 @@ fn transposed_stores(g: &Graph) -> HashMap<usize, ValueId> {
         .iter()
         .enumerate()
         .filter_map(|(i, n)| {
-            let Op::Layout(LayoutOp::Transpose { .. }) = n.op else {
+            let Op::Layout(LayoutOp::Transpose { perm }) = &n.op else {
                 return None;
             };
+            // Only a true permutation (a malformed one is left to the Transpose kernel).
+            if let Some(p) = perm {
+                let r = p.len() as i64;
+                let mut seen: Vec<i64> = p.iter().map(|&a| if a < 0 { a + r } else { a }).collect();
+                seen.sort_unstable();
+                if !seen.iter().copied().eq(0..r) {
+                    return None;
+                }
+            }
             let v = n.inputs.first().copied().flatten()?;
             let out = n.outputs.first().copied().flatten()?;
             let ok = produced.contains(&v)
-                && uses.get(&v) == Some(&1)
+                && readers.get(&v).is_some_and(|r| r.len() == 1)
+                && !g.outputs.contains(&v)
                 && shape_of_value(g, v).is_some()
                 && shape_of_value(g, out).is_some();
             ok.then_some((i, v))
         })
         .collect()
+}
+
+/// The nodes reading each value, once per input slot.
+type Readers = HashMap<ValueId, Vec<usize>>;
+
+fn readers(g: &Graph) -> Readers {
+    let mut r: Readers = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in n.inputs.iter().flatten() {
+            r.entry(*v).or_default().push(i);
+        }
+    }
+    r
 }
 
 /// Ops that may become views (their outputs are then not stored by them).
@@ -355,11 +370,7 @@ fn pointwise_node(
     let target = latest.and_then(|gi| match join_refusal(f, n, gi, &shape) {
         None => Some(gi),
         Some(reason) => {
-            let into = f.drafts[gi]
-                .members
-                .first()
-                .map(|&m| g.nodes[m].name.clone())
-                .unwrap_or_default();
+            let into = d_name(g, &f.drafts[gi]);
             f.rejected.push(RejectedFusion {
                 node: n.name.clone(),
                 into,
@@ -431,9 +442,11 @@ fn join_refusal(f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<Stri
 /// (through its main input). A refusal that is close is recorded.
 fn prologue_group(
     g: &Graph,
+    i: usize,
     n: &Node,
     x: ValueId,
     shape: &[usize],
+    readers: &Readers,
     f: &mut Fusion,
 ) -> Option<usize> {
     if f.views.contains_key(&x) {
@@ -444,22 +457,21 @@ fn prologue_group(
     if !matches!(d.kind, DraftKind::Elementwise) || d.shape != shape {
         return None;
     }
-    let members: Vec<usize> = d.members.clone();
-    let vals: Vec<ValueId> = d.vals.keys().copied().collect();
     let mut refusal = None;
-    for v in vals {
+    for &v in d.vals.keys() {
         if g.outputs.contains(&v) {
             refusal = Some(format!("'{}' is a graph output", g.name_of(v)));
             break;
         }
-        let outside = g.nodes.iter().enumerate().any(|(j, m)| {
-            m.inputs.contains(&Some(v))
-                && !members.contains(&j)
-                && !(std::ptr::eq(m, n)
-                    && v == x
-                    && n.inputs.iter().filter(|i| **i == Some(v)).count() == 1)
-        });
-        if outside {
+        // Readers outside the group: only the reduction, once, through its main input.
+        let outside: Vec<usize> = readers
+            .get(&v)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|j| !d.members.contains(j))
+            .collect();
+        if !(outside.is_empty() || (v == x && outside == [i])) {
             refusal = Some(format!("'{}' is also read outside the group", g.name_of(v)));
             break;
         }
@@ -497,8 +509,10 @@ fn d_name(g: &Graph, d: &Draft) -> String {
 
 fn reduction_node(
     g: &Graph,
+    i: usize,
     n: &Node,
     consts: &HashMap<ValueId, &Tensor>,
+    readers: &Readers,
     f: &mut Fusion,
 ) -> Option<usize> {
     let x = n.inputs.first().copied().flatten()?;
@@ -510,7 +524,7 @@ fn reduction_node(
         .collect();
     let perm: Vec<usize> = kept.iter().chain(&form.axes).copied().collect();
     let count: usize = form.axes.iter().map(|&a| in_shape[a]).product();
-    let prologue = prologue_group(g, n, x, &in_shape, f);
+    let prologue = prologue_group(g, i, n, x, &in_shape, readers, f);
     let (gi, snapshot) = match prologue {
         Some(gp) => (gp, Some(f.drafts[gp].clone())),
         None => (

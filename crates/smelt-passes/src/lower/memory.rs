@@ -75,6 +75,7 @@ pub fn plan_arena(plan: &mut KernelPlan) {
         let Some(l) = loop_of(&grp.body) else {
             continue;
         };
+        let touched = touches(&grp.body);
         let mut taken = Vec::new();
         for s in &l.stores {
             let out = s.dst.buffer.0 as usize;
@@ -95,7 +96,7 @@ pub fn plan_arena(plan: &mut KernelPlan) {
                     && same_window(r, &s.dst)
                     && whole(r, ib.len())
                     // Every other touch of the input in this group reads the same window.
-                    && touches(&grp.body).iter().all(|(t, w)| {
+                    && touched.iter().all(|(t, w)| {
                         t.buffer.0 as usize != b || (!w && same_window(t, r))
                             || matches!(grp.body, GroupBody::Anchor(_)) && !w
                     })

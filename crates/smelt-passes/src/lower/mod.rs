@@ -74,17 +74,43 @@ pub fn unplannable(g: &Graph) -> Option<String> {
     g.outputs.iter().find_map(|&o| check(o))
 }
 
-/// Lowers a graph (see [`unplannable`] for what it needs) to a kernel plan.
-pub fn lower(g: &Graph) -> Result<KernelPlan> {
+/// Lowers a graph (see [`unplannable`] for what it needs) to a kernel plan. The weights'
+/// contents move into the plan: the graph's constants keep their ids and types but are
+/// left empty (zero elements).
+pub fn lower(g: &mut Graph) -> Result<KernelPlan> {
     if let Some(why) = unplannable(g) {
         smelt_ir::bail!("cannot plan this graph: {why}");
     }
-    let consts: HashMap<ValueId, &Tensor> = g.constants.iter().map(|c| (c.id, &c.tensor)).collect();
-    let fusion = group::fuse(g, &consts)?;
-    let placed = place::place(g, &fusion, &consts)?;
-    let mut plan = build::build(g, &fusion, placed)?;
+    let (mut plan, weight_ids) = {
+        let consts: HashMap<ValueId, &Tensor> =
+            g.constants.iter().map(|c| (c.id, &c.tensor)).collect();
+        let fusion = group::fuse(g, &consts)?;
+        let placed = place::place(g, &fusion, &consts)?;
+        build::build(g, &fusion, placed, &consts)?
+    };
     memory::plan_arena(&mut plan);
+    plan.weights = take_weights(g, &weight_ids)?;
     Ok(plan)
+}
+
+/// Moves the contents of the constants `ids` out of the graph, in order.
+fn take_weights(g: &mut Graph, ids: &[ValueId]) -> Result<Vec<Tensor>> {
+    let index: HashMap<ValueId, usize> = g
+        .constants
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id, i))
+        .collect();
+    ids.iter()
+        .map(|id| {
+            let &i = index
+                .get(id)
+                .ok_or_else(|| smelt_ir::err!("weight '{}' is not a constant", g.name_of(*id)))?;
+            let c = &mut g.constants[i];
+            let empty = Tensor::zeros(c.tensor.dtype(), vec![0])?;
+            Ok(std::mem::replace(&mut c.tensor, empty))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -25,8 +25,6 @@ pub enum ConcatPlan {
 pub struct Placement {
     /// Every buffer so far (weights are added as they are referenced).
     pub buffers: Vec<Buffer>,
-    /// Weight tensors, by `BufferKind::Weight` index.
-    pub weights: Vec<Tensor>,
     /// Storage of each stored or external value (dense blocks).
     pub loc: HashMap<ValueId, TensorRef>,
     /// Values some kernel must write.
@@ -60,7 +58,6 @@ pub fn place(g: &Graph, f: &Fusion, consts: &HashMap<ValueId, &Tensor>) -> Resul
     let stored = stored_values(g, f);
     let mut p = Placement {
         buffers: Vec::new(),
-        weights: Vec::new(),
         loc: HashMap::new(),
         stored,
         output_copies: Vec::new(),
@@ -190,13 +187,15 @@ fn place_concats(g: &Graph, f: &Fusion, p: &mut Placement) -> Result<()> {
         };
         let shape = shape_of_value(g, out).unwrap_or_default();
         let r = shape.len() as i64;
-        let a = if axis < 0 { axis + r } else { axis } as usize;
-        let outer: usize = shape.iter().take(a).product();
-        let inner: usize = shape.iter().skip(a + 1).product();
-        if a >= shape.len() || outer != 1 {
+        let a = usize::try_from(if axis < 0 { axis + r } else { axis })
+            .ok()
+            .filter(|&a| a < shape.len());
+        let Some(a) = a.filter(|&a| shape[..a].iter().product::<usize>() == 1) else {
+            // A bad axis is the Concat kernel's to report; non-contiguous slots are copied.
             p.concats.insert(i, ConcatPlan::Whole);
             continue;
-        }
+        };
+        let inner: usize = shape[a + 1..].iter().product();
         let base = p.loc[&out].clone();
         let out_dt = dtype_of(g, out);
         let ins: Vec<ValueId> = n.inputs.iter().flatten().copied().collect();

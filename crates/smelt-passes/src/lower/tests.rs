@@ -7,8 +7,8 @@ use smelt_ir::text::parse_graph;
 const CONV: &str = r#"{"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[3,3],"pads":[1,1,1,1],"strides":[]}"#;
 
 fn plan(text: &str) -> KernelPlan {
-    let g = parse_graph(text).unwrap_or_else(|e| panic!("parse: {e}"));
-    lower(&g).unwrap_or_else(|e| panic!("lower: {e}"))
+    let mut g = parse_graph(text).unwrap_or_else(|e| panic!("parse: {e}"));
+    lower(&mut g).unwrap_or_else(|e| panic!("lower: {e}"))
 }
 
 fn kinds(p: &KernelPlan) -> Vec<String> {

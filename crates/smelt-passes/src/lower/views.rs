@@ -109,7 +109,10 @@ pub fn view_of(
                     .map(|&a| usize::try_from(if a < 0 { a + r as i64 } else { a }).ok())
                     .collect::<Option<_>>()?,
             };
-            if perm.len() != r || perm.iter().any(|&p| p >= r) {
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            if !sorted.into_iter().eq(0..r) {
+                // Not a permutation: the Transpose kernel reports it.
                 return None;
             }
             Some(View {

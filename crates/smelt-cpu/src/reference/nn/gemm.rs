@@ -27,18 +27,12 @@ pub fn sgemm(
     ldc: usize,
     accumulate: bool,
 ) {
-    if m == 0 || n == 0 {
+    let threads = thread_count(m, n, k);
+    if threads <= 1 || m == 0 || n == 0 || k == 0 {
+        sgemm_st(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
         return;
     }
     clear_unless(accumulate, m, n, c, ldc);
-    if k == 0 {
-        return;
-    }
-    let threads = thread_count(m, n, k);
-    if threads <= 1 {
-        sgemm_serial(m, n, k, a, lda, b, ldb, c, ldc);
-        return;
-    }
     if m >= threads * MR * 2 {
         // Split the rows of C into contiguous chunks, one per thread (multiples of MR).
         let per = m.div_ceil(threads).div_ceil(MR) * MR;
