@@ -1,7 +1,5 @@
-//! smelt's CPU backend: the reference executor (plain loops, the correctness oracle for
-//! every optimized path) and the fused executor that runs compiled kernel plans.
+//! smelt's CPU backend: the fused executor that runs compiled kernel plans with the fast
+//! kernels of `smelt-kernels`, falling back to the reference executor (`smelt-reference`)
+//! for ops that have no fast kernel.
 
 pub mod fused;
-pub mod reference;
-
-pub use reference::{eval_op, run_graph, run_graph_named, run_graph_prepared, Constants};

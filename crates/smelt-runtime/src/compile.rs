@@ -28,8 +28,9 @@ pub fn compile(
     }
     smelt_passes::infer_shapes::set_input_shapes(&mut g, shapes)?;
     let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
-    let eval =
-        |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| smelt_cpu::eval_op(op, x, n);
+    let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
+        smelt_reference::eval_op(op, x, n)
+    };
     let cx = PassContext {
         evaluate: Some(&eval),
     };

@@ -26,7 +26,7 @@ pub enum Execution {
 pub struct Plan {
     graph: Graph,
     /// The graph's constants as the reference executor wants them (reference plans only).
-    consts: Option<smelt_cpu::Constants>,
+    consts: Option<smelt_reference::Constants>,
     execution: Execution,
     reports: Vec<PassReport>,
     arenas: Mutex<Vec<Arena>>,
@@ -42,7 +42,7 @@ impl Plan {
         compile_seconds: f64,
     ) -> Plan {
         let consts = match execution {
-            Execution::Reference { .. } => Some(smelt_cpu::Constants::of(&graph)),
+            Execution::Reference { .. } => Some(smelt_reference::Constants::of(&graph)),
             Execution::Kernels(_) => None,
         };
         Plan {
@@ -101,7 +101,7 @@ impl Plan {
                     smelt_ir::err!("internal: a reference plan without constants")
                 })?;
                 let t = std::time::Instant::now();
-                let out = smelt_cpu::run_graph_prepared(&self.graph, consts, inputs)?;
+                let out = smelt_reference::run_graph_prepared(&self.graph, consts, inputs)?;
                 if let Some(events) = profile {
                     events.push(KernelEvent {
                         name: "reference executor".into(),

@@ -6,9 +6,9 @@ use super::elementwise::LoopPlan;
 use super::single::{gather_args, Arg};
 use super::validate::{Checker, Use};
 use super::RunCx;
-use crate::reference::eval_values;
 use smelt_ir::kernel::Anchor;
 use smelt_ir::{ensure, err, Result, Value};
+use smelt_reference::eval_values;
 
 /// A validated anchor: its epilogue reads the result from the extra buffer slot `acc`.
 pub(crate) struct AnchorPlan {

@@ -4,8 +4,8 @@
 use super::access::{load_chunk, store_chunk};
 use super::nest::CHUNK;
 use super::Mem;
-use crate::reference::elementwise::erf;
 use smelt_ir::kernel::{Binary, ScalarOp, Unary};
+use smelt_reference::elementwise::erf;
 
 /// Where a body's loads read: buffer slot per window, the chunk's offsets and steps.
 pub(crate) struct Windows<'a> {

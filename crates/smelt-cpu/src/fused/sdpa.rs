@@ -3,9 +3,9 @@
 //! no softcap or window. Per (batch, head): S = Q K^T (packed GEMM), scale and mask, a
 //! row softmax in f32, O = P V. Anything else goes to the reference kernel.
 
-use crate::reference::nn::gemm::{par_chunks, sgemm_st, threads_for};
 use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op, Result, Tensor, Value};
+use smelt_reference::nn::gemm::{par_chunks, sgemm_st, threads_for};
 
 /// The attention result, or None when the op or its inputs are outside this fast path.
 pub(crate) fn try_sdpa(op: &Op, args: &[Option<&Value>]) -> Option<Result<Tensor>> {
@@ -122,7 +122,7 @@ fn softmax_row(row: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::eval_values;
+    use smelt_reference::eval_values;
 
     fn floats(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed;

@@ -5,9 +5,9 @@ use super::access::copy_chunk;
 use super::nest::{walk_chunks, Nest};
 use super::validate::{Checker, Use};
 use super::RunCx;
-use crate::reference::eval_values;
 use smelt_ir::kernel::{BufferKind, Single, TensorRef};
 use smelt_ir::{ensure, err, DType, Result, Tensor, Value};
+use smelt_reference::eval_values;
 
 /// Validates a single op's windows.
 pub(crate) fn check(c: &Checker, s: &Single) -> Result<()> {

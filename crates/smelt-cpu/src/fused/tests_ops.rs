@@ -2,13 +2,13 @@
 
 use super::tests::{bcast, close, data, dense, ew, run, Builder};
 use super::*;
-use crate::eval_op;
 use smelt_ir::kernel::{
     Anchor, Binary, Combine, Loop, Reduction, ScalarOp as S, Single, Stage, Store, TensorRef, Unary,
 };
 use smelt_ir::op::reduce::Reduction as Axes;
 use smelt_ir::op::{AutoPad, NnOp, ReduceOp};
 use smelt_ir::Op;
+use smelt_reference::eval_op;
 
 fn reduction(
     shape: &[usize],

@@ -371,7 +371,7 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::run_graph;
+    use crate::run_graph;
     use smelt_ir::op::reduce::{ReduceOp, Reduction};
     use smelt_ir::op::SequenceOp;
     use smelt_ir::{GraphInput, Node, Op};

@@ -1,7 +1,7 @@
 //! Small checks of the reduce kernels.
 
 use super::*;
-use crate::reference::{Env, Inputs};
+use crate::{Env, Inputs};
 use smelt_ir::op::reduce::Reduction;
 
 fn run1(op: ReduceOp, inputs: Vec<Value>) -> Result<Vec<Value>> {

@@ -2,7 +2,7 @@
 //! score/probability modifier subgraphs).
 
 use super::{float_input, round_to};
-use crate::reference::{Ctx, Inputs};
+use crate::{Ctx, Inputs};
 use smelt_ir::op::llm::LinearAttentionRule;
 use smelt_ir::op::LlmOp;
 use smelt_ir::{bail, err, DType, Graph, Result, Tensor, Value};
@@ -301,7 +301,7 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::Env;
+    use crate::Env;
 
     #[test]
     fn linear_rule_accumulates_outer_products() {

@@ -2,7 +2,7 @@
 
 use super::gemm::{dgemm, sgemm};
 use super::matmul::{kind_of, Kind};
-use crate::reference::{one, Inputs};
+use crate::{one, Inputs};
 use smelt_ir::{bail, ensure, numel, Result, Tensor, Value};
 
 /// Labels: letters are their char code; ellipsis dimensions are 1000 + position from the right.

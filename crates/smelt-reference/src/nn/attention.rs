@@ -1,7 +1,7 @@
 //! Attention (opset 23+: masks, GQA, causal, softcap, windows, past key/values) and RotaryEmbedding.
 
-use crate::reference::broadcast::index_map;
-use crate::reference::{one, Ctx, Inputs};
+use crate::broadcast::index_map;
+use crate::{one, Ctx, Inputs};
 use smelt_ir::op::NnOp;
 use smelt_ir::{bail, ensure, DType, Result, Tensor, Value};
 

@@ -3,7 +3,7 @@
 use super::gemm::{dgemm, par_chunks, sgemm, sgemm_st, threads_for};
 use super::matmul::{kind_of, load, store, Kind, Num};
 use super::{resolve_pads, spatial};
-use crate::reference::{one, Inputs};
+use crate::{one, Inputs};
 use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{bail, ensure, numel, Result, Tensor, Value};
 

@@ -1,7 +1,7 @@
 //! Dropout. Training mode draws its mask like numpy's legacy `RandomState(seed).uniform`
 //! (MT19937, 53-bit doubles), so seeded runs match the ONNX reference.
 
-use crate::reference::{Ctx, Inputs};
+use crate::{Ctx, Inputs};
 use smelt_ir::op::nn::DropoutMode;
 use smelt_ir::op::NnOp;
 use smelt_ir::{bail, ensure, Result, Tensor, Value};

@@ -1,7 +1,7 @@
 //! Pooling: MaxPool (with Indices), AveragePool, LpPool, the global pools, MaxUnpool, MaxRoiPool.
 
 use super::{check_float, resolve_pads, spatial};
-use crate::reference::{one, Ctx, Inputs};
+use crate::{one, Ctx, Inputs};
 use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{bail, ensure, numel, Result, Tensor, Value};
 

@@ -402,7 +402,7 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::Env;
+    use crate::Env;
 
     fn ctx(env: &Env, n: usize) -> Ctx<'_> {
         Ctx {

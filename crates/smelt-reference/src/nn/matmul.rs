@@ -1,8 +1,8 @@
 //! MatMul (numpy semantics) and Gemm.
 
 use super::gemm::{dgemm, igemm, par_chunks, sgemm, sgemm_st, threads_for};
-use crate::reference::broadcast::{broadcast_shapes, index_map};
-use crate::reference::{one, Inputs};
+use crate::broadcast::{broadcast_shapes, index_map};
+use crate::{one, Inputs};
 use smelt_ir::op::NnOp;
 use smelt_ir::{bail, ensure, numel, DType, Result, Tensor, Value};
 use std::borrow::Cow;

@@ -176,8 +176,8 @@ mod tests {
             let a: Vec<usize> = (0..na).collect();
             let b: Vec<usize> = (0..nb).collect();
             let got = map2(&p, &a, &b, |x, y| (x, y));
-            let ia = crate::reference::broadcast::index_map(sa, &p.shape);
-            let ib = crate::reference::broadcast::index_map(sb, &p.shape);
+            let ia = crate::broadcast::index_map(sa, &p.shape);
+            let ib = crate::broadcast::index_map(sb, &p.shape);
             let want: Vec<(usize, usize)> = ia.into_iter().zip(ib).collect();
             assert_eq!(got, want, "{sa:?} {sb:?}");
         }

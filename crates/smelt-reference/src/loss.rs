@@ -130,7 +130,7 @@ fn nll(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::Env;
+    use crate::Env;
 
     fn run_loss(op: &LossOp, inputs: Vec<Option<Tensor>>, n_outputs: usize) -> Vec<Vec<f64>> {
         let vals: Vec<Option<Value>> = inputs.into_iter().map(|t| t.map(Value::Tensor)).collect();

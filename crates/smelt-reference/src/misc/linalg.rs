@@ -1,6 +1,6 @@
 //! Linear algebra: determinants.
 
-use crate::reference::one;
+use crate::one;
 use smelt_ir::{bail, Result, Tensor, Value};
 
 /// Determinant of each square matrix in the last two axes (LU with partial pivoting, in f64).

@@ -124,7 +124,7 @@ fn resolve_pads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::Env;
+    use crate::Env;
     use smelt_ir::op::AutoPad;
 
     fn run1(op: &NnOp, inputs: &[Tensor], n_outputs: usize) -> Vec<Tensor> {

@@ -2,8 +2,8 @@
 //! GroupNormalization, RMSNormalization, MeanVarianceNormalization, LRN (computed in f64).
 
 use super::check_float;
-use crate::reference::broadcast::{broadcast_shapes, index_map};
-use crate::reference::{one, Ctx, Inputs};
+use crate::broadcast::{broadcast_shapes, index_map};
+use crate::{one, Ctx, Inputs};
 use smelt_ir::op::NnOp;
 use smelt_ir::{bail, ensure, DType, Result, Tensor, Value};
 
