@@ -17,7 +17,7 @@ pub mod verify;
 
 pub use dim::{Dim, DimExpr, Shape};
 pub use dtype::DType;
-pub use error::{Error, Result, ResultExt};
+pub use error::{Error, ErrorKind, Result, ResultExt};
 pub use graph::{Capture, Constant, Graph, GraphInput, Model, Node, ValueId, ValueInfo};
 pub use op::Op;
 pub use tensor::{numel, strides, Data, Tensor};
