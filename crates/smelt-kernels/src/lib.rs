@@ -1,1 +1,101 @@
-//! smelt fast CPU kernels.
+//! smelt's fast CPU kernels. They know nothing of graphs: strided f32 slices in, results
+//! out. Each instruction set has one table of kernels ([`Kernels`]), chosen once at start
+//! by feature detection ([`kernels`]); tests and benchmarks can ask for any ISA the CPU
+//! supports ([`Kernels::for_isa`]). Work is split over the process's one [`pool`].
+
+pub mod buf;
+pub mod conv;
+pub mod gemm;
+pub mod isa;
+pub mod pool;
+pub mod program;
+#[doc(hidden)]
+pub mod testing;
+pub mod vmath;
+
+pub use isa::Isa;
+
+use gemm::Micro;
+use std::sync::OnceLock;
+
+/// The kernels of one instruction set.
+pub struct Kernels {
+    /// The instruction set.
+    pub isa: Isa,
+    /// GEMM micro-kernels and their tile geometry.
+    pub micro: Micro,
+    /// Evaluates a fused group's scalar-op program over a chunk.
+    pub eval: program::EvalFn,
+    /// Combines a chunk into a reduction stage's partial.
+    pub reduce: program::ReduceFn,
+    /// Softmax of a row, after a scale and an additive mask.
+    pub softmax: program::SoftmaxFn,
+    /// One channel of a depthwise convolution.
+    pub depthwise: conv::DepthwiseFn,
+}
+
+impl Kernels {
+    /// The table of `isa`, or None when this CPU cannot run it.
+    pub fn for_isa(isa: Isa) -> Option<&'static Kernels> {
+        static TABLES: [OnceLock<Kernels>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        if !isa.is_supported() {
+            return None;
+        }
+        let i = Isa::ALL.iter().position(|&x| x == isa)?;
+        Some(TABLES[i].get_or_init(|| Kernels::build(isa)))
+    }
+
+    fn build(isa: Isa) -> Kernels {
+        let portable = Kernels {
+            isa: Isa::Portable,
+            micro: gemm::micro::portable_micro(),
+            eval: program::portable::eval,
+            reduce: program::portable::reduce,
+            softmax: program::portable::softmax,
+            depthwise: conv::portable::depthwise,
+        };
+        match isa {
+            Isa::Portable => portable,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Kernels {
+                isa,
+                micro: gemm::micro::avx2_micro(),
+                eval: program::x86::avx2_eval,
+                reduce: program::x86::avx2_reduce,
+                softmax: program::x86::avx2_softmax,
+                depthwise: conv::x86::depthwise_avx2,
+            },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Kernels {
+                isa,
+                micro: gemm::micro::avx512_micro(),
+                eval: program::x86::avx512_eval,
+                reduce: program::x86::avx512_reduce,
+                softmax: program::x86::avx512_softmax,
+                depthwise: conv::x86::depthwise_avx512,
+            },
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => portable,
+        }
+    }
+
+    /// A kernel's full name, `op.isa` (e.g. `gemm.avx512`).
+    pub fn name(&self, op: &str) -> String {
+        format!("{op}.{}", self.isa)
+    }
+}
+
+/// The table of the best ISA this CPU supports (detected once). `SMELT_ISA=avx2` (or
+/// `portable`) picks a lower one, for comparing paths on one machine.
+pub fn kernels() -> &'static Kernels {
+    static BEST: OnceLock<&'static Kernels> = OnceLock::new();
+    BEST.get_or_init(|| {
+        let wanted = std::env::var("SMELT_ISA")
+            .ok()
+            .and_then(|s| Isa::from_name(&s));
+        wanted
+            .and_then(Kernels::for_isa)
+            .or_else(|| Kernels::for_isa(Isa::detect()))
+            .expect("the portable table always exists")
+    })
+}

@@ -53,7 +53,11 @@ pub fn compile(
         Some(reason) => Execution::Reference { reason },
         None => {
             let kp = smelt_passes::lower::lower(&mut g)?;
-            Execution::Kernels(Box::new(smelt_cpu::fused::CpuPlan::new(kp)?))
+            let cpu = smelt_cpu::fused::CpuOptions {
+                threads: options.threads,
+                isa: options.isa,
+            };
+            Execution::Kernels(Box::new(smelt_cpu::fused::CpuPlan::with_options(kp, cpu)?))
         }
     };
     Ok(Plan::new(g, execution, reports, t.elapsed().as_secs_f64()))

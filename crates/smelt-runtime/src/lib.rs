@@ -46,6 +46,12 @@ pub struct SessionOptions {
     pub input_shapes: Vec<(String, Vec<u64>)>,
     /// How many shape-specialized plans to keep; the least recently used goes first.
     pub max_plans: usize,
+    /// Threads one run may use (the caller's included), from the process's one pool that
+    /// every session shares. Default: the CPUs available to the process (its affinity
+    /// mask and cgroup quota respected).
+    pub threads: usize,
+    /// The instruction set of the CPU kernels (None: the best this CPU supports).
+    pub isa: Option<smelt_kernels::Isa>,
 }
 
 impl Default for SessionOptions {
@@ -56,6 +62,8 @@ impl Default for SessionOptions {
             stop_after: None,
             input_shapes: Vec::new(),
             max_plans: 16,
+            threads: smelt_kernels::pool::available_threads(),
+            isa: None,
         }
     }
 }

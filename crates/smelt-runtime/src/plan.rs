@@ -74,6 +74,22 @@ impl Plan {
         }
     }
 
+    /// The kernel each group runs, in group order (empty for a reference plan).
+    pub fn kernel_names(&self) -> &[String] {
+        match &self.execution {
+            Execution::Kernels(p) => p.kernel_names(),
+            Execution::Reference { .. } => &[],
+        }
+    }
+
+    /// Threads one run may use and the kernels' instruction set (None for a reference plan).
+    pub fn cpu_setup(&self) -> Option<(usize, smelt_kernels::Isa)> {
+        match &self.execution {
+            Execution::Kernels(p) => Some((p.threads(), p.isa())),
+            Execution::Reference { .. } => None,
+        }
+    }
+
     /// Why the plan runs on the reference executor, if it does.
     pub fn fallback_reason(&self) -> Option<&str> {
         match &self.execution {

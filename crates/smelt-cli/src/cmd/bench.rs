@@ -39,11 +39,6 @@ pub struct Args {
     /// A concrete input shape as NAME=1x3x224x224 (repeatable), for random inputs.
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shape: Vec<String>,
-    /// Threads: the baselines' intra-op threads, the server's concurrent callers, the
-    /// roofline's all-core count. Default: the CPUs this process may use (as smelt's
-    /// executor does; restrict both sides with `taskset`).
-    #[arg(long)]
-    threads: Option<usize>,
     /// The scenario.
     #[arg(long, value_enum, default_value = "single-stream")]
     scenario: ScenarioArg,
@@ -91,12 +86,8 @@ pub struct Args {
 }
 
 /// Runs the subcommand.
-pub fn main(mut a: Args) -> Result<ExitCode> {
-    if a.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
-    let cpus = smelt_cpus();
-    let threads = *a.threads.get_or_insert(cpus);
+pub fn main(a: Args) -> Result<ExitCode> {
+    let threads = a.compile.thread_count();
     if a.roofline {
         return roofline(&a, threads);
     }
@@ -107,7 +98,7 @@ pub fn main(mut a: Args) -> Result<ExitCode> {
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
 
     let t = Instant::now();
-    let mut options = a.compile.options();
+    let mut options = a.compile.options()?;
     options.input_shapes = parse_shape_args(&a.shape)
         .unwrap_or_default()
         .into_iter()
@@ -117,7 +108,7 @@ pub fn main(mut a: Args) -> Result<ExitCode> {
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let rss_after_load = proc_status_bytes("VmRSS");
     eprintln!(
-        "loaded {} in {load_ms:.1} ms (seed {}; smelt's executor uses up to {cpus} threads, the CPUs available to it; baselines get --threads {threads})",
+        "loaded {} in {load_ms:.1} ms (seed {}; smelt and the baselines run on {threads} threads)",
         model.display(),
         a.seed
     );
@@ -406,13 +397,7 @@ fn run_interleaved(
     inputs: &HashMap<String, Value>,
     result: &mut BenchResult,
 ) -> Result<()> {
-    let threads = a.threads.unwrap_or(1);
-    if threads != smelt_cpus() && !a.vs.is_empty() {
-        result.warnings.push(format!(
-            "smelt's executor uses up to {} threads (the CPUs available to it) while the baselines use {threads}: not like for like (use taskset to restrict both)",
-            smelt_cpus()
-        ));
-    }
+    let threads = a.compile.thread_count();
     let mut workers = Vec::new();
     let tmp = TempDir::new()?;
     if !a.vs.is_empty() {
@@ -469,7 +454,7 @@ fn run_server(
             "baselines are measured in single-stream and offline; --vs ignored in server".into(),
         );
     }
-    let threads = a.threads.unwrap_or(1);
+    let threads = a.compile.thread_count();
     let run = || -> std::result::Result<(), String> {
         session
             .run(inputs.clone())
@@ -509,11 +494,6 @@ fn run_server(
         result.server = Some(r);
     }
     Ok(())
-}
-
-/// The CPUs this process may use (what smelt's executor splits work over).
-fn smelt_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {

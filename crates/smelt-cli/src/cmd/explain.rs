@@ -34,7 +34,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         .into_iter()
         .map(|(k, v)| (k, v.into_iter().map(|d| d as u64).collect()))
         .collect();
-    let mut options = a.compile.options();
+    let mut options = a.compile.options()?;
     options.input_shapes = shapes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let session = Session::load_with(&a.model, &options)?;
     let plan = session
@@ -107,15 +107,20 @@ fn explain_json(model: &std::path::Path, s: &Session, plan: &Plan) -> Json {
     });
     match plan.kernels() {
         Some(k) => {
+            let names = plan.kernel_names();
             let groups: Vec<Json> = k
                 .groups
                 .iter()
                 .enumerate()
                 .map(|(i, g)| {
                     json!({"index": i, "kind": g.body.kind(), "ops": g.ops, "nodes": g.nodes,
-                           "shape": group_shape(&g.body)})
+                           "shape": group_shape(&g.body), "kernel": names.get(i)})
                 })
                 .collect();
+            if let Some((threads, isa)) = plan.cpu_setup() {
+                out["threads"] = json!(threads);
+                out["isa"] = json!(isa.name());
+            }
             let rejected: Vec<Json> = k
                 .rejected
                 .iter()
@@ -185,7 +190,11 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         println!("kernel_count: {} (one per node)", r["kernel_count"]);
         return;
     };
+    if let Some((threads, isa)) = plan.cpu_setup() {
+        println!("cpu kernels: {isa}, {threads} threads per run");
+    }
     println!("kernel groups:");
+    let names = plan.kernel_names();
     for (i, g) in k.groups.iter().enumerate() {
         let nodes = if g.nodes.len() > 4 {
             format!(
@@ -198,10 +207,11 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
             g.nodes.join(", ")
         };
         println!(
-            "  #{i:<4} {:<11} {:<40} {:?}  [{nodes}]",
+            "  #{i:<4} {:<11} {:<40} {:?}  [{nodes}]\n         kernel: {}",
             g.body.kind(),
             g.ops.join("+"),
-            group_shape(&g.body)
+            group_shape(&g.body),
+            names.get(i).map_or("", String::as_str)
         );
     }
     if !k.rejected.is_empty() {

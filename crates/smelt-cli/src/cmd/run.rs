@@ -39,24 +39,56 @@ pub struct CompileArgs {
     /// Stop the pass pipeline after this pass.
     #[arg(long, value_name = "PASS")]
     pub stop_after: Option<String>,
+    /// Threads per run (default: the CPUs this process may use). `bench` gives the
+    /// baselines the same count.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// CPU kernels' instruction set: avx512, avx2 or portable (default: the best this CPU has).
+    #[arg(long, value_name = "ISA")]
+    pub isa: Option<String>,
 }
 
 impl CompileArgs {
     /// The session options these arguments ask for.
-    pub fn options(&self) -> smelt_runtime::SessionOptions {
-        smelt_runtime::SessionOptions {
+    pub fn options(&self) -> Result<smelt_runtime::SessionOptions> {
+        let mut o = smelt_runtime::SessionOptions {
             opt_level: self.opt_level,
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
             ..Default::default()
+        };
+        if let Some(t) = self.threads {
+            o.threads = t as usize;
         }
+        if let Some(name) = &self.isa {
+            let isa = smelt_kernels::Isa::from_name(name).ok_or_else(|| {
+                smelt_ir::err!(
+                    InvalidInput,
+                    "--isa {name}: expected avx512, avx2 or portable"
+                )
+            })?;
+            if !isa.is_supported() {
+                smelt_ir::bail!(
+                    Unsupported,
+                    "--isa {name}: this CPU cannot run {name} kernels"
+                );
+            }
+            o.isa = Some(isa);
+        }
+        Ok(o)
+    }
+
+    /// Threads per run: the flag, or the CPUs this process may use.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+            .map_or_else(smelt_kernels::pool::available_threads, |t| t as usize)
     }
 }
 
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
     let shapes = parse_shape_args(&a.inputs.shape)?;
-    let mut options = a.compile.options();
+    let mut options = a.compile.options()?;
     options.input_shapes = shapes
         .iter()
         .map(|(k, v)| (k.clone(), v.iter().map(|&d| d as u64).collect()))

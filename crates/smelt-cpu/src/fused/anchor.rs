@@ -1,24 +1,48 @@
-//! Anchors: the op runs through the reference kernels on its gathered inputs, then the
-//! epilogue loop reads its result through `ScalarOp::Acc` and writes the stores.
+//! Anchors: MatMul/Gemm, 2-D Conv and plain attention run on the fast kernels with the
+//! epilogue fused into them; any other anchor (or form) runs through the reference kernel
+//! on its gathered inputs, then the epilogue loop reads its result through `ScalarOp::Acc`.
 
 use super::access::Elem;
+use super::conv::ConvPlan;
 use super::elementwise::LoopPlan;
+use super::matmul::MatMulPlan;
+use super::sdpa::SdpaPlan;
 use super::single::{gather_args, Arg};
-use super::validate::{Checker, Use};
-use super::RunCx;
+use super::{Exec, RunCx};
+use smelt_ir::kernel::check::{Checker, Use};
 use smelt_ir::kernel::Anchor;
-use smelt_ir::{ensure, err, Result, Value};
+use smelt_ir::op::NnOp;
+use smelt_ir::{ensure, err, Op, Result, Tensor, Value};
+use smelt_kernels::Kernels;
 use smelt_reference::eval_values;
 
-/// A validated anchor: its epilogue reads the result from the extra buffer slot `acc`.
+/// How an anchor runs.
+enum Path {
+    MatMul(MatMulPlan),
+    Conv(ConvPlan),
+    Sdpa(SdpaPlan),
+    /// The reference kernel, and why.
+    Reference(String),
+}
+
+/// A validated anchor: its epilogue (for the reference path) reads the result from the
+/// extra buffer slot `acc`.
 pub(crate) struct AnchorPlan {
     epilogue: LoopPlan,
     acc: usize,
+    path: Path,
 }
 
 impl AnchorPlan {
-    /// Validates an anchor; `acc` is the run's buffer slot for the anchor result.
-    pub(crate) fn new(c: &Checker, a: &Anchor, acc: usize) -> Result<AnchorPlan> {
+    /// Validates an anchor and picks its kernel; `acc` is the run's buffer slot for the
+    /// anchor result of the reference path.
+    pub(crate) fn new(
+        c: &Checker,
+        weights: &[Tensor],
+        a: &Anchor,
+        acc: usize,
+        kern: &Kernels,
+    ) -> Result<AnchorPlan> {
         for (i, r) in a.inputs.iter().enumerate() {
             if let Some(r) = r {
                 c.window(r, Use::OpInput, &format!("anchor input {i}"))?;
@@ -37,19 +61,64 @@ impl AnchorPlan {
         );
         let epilogue =
             LoopPlan::new(c, &a.epilogue, Some(acc)).map_err(|e| e.context("epilogue"))?;
-        Ok(AnchorPlan { epilogue, acc })
+        let path = match &a.op {
+            Op::Nn(NnOp::MatMul | NnOp::Gemm { .. }) => match MatMulPlan::new(c, weights, a, kern) {
+                Some(p) => Path::MatMul(p),
+                None => Path::Reference(format!(
+                    "{}: not a product of f32 operands the GEMM reads in place",
+                    a.op.name()
+                )),
+            },
+            Op::Nn(NnOp::Conv { .. }) => match ConvPlan::new(c, weights, a, kern) {
+                Some(p) => Path::Conv(p),
+                None => Path::Reference(
+                    "Conv: not a 2-D f32 convolution with constant weights and bias".into(),
+                ),
+            },
+            Op::Nn(NnOp::Attention { .. }) => match SdpaPlan::new(c, a, kern) {
+                Some(p) => Path::Sdpa(p),
+                None => Path::Reference(
+                    "Attention: not the plain f32 form (causal, softcap, windows, cache or 3-D inputs)"
+                        .into(),
+                ),
+            },
+            op => Path::Reference(format!("{}: no fast kernel yet", op.name())),
+        };
+        Ok(AnchorPlan {
+            epilogue,
+            acc,
+            path,
+        })
+    }
+
+    /// The kernel that runs the anchor, or the reference kernel with the reason.
+    pub(crate) fn kernel_name(&self) -> String {
+        match &self.path {
+            Path::MatMul(p) => p.name.clone(),
+            Path::Conv(p) => p.name.clone(),
+            Path::Sdpa(p) => p.name.clone(),
+            Path::Reference(why) => format!("reference ({why})"),
+        }
     }
 
     /// Runs the anchor op, then its epilogue.
     pub(crate) fn run(&self, cx: &mut RunCx, a: &Anchor) -> Result<()> {
+        // SAFETY (fast paths): validated by CpuPlan::new against these buffers.
+        match &self.path {
+            Path::MatMul(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::Conv(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::Sdpa(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::Reference(_) => return self.run_reference(cx, a),
+        }
+        Ok(())
+    }
+
+    fn run_reference(&self, cx: &mut RunCx, a: &Anchor) -> Result<()> {
         let name = a.op.name();
         let result = {
             let args = gather_args(cx, &a.inputs)?;
             let vals: Vec<Option<&Value>> = args.iter().map(Arg::value).collect();
-            match super::sdpa::try_sdpa(&a.op, &vals) {
-                Some(t) => vec![Value::Tensor(t?)],
-                None => eval_values(&a.op, &vals, 1)?,
-            }
+            eval_values(&a.op, &vals, 1)?
         };
         let t = result
             .first()
@@ -69,9 +138,10 @@ impl AnchorPlan {
         );
         cx.mem.ptrs[self.acc] = super::data_ptr(t) as *mut u8;
         cx.mem.elems[self.acc] = elem;
+        let ex: Exec = cx.ex;
         // SAFETY: the epilogue was validated; the result is dense of the loop shape and
         // outlives the call (it is only read).
-        unsafe { self.epilogue.run(&cx.mem, cx.threads) };
+        unsafe { self.epilogue.run(&cx.mem, &ex) };
         cx.mem.ptrs[self.acc] = std::ptr::null_mut();
         Ok(())
     }

@@ -1,12 +1,13 @@
 //! Elementwise loops (and anchor epilogues): the body evaluated chunk by chunk over the
 //! iteration space, loads converted to f32, stores converted back.
 
-use super::interp::{eval, store, Values, Windows};
+use super::interp::{eval, store, with_values, Windows};
 use super::nest::{for_parts, walk_chunks, Nest, PARALLEL_MIN};
-use super::validate::{self, Checker, Use};
-use super::Mem;
+use super::{Exec, Mem};
+use smelt_ir::kernel::check::{self as validate, Checker, Use};
 use smelt_ir::kernel::{BufferId, Loop, ScalarOp, TensorRef};
 use smelt_ir::{ensure, Result};
+use smelt_kernels::Kernels;
 
 /// A validated loop, coalesced; windows are the loads (then the anchor's result) then the stores.
 pub(crate) struct LoopPlan {
@@ -85,44 +86,45 @@ impl LoopPlan {
         })
     }
 
-    /// Runs the loop, split between `threads` when large and race free.
+    /// Runs the loop, split between threads when large and race free.
     ///
     /// # Safety
     /// `mem` must hold the storages the plan was validated against (and the anchor result).
-    pub(crate) unsafe fn run(&self, mem: &Mem, threads: usize) {
+    pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let n = self.nest.len();
         if n == 0 {
             return;
         }
-        let threads = if self.parallel && n >= PARALLEL_MIN {
-            threads
+        let ex = if self.parallel && n >= PARALLEL_MIN {
+            *ex
         } else {
-            1
+            ex.serial()
         };
         for_parts(
-            threads,
+            &ex,
             &self.nest.shape,
             &self.nest.strides,
             &self.offsets,
             |shape, base| {
                 // SAFETY: the slice is part of the validated nest.
-                unsafe { self.run_part(mem, shape, base) }
+                unsafe { self.run_part(ex.kern, mem, shape, base) }
             },
         );
     }
 
-    unsafe fn run_part(&self, mem: &Mem, shape: &[usize], base: &[isize]) {
-        let mut v = Values::new(&self.ops);
-        walk_chunks(shape, &self.nest.strides, &self.inner, base, |offs, len| {
-            let w = Windows {
-                bufs: &self.bufs,
-                offs,
-                inner: &self.inner,
-            };
-            eval(&self.ops, &self.order, mem, &w, len, &mut v, &[]);
-            for &(value, k) in &self.stores {
-                store(mem, &w, k, v.get(value, len));
-            }
+    unsafe fn run_part(&self, kern: &Kernels, mem: &Mem, shape: &[usize], base: &[isize]) {
+        with_values(&self.ops, |v| {
+            walk_chunks(shape, &self.nest.strides, &self.inner, base, |offs, len| {
+                let w = Windows {
+                    bufs: &self.bufs,
+                    offs,
+                    inner: &self.inner,
+                };
+                eval(kern, &self.ops, &self.order, mem, &w, len, v, &[]);
+                for &(value, k) in &self.stores {
+                    store(mem, &w, k, v.get(value, len));
+                }
+            })
         });
     }
 }

@@ -1,21 +1,27 @@
-//! The fused executor: runs a compiled [`KernelPlan`] on the CPU.
+//! The fused executor: runs a compiled [`KernelPlan`] on the CPU with the kernel table of
+//! the machine's ISA (`smelt_kernels`), on the process's thread pool.
 //!
-//! [`CpuPlan::new`] validates the plan once (every window inside its buffer, bodies well
-//! formed, arena placement sound), so execution reads and writes storage through raw
-//! pointers without checks. Elementwise loops and reductions run through a chunked
-//! scalar-op interpreter; anchors and single ops run through the reference kernels.
+//! [`CpuPlan::new`] validates the plan once with the checks of `smelt_ir::kernel::check`
+//! (every window inside its buffer, bodies well formed, arena placement sound), picks each
+//! group's kernel and packs constant GEMM operands, so execution reads and writes storage
+//! through raw pointers without checks. Elementwise loops and reductions run through the
+//! vectorized scalar-op evaluator; MatMul/Gemm, Conv and attention anchors on the fast
+//! kernels with fused epilogues; other anchors and single ops on the reference kernels
+//! (each group's kernel, and why a group falls back, is in [`CpuPlan::kernel_names`]).
 
 mod access;
 mod anchor;
 mod arena;
+mod conv;
 mod elementwise;
+mod epilogue;
 mod interp;
+mod matmul;
 mod nest;
 mod profile;
 mod reduction;
 mod sdpa;
 mod single;
-mod validate;
 
 #[cfg(test)]
 mod tests;
@@ -31,17 +37,56 @@ use access::Elem;
 use anchor::AnchorPlan;
 use elementwise::LoopPlan;
 use reduction::ReductionPlan;
+use smelt_ir::kernel::check::{Checker, Use};
 use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
 use smelt_ir::{ensure, with_data, DType, Result, Tensor, Value};
+use smelt_kernels::pool::ThreadPool;
+use smelt_kernels::{Isa, Kernels};
 use std::time::Instant;
-use validate::{Checker, Use};
+
+/// How a plan runs: the kernel table and how many of the pool's threads one run may use.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuOptions {
+    /// Threads per run (the caller's included); at least 1.
+    pub threads: usize,
+    /// The instruction set (None: the best this CPU has, see `smelt_kernels::kernels`).
+    pub isa: Option<Isa>,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            threads: smelt_kernels::pool::available_threads(),
+            isa: None,
+        }
+    }
+}
+
+/// What a run executes with: the kernel table, the pool and the thread budget.
+#[derive(Clone, Copy)]
+pub(crate) struct Exec {
+    pub kern: &'static Kernels,
+    pub pool: &'static ThreadPool,
+    pub threads: usize,
+}
+
+impl Exec {
+    /// The same, on the calling thread only.
+    pub(crate) fn serial(&self) -> Exec {
+        Exec {
+            threads: 1,
+            ..*self
+        }
+    }
+}
 
 /// A validated kernel plan, ready to run on many threads at once (one [`Arena`] each).
 pub struct CpuPlan {
     plan: KernelPlan,
     weights: Vec<Value>,
     groups: Vec<Prepared>,
-    threads: usize,
+    names: Vec<String>,
+    ex: Exec,
 }
 
 /// A group's validated, execution-ready form.
@@ -70,40 +115,72 @@ pub(crate) struct RunCx<'a> {
     pub inputs: &'a [&'a Tensor],
     pub outputs: Vec<Option<Tensor>>,
     pub mem: Mem,
-    pub threads: usize,
+    pub ex: Exec,
 }
 
 impl CpuPlan {
-    /// Validates a plan and takes its weights (as values shared by every run; the
-    /// returned plan's `weights` list is left empty, see [`CpuPlan::weight`]).
-    pub fn new(mut plan: KernelPlan) -> Result<CpuPlan> {
+    /// Validates a plan with the default options (see [`CpuPlan::with_options`]).
+    pub fn new(plan: KernelPlan) -> Result<CpuPlan> {
+        CpuPlan::with_options(plan, CpuOptions::default())
+    }
+
+    /// Validates a plan, picks each group's kernel and packs constant GEMM operands; takes
+    /// the plan's weights (as values shared by every run; the returned plan's `weights`
+    /// list is left empty, see [`CpuPlan::weight`]).
+    pub fn with_options(mut plan: KernelPlan, options: CpuOptions) -> Result<CpuPlan> {
+        let kern = match options.isa {
+            Some(isa) => Kernels::for_isa(isa)
+                .ok_or_else(|| smelt_ir::err!(Unsupported, "this CPU cannot run {isa} kernels"))?,
+            None => smelt_kernels::kernels(),
+        };
         let weights = std::mem::take(&mut plan.weights);
-        let groups = {
+        let (groups, names) = {
             let c = Checker::new(&plan, &weights)?;
             let acc = plan.buffers.len();
-            plan.groups
-                .iter()
-                .enumerate()
-                .map(|(i, g)| {
-                    prepare(&c, &g.body, acc).map_err(|e| {
-                        e.context(format!("group {i} ({} {})", g.body.kind(), g.ops.join("+")))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?
+            let mut groups = Vec::with_capacity(plan.groups.len());
+            let mut names = Vec::with_capacity(plan.groups.len());
+            for (i, g) in plan.groups.iter().enumerate() {
+                let p = prepare(&c, &weights, &g.body, acc, kern).map_err(|e| {
+                    e.context(format!("group {i} ({} {})", g.body.kind(), g.ops.join("+")))
+                })?;
+                names.push(kernel_name(&p, &g.body, kern));
+                groups.push(p);
+            }
+            (groups, names)
         };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(CpuPlan {
             plan,
             weights: weights.into_iter().map(Value::Tensor).collect(),
             groups,
-            threads,
+            names,
+            ex: Exec {
+                kern,
+                pool: smelt_kernels::pool::global(),
+                threads: options.threads.max(1),
+            },
         })
     }
 
-    /// Uses at most `n` threads (at least one) inside a run for large loops.
+    /// The kernel each group runs (`gemm.avx512 (packed weights)`, `elementwise.avx2`,
+    /// `reference (why)`...), in group order.
+    pub fn kernel_names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The same plan, running on at most `n` threads (at least one).
     pub fn with_threads(mut self, n: usize) -> CpuPlan {
-        self.threads = n.max(1);
+        self.ex.threads = n.max(1);
         self
+    }
+
+    /// Threads one run may use.
+    pub fn threads(&self) -> usize {
+        self.ex.threads
+    }
+
+    /// The instruction set of the kernels.
+    pub fn isa(&self) -> Isa {
+        self.ex.kern.isa
     }
 
     /// The plan (its weights moved out: see [`CpuPlan::weight`]).
@@ -182,7 +259,7 @@ impl CpuPlan {
             inputs,
             outputs,
             mem: Mem { ptrs, elems },
-            threads: self.threads,
+            ex: self.ex,
         };
         for (gi, (g, p)) in plan.groups.iter().zip(&self.groups).enumerate() {
             let t0 = start.map(|s| s.elapsed());
@@ -207,8 +284,8 @@ impl CpuPlan {
     fn run_group(&self, cx: &mut RunCx, body: &GroupBody, p: &Prepared) -> Result<()> {
         match (body, p) {
             // SAFETY (all three): validated by CpuPlan::new against these buffers.
-            (_, Prepared::Loop(l)) => unsafe { l.run(&cx.mem, cx.threads) },
-            (_, Prepared::Reduction(r)) => unsafe { r.run(&cx.mem, cx.threads) },
+            (_, Prepared::Loop(l)) => unsafe { l.run(&cx.mem, &cx.ex) },
+            (_, Prepared::Reduction(r)) => unsafe { r.run(&cx.mem, &cx.ex) },
             (GroupBody::Copy { src, dst }, Prepared::Copy) => unsafe {
                 let dtype = self.plan.buffer(src.buffer).dtype;
                 single::copy_window(
@@ -265,11 +342,31 @@ pub(crate) fn data_ptr_mut(t: &mut Tensor) -> *mut u8 {
     with_data!(t.data_mut(), v => v.as_mut_ptr().cast::<u8>())
 }
 
-fn prepare(c: &Checker, body: &GroupBody, acc: usize) -> Result<Prepared> {
+/// The name of the kernel a prepared group runs.
+fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
+    match p {
+        Prepared::Loop(_) => kern.name("elementwise"),
+        Prepared::Reduction(_) => kern.name("reduction"),
+        Prepared::Anchor(a) => a.kernel_name(),
+        Prepared::Copy => "copy".into(),
+        Prepared::Single => match body {
+            GroupBody::Single(s) => format!("reference ({}: runs whole)", s.op.name()),
+            _ => "reference".into(),
+        },
+    }
+}
+
+fn prepare(
+    c: &Checker,
+    weights: &[Tensor],
+    body: &GroupBody,
+    acc: usize,
+    kern: &Kernels,
+) -> Result<Prepared> {
     Ok(match body {
         GroupBody::Elementwise(l) => Prepared::Loop(LoopPlan::new(c, l, None)?),
         GroupBody::Reduction(r) => Prepared::Reduction(ReductionPlan::new(c, r)?),
-        GroupBody::Anchor(a) => Prepared::Anchor(AnchorPlan::new(c, a, acc)?),
+        GroupBody::Anchor(a) => Prepared::Anchor(AnchorPlan::new(c, weights, a, acc, kern)?),
         GroupBody::Copy { src, dst } => {
             c.window(src, Use::CopySrc, "copy source")?;
             c.window(dst, Use::CopyDst, "copy destination")?;

@@ -2,7 +2,7 @@
 //! point, or every chunk of the innermost dimension, keeping each window's offset.
 
 /// Most elements one body evaluation handles (the chunk along the innermost dimension).
-pub(crate) const CHUNK: usize = 256;
+pub(crate) use smelt_kernels::program::CHUNK;
 
 /// An iteration space and, per window, its step per dimension (in elements).
 #[derive(Debug, Clone)]
@@ -136,34 +136,32 @@ pub(crate) fn walk_chunks(
 }
 
 /// Fewest points worth splitting between threads.
-pub(crate) const PARALLEL_MIN: usize = 1 << 16;
+pub(crate) const PARALLEL_MIN: usize = 1 << 15;
 
-/// Runs `f(shape, base)` on `threads` slices of the outermost dimension at once (in place
-/// when one thread would do); each slice's shape and window offsets are passed.
+/// Runs `f(shape, base)` on slices of the outermost dimension, spread over the pool's
+/// threads (in place when one thread would do); each slice's shape and window offsets are
+/// passed. Slices are a few per thread, so uneven ones balance out.
 pub(crate) fn for_parts(
-    threads: usize,
+    ex: &super::Exec,
     shape: &[usize],
     strides: &[Vec<isize>],
     base: &[isize],
     f: impl Fn(&[usize], &[isize]) + Sync,
 ) {
     let n = shape.first().copied().unwrap_or(1);
-    let parts = threads.min(n).max(1);
-    if parts == 1 {
+    let parts = (4 * ex.threads).min(n).max(1);
+    if parts == 1 || ex.threads <= 1 {
         return f(shape, base);
     }
-    std::thread::scope(|s| {
-        let f = &f;
-        for p in 0..parts {
-            let (lo, hi) = (n * p / parts, n * (p + 1) / parts);
-            let mut sub = shape.to_vec();
-            sub[0] = hi - lo;
-            let start: Vec<isize> = base
-                .iter()
-                .zip(strides)
-                .map(|(&b, s)| b + lo as isize * s[0])
-                .collect();
-            s.spawn(move || f(&sub, &start));
-        }
+    ex.pool.run(ex.threads, parts, &|p| {
+        let (lo, hi) = (n * p / parts, n * (p + 1) / parts);
+        let mut sub = shape.to_vec();
+        sub[0] = hi - lo;
+        let start: Vec<isize> = base
+            .iter()
+            .zip(strides)
+            .map(|(&b, s)| b + lo as isize * s[0])
+            .collect();
+        f(&sub, &start);
     });
 }

@@ -1,12 +1,14 @@
 //! Reductions: per row, each stage combines its value over the reduced dims (later stages
 //! may read earlier results), then per-element and per-row stores are written.
 
-use super::interp::{eval, store, Values, Windows};
+use super::interp::{eval, store, with_values, Windows};
 use super::nest::{for_parts, walk_chunks, walk_points, Nest, PARALLEL_MIN};
-use super::validate::{self, Checker, Use};
-use super::Mem;
+use super::{Exec, Mem};
+use smelt_ir::kernel::check::{self as validate, Checker, Use};
 use smelt_ir::kernel::{Combine, Reduction, ScalarOp, TensorRef};
 use smelt_ir::{ensure, Result};
+use smelt_kernels::program::Partial;
+use smelt_kernels::Kernels;
 
 /// One validated stage: how it combines, its value op, the ops it evaluates.
 struct StagePlan {
@@ -133,37 +135,60 @@ impl ReductionPlan {
         })
     }
 
-    /// Runs the reduction, rows split between `threads` when large and race free.
+    /// Runs the reduction, rows split between threads when large and race free.
     ///
     /// # Safety
     /// `mem` must hold the storages the plan was validated against.
-    pub(crate) unsafe fn run(&self, mem: &Mem, threads: usize) {
+    pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let n = self.rows.len() * self.row.len();
-        let threads = if self.parallel && n >= PARALLEL_MIN {
-            threads
+        let ex = if self.parallel && n >= PARALLEL_MIN {
+            *ex
         } else {
-            1
+            ex.serial()
         };
         for_parts(
-            threads,
+            &ex,
             &self.rows.shape,
             &self.rows.strides,
             &self.offsets,
             |shape, base| {
                 // SAFETY: the slice is part of the validated nest.
-                unsafe { self.run_rows(mem, shape, base) }
+                unsafe { self.run_rows(ex.kern, mem, shape, base) }
             },
         );
     }
 
-    unsafe fn run_rows(&self, mem: &Mem, shape: &[usize], base: &[isize]) {
-        let mut v = Values::new(&self.ops);
-        let mut reduced = vec![0.0f32; self.stages.len()];
+    unsafe fn run_rows(&self, kern: &Kernels, mem: &Mem, shape: &[usize], base: &[isize]) {
+        with_values(&self.ops, |v| self.rows_with(kern, mem, shape, base, v))
+    }
+
+    unsafe fn rows_with(
+        &self,
+        kern: &Kernels,
+        mem: &Mem,
+        shape: &[usize],
+        base: &[isize],
+        v: &mut super::interp::Values,
+    ) {
+        // Small fixed arrays cover real plans; larger ones are allocated once per part.
+        let (mut small_r, mut big_r) = ([0.0f32; 16], Vec::new());
+        let reduced: &mut [f32] = if self.stages.len() <= 16 {
+            &mut small_r[..self.stages.len()]
+        } else {
+            big_r.resize(self.stages.len(), 0.0);
+            &mut big_r
+        };
+        let (small_z, mut big_z) = ([0isize; 64], Vec::new());
+        let zeros: &[isize] = if self.bufs.len() <= 64 {
+            &small_z[..self.bufs.len()]
+        } else {
+            big_z.resize(self.bufs.len(), 0);
+            &big_z
+        };
         let n_row = self.row_inner.len();
-        let zeros = vec![0isize; self.bufs.len()];
         walk_points(shape, &self.rows.strides, base, |roffs| {
             for (s, st) in self.stages.iter().enumerate() {
-                let mut acc = Accumulator::new(st.combine);
+                let mut acc = Partial::new(st.combine);
                 walk_chunks(
                     &self.row.shape,
                     &self.row.strides,
@@ -175,11 +200,11 @@ impl ReductionPlan {
                             offs,
                             inner: &self.row_inner,
                         };
-                        eval(&self.ops, &st.order, mem, &w, len, &mut v, &reduced);
-                        acc.add(v.get(st.value, len));
+                        eval(kern, &self.ops, &st.order, mem, &w, len, v, reduced);
+                        (kern.reduce)(st.combine, v.get(st.value, len), &mut acc);
                     },
                 );
-                reduced[s] = acc.finish();
+                reduced[s] = acc.finish(st.combine);
             }
             if !self.elem_stores.is_empty() {
                 walk_chunks(
@@ -193,7 +218,7 @@ impl ReductionPlan {
                             offs,
                             inner: &self.row_inner,
                         };
-                        eval(&self.ops, &self.elem_order, mem, &w, len, &mut v, &reduced);
+                        eval(kern, &self.ops, &self.elem_order, mem, &w, len, v, reduced);
                         for &(value, k) in &self.elem_stores {
                             store(mem, &w, k, v.get(value, len));
                         }
@@ -205,86 +230,13 @@ impl ReductionPlan {
                 let w = Windows {
                     bufs: &self.bufs,
                     offs: roffs,
-                    inner: &zeros,
+                    inner: zeros,
                 };
-                eval(&self.ops, &self.row_order, mem, &w, 1, &mut v, &reduced);
+                eval(kern, &self.ops, &self.row_order, mem, &w, 1, v, reduced);
                 for &(value, k) in &self.row_stores {
                     store(mem, &w, k, v.get(value, 1));
                 }
             }
         });
     }
-}
-
-/// A running combination: sums and products in f64 over f32 chunk partials, NaN-propagating
-/// max and min.
-struct Accumulator {
-    combine: Combine,
-    wide: f64,
-    narrow: f32,
-    nan: bool,
-}
-
-impl Accumulator {
-    fn new(combine: Combine) -> Accumulator {
-        let narrow = match combine {
-            Combine::Max => f32::NEG_INFINITY,
-            Combine::Min => f32::INFINITY,
-            _ => 0.0,
-        };
-        let wide = if combine == Combine::Prod { 1.0 } else { 0.0 };
-        Accumulator {
-            combine,
-            wide,
-            narrow,
-            nan: false,
-        }
-    }
-
-    fn add(&mut self, x: &[f32]) {
-        match self.combine {
-            Combine::Sum => self.wide += chunk_sum(x),
-            Combine::Prod => {
-                for &a in x {
-                    self.wide *= a as f64;
-                }
-            }
-            Combine::Max => {
-                for &a in x {
-                    self.nan |= a.is_nan();
-                    self.narrow = self.narrow.max(a);
-                }
-            }
-            Combine::Min => {
-                for &a in x {
-                    self.nan |= a.is_nan();
-                    self.narrow = self.narrow.min(a);
-                }
-            }
-        }
-    }
-
-    fn finish(&self) -> f32 {
-        match self.combine {
-            Combine::Sum | Combine::Prod => self.wide as f32,
-            _ if self.nan => f32::NAN,
-            _ => self.narrow,
-        }
-    }
-}
-
-/// Sum of a chunk in eight f32 lanes (vectorizes; at most 32 terms per lane), then in f64.
-fn chunk_sum(x: &[f32]) -> f64 {
-    let mut lanes = [0.0f32; 8];
-    let mut it = x.chunks_exact(8);
-    for c in &mut it {
-        for (l, &a) in lanes.iter_mut().zip(c) {
-            *l += a;
-        }
-    }
-    let mut s: f64 = lanes.iter().map(|&l| l as f64).sum();
-    for &a in it.remainder() {
-        s += a as f64;
-    }
-    s
 }

@@ -1,198 +1,239 @@
-//! Plain scaled dot-product attention on f32, the form composite recognition produces:
-//! 4-D Q/K/V (grouped heads allowed), an additive f32 mask or none, no cache, not causal,
-//! no softcap or window. Per (batch, head): S = Q K^T (packed GEMM), scale and mask, a
-//! row softmax in f32, O = P V. Anything else goes to the reference kernel.
+//! Scaled dot-product attention on f32, the form composite recognition produces: 4-D
+//! Q/K/V read in place through their windows (grouped heads allowed), an additive f32 mask
+//! or none, no cache, not causal, no softcap or window. Per (batch, head, block of query
+//! rows): S = Q K^T on the packed GEMM, a scaled, masked softmax per row, O = P V, and the
+//! epilogue applied to O's tiles. Only a block of S exists at a time.
 
+use super::epilogue::{Epilogue, EpilogueSink, Layout};
+use super::{Exec, Mem};
+use smelt_ir::kernel::check::Checker;
+use smelt_ir::kernel::{Anchor, TensorRef};
 use smelt_ir::op::NnOp;
-use smelt_ir::{DType, Op, Result, Tensor, Value};
-use smelt_reference::nn::gemm::{par_chunks, sgemm_st, threads_for};
+use smelt_ir::{DType, Op};
+use smelt_kernels::buf::with_scratch;
+use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, Rhs, StoreC};
+use smelt_kernels::Kernels;
 
-/// The attention result, or None when the op or its inputs are outside this fast path.
-pub(crate) fn try_sdpa(op: &Op, args: &[Option<&Value>]) -> Option<Result<Tensor>> {
-    let Op::Nn(NnOp::Attention {
-        is_causal: false,
-        kv_num_heads: None,
-        q_num_heads: None,
-        scale,
-        softcap,
-        softmax_precision,
-        left_window_size,
-        right_window_size,
-        ..
-    }) = op
-    else {
-        return None;
-    };
-    let plain = *softcap == 0.0
-        && *left_window_size < 0
-        && *right_window_size < 0
-        && matches!(softmax_precision, None | Some(DType::F32))
-        && args.iter().skip(4).all(|a| a.is_none());
-    if !plain {
-        return None;
-    }
-    let t = |i: usize| -> Option<&Tensor> {
-        args.get(i)
-            .copied()
-            .flatten()?
-            .as_tensor()
-            .filter(|t| t.dtype() == DType::F32 && t.rank() == 4)
-    };
-    let (q, k, v) = (t(0)?, t(1)?, t(2)?);
-    let [b, h, sq, d] = <[usize; 4]>::try_from(q.shape()).ok()?;
-    let [kb, hk, sk, kd] = <[usize; 4]>::try_from(k.shape()).ok()?;
-    let [vb, vh, vs, dv] = <[usize; 4]>::try_from(v.shape()).ok()?;
-    if kb != b || vb != b || kd != d || vh != hk || vs != sk || hk == 0 || h % hk != 0 {
-        return None;
-    }
-    let mask = match args.get(3).copied().flatten() {
-        None => None,
-        Some(m) => {
-            let m = m.as_tensor().filter(|m| m.dtype() == DType::F32)?;
-            let ms = m.shape();
-            let target = [b, h, sq, sk];
-            if ms.is_empty() || ms.len() > 4 || ms[ms.len() - 1] != sk {
-                return None;
-            }
-            // Element strides of the mask broadcast to (b, h, sq, sk).
-            let mut strides = [0usize; 4];
-            let mut acc = 1usize;
-            for i in (0..ms.len()).rev() {
-                let td = 4 - ms.len() + i;
-                if ms[i] == target[td] {
-                    strides[td] = acc;
-                } else if ms[i] != 1 {
-                    return None;
-                }
-                acc *= ms[i];
-            }
-            Some((m.as_f32()?, strides))
-        }
-    };
-    let (qv, kv, vv) = (q.as_f32()?, k.as_f32()?, v.as_f32()?);
-    let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
-    let mut out = vec![0f32; b * h * sq * dv];
-    let work = (b * h * sq * sk * (d + dv)) as f64;
-    par_chunks(&mut out, sq * dv, threads_for(work), |task, o| {
-        let (bi, hi) = (task / h, task % h);
-        let kh = hi / (h / hk);
-        let qs = &qv[(bi * h + hi) * sq * d..][..sq * d];
-        let ks = &kv[(bi * hk + kh) * sk * d..][..sk * d];
-        let vs = &vv[(bi * hk + kh) * sk * dv..][..sk * dv];
-        // K^T, row-major [d, sk].
-        let mut kt = vec![0f32; d * sk];
-        for j in 0..sk {
-            for c in 0..d {
-                kt[c * sk + j] = ks[j * d + c];
-            }
-        }
-        let mut s = vec![0f32; sq * sk];
-        sgemm_st(sq, sk, d, qs, d, &kt, sk, &mut s, sk, false);
-        for i in 0..sq {
-            let row = &mut s[i * sk..(i + 1) * sk];
-            for (j, x) in row.iter_mut().enumerate() {
-                *x *= scale;
-                if let Some((m, st)) = &mask {
-                    *x += m[bi * st[0] + hi * st[1] + i * st[2] + j * st[3]];
-                }
-            }
-            softmax_row(row);
-        }
-        sgemm_st(sq, dv, sk, &s, sk, vs, dv, o, dv, false);
-    });
-    Some(Tensor::from_f32(vec![b, h, sq, dv], out))
+/// Query rows per task.
+const ROWS: usize = 32;
+
+/// A 4-D window: slot, offset, strides.
+#[derive(Clone, Copy)]
+struct View {
+    slot: usize,
+    offset: isize,
+    st: [isize; 4],
 }
 
-/// Softmax in place; a row masked out entirely (all -inf) gives zeros, as the reference does.
-fn softmax_row(row: &mut [f32]) {
-    if row.iter().all(|&x| x == f32::NEG_INFINITY) {
-        row.fill(0.0);
-        return;
+impl View {
+    fn of(r: &TensorRef) -> Option<View> {
+        Some(View {
+            slot: r.buffer.0 as usize,
+            offset: r.offset as isize,
+            st: <[isize; 4]>::try_from(r.strides.as_slice()).ok()?,
+        })
     }
-    let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0f64;
-    for x in row.iter_mut() {
-        *x = (*x - mx).exp();
-        sum += *x as f64;
+
+    /// Pointer to element `(b, h, 0, 0)`.
+    unsafe fn at(&self, mem: &Mem, b: usize, h: usize) -> *const f32 {
+        (mem.ptrs[self.slot] as *const f32)
+            .offset(self.offset + b as isize * self.st[0] + h as isize * self.st[1])
     }
-    let inv = if sum == 0.0 { 1.0 } else { (1.0 / sum) as f32 };
-    row.iter_mut().for_each(|x| *x *= inv);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use smelt_reference::eval_values;
+/// A planned attention.
+pub(crate) struct SdpaPlan {
+    dims: [usize; 7],
+    q: View,
+    k: View,
+    v: View,
+    /// The mask broadcast to (b, h, sq, sk): its view with zero strides where it broadcasts.
+    mask: Option<View>,
+    scale: f32,
+    epi: Epilogue,
+    /// The kernel's name, for `explain`.
+    pub name: String,
+}
 
-    fn floats(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(1664525).wrapping_add(1013904223);
-                (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
-            })
-            .collect()
-    }
-
-    #[test]
-    fn matches_the_reference_with_masks_and_grouped_heads() {
-        let op = Op::Nn(NnOp::Attention {
+impl SdpaPlan {
+    /// Plans the attention anchor, or None when it is outside this path.
+    pub(crate) fn new(c: &Checker, a: &Anchor, kern: &Kernels) -> Option<SdpaPlan> {
+        let Op::Nn(NnOp::Attention {
             is_causal: false,
             kv_num_heads: None,
             q_num_heads: None,
-            qk_matmul_output_mode: 0,
-            scale: Some(0.3),
-            softcap: 0.0,
-            softmax_precision: None,
-            left_window_size: -1,
-            right_window_size: -1,
-        });
-        let (b, h, hk, sq, sk, d, dv) = (2, 4, 2, 5, 7, 8, 3);
-        let q = Tensor::from_f32(vec![b, h, sq, d], floats(b * h * sq * d, 1)).unwrap();
-        let k = Tensor::from_f32(vec![b, hk, sk, d], floats(b * hk * sk * d, 2)).unwrap();
-        let v = Tensor::from_f32(vec![b, hk, sk, dv], floats(b * hk * sk * dv, 3)).unwrap();
-        let mut mvals = floats(b * sk, 4);
-        mvals[3] = f32::NEG_INFINITY;
-        let masks = [
-            None,
-            Some(Tensor::from_f32(vec![b, 1, 1, sk], mvals).unwrap()),
-            Some(Tensor::from_f32(vec![sq, sk], floats(sq * sk, 5)).unwrap()),
-        ];
-        for m in &masks {
-            let vals: Vec<Value> = [&q, &k, &v]
-                .iter()
-                .map(|t| Value::Tensor((*t).clone()))
-                .collect();
-            let mv = m.clone().map(Value::Tensor);
-            let mut args: Vec<Option<&Value>> = vals.iter().map(Some).collect();
-            args.push(mv.as_ref());
-            let fast = try_sdpa(&op, &args).expect("fast path applies").unwrap();
-            let want = eval_values(&op, &args, 1).unwrap()[0]
-                .tensor()
-                .unwrap()
-                .clone();
-            assert_eq!(fast.shape(), want.shape());
-            for (a, r) in fast.as_f32().unwrap().iter().zip(want.as_f32().unwrap()) {
-                assert!((a - r).abs() <= 1e-5 + 1e-4 * r.abs(), "{a} vs {r}");
-            }
+            scale,
+            softcap,
+            softmax_precision,
+            left_window_size,
+            right_window_size,
+            ..
+        }) = &a.op
+        else {
+            return None;
+        };
+        let plain = *softcap == 0.0
+            && *left_window_size < 0
+            && *right_window_size < 0
+            && matches!(softmax_precision, None | Some(DType::F32))
+            && a.inputs.iter().skip(4).all(|r| r.is_none());
+        if !plain {
+            return None;
         }
-        // Causal attention is not this path's.
-        let causal = Op::Nn(NnOp::Attention {
-            is_causal: true,
-            kv_num_heads: None,
-            q_num_heads: None,
-            qk_matmul_output_mode: 0,
-            scale: None,
-            softcap: 0.0,
-            softmax_precision: None,
-            left_window_size: -1,
-            right_window_size: -1,
+        let f32_4d = |i: usize| -> Option<&TensorRef> {
+            a.inputs
+                .get(i)?
+                .as_ref()
+                .filter(|r| r.shape.len() == 4 && c.plan.buffer(r.buffer).dtype == DType::F32)
+        };
+        let (q, k, v) = (f32_4d(0)?, f32_4d(1)?, f32_4d(2)?);
+        let [b, h, sq, d] = <[usize; 4]>::try_from(q.shape.as_slice()).ok()?;
+        let [kb, hk, sk, kd] = <[usize; 4]>::try_from(k.shape.as_slice()).ok()?;
+        let [vb, vh, vs, dv] = <[usize; 4]>::try_from(v.shape.as_slice()).ok()?;
+        if kb != b || vb != b || kd != d || vh != hk || vs != sk || hk == 0 || h % hk != 0 {
+            return None;
+        }
+        if a.shape != [b, h, sq, dv] {
+            return None;
+        }
+        let mask = match a.inputs.get(3).cloned().flatten() {
+            None => None,
+            Some(m) => {
+                if c.plan.buffer(m.buffer).dtype != DType::F32
+                    || m.shape.is_empty()
+                    || m.shape.len() > 4
+                {
+                    return None;
+                }
+                let target = [b, h, sq, sk];
+                let mut st = [0isize; 4];
+                let r = m.shape.len();
+                for i in 0..r {
+                    let td = 4 - r + i;
+                    if m.shape[i] == target[td] {
+                        st[td] = if target[td] == 1 { 0 } else { m.strides[i] };
+                    } else if m.shape[i] != 1 {
+                        return None;
+                    }
+                }
+                Some(View {
+                    slot: m.buffer.0 as usize,
+                    offset: m.offset as isize,
+                    st,
+                })
+            }
+        };
+        let layout = Layout {
+            batch_base: (0..b * h).map(|i| vec![i / h, i % h, 0, 0]).collect(),
+            row: vec![(2, sq)],
+            col: vec![(3, dv)],
+        };
+        let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        Some(SdpaPlan {
+            dims: [b, h, sq, d, hk, sk, dv],
+            q: View::of(q)?,
+            k: View::of(k)?,
+            v: View::of(v)?,
+            mask,
+            scale: scale.unwrap_or(1.0 / (d as f32).sqrt()),
+            epi,
+            name: kern.name("attention"),
+        })
+    }
+
+    /// Runs attention and its epilogue.
+    ///
+    /// # Safety
+    /// `mem` holds the storages the plan was validated against.
+    pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
+        let [b, h, sq, d, hk, sk, dv] = self.dims;
+        let blocks = sq.div_ceil(ROWS);
+        let threads = if self.epi.parallel { ex.threads } else { 1 };
+        ex.pool.run(threads, b * h * blocks, &|t| {
+            let (bh, blk) = (t / blocks, t % blocks);
+            let (bi, hi) = (bh / h, bh % h);
+            let kh = hi / (h / hk);
+            let i0 = blk * ROWS;
+            let rows = ROWS.min(sq - i0);
+            let q = self.q.at(mem, bi, hi).offset(i0 as isize * self.q.st[2]);
+            let k = self.k.at(mem, bi, kh);
+            let v = self.v.at(mem, bi, kh);
+            with_scratch(rows * sk + sk, |buf| {
+                let (s, mrow) = buf.split_at_mut(rows * sk);
+                // S = Q K^T (K read transposed through its strides).
+                let qk = Gemm {
+                    batch: 1,
+                    m: rows,
+                    n: sk,
+                    k: d,
+                    a: Lhs::Strided(
+                        MatRef {
+                            ptr: q,
+                            rs: self.q.st[2],
+                            cs: self.q.st[3],
+                        },
+                        Batches::Stride(0),
+                    ),
+                    b: Rhs::Strided(
+                        MatRef {
+                            ptr: k,
+                            rs: self.k.st[3],
+                            cs: self.k.st[2],
+                        },
+                        Batches::Stride(0),
+                    ),
+                };
+                let store = StoreC {
+                    c: s.as_mut_ptr(),
+                    ldc: sk,
+                    batch_stride: 0,
+                };
+                gemm(ex.kern, ex.pool, 1, &qk, &store);
+                for r in 0..rows {
+                    let row = &mut s[r * sk..(r + 1) * sk];
+                    let mask: &[f32] = match &self.mask {
+                        None => &[],
+                        Some(m) => {
+                            let base = (mem.ptrs[m.slot] as *const f32).offset(
+                                m.offset
+                                    + bi as isize * m.st[0]
+                                    + hi as isize * m.st[1]
+                                    + (i0 + r) as isize * m.st[2],
+                            );
+                            for (j, x) in mrow.iter_mut().enumerate() {
+                                *x = *base.offset(j as isize * m.st[3]);
+                            }
+                            mrow
+                        }
+                    };
+                    (ex.kern.softmax)(row, self.scale, mask);
+                }
+                // O = P V, each tile through the epilogue.
+                let pv = Gemm {
+                    batch: 1,
+                    m: rows,
+                    n: dv,
+                    k: sk,
+                    a: Lhs::Strided(MatRef::rows(s.as_ptr(), sk), Batches::Stride(0)),
+                    b: Rhs::Strided(
+                        MatRef {
+                            ptr: v,
+                            rs: self.v.st[2],
+                            cs: self.v.st[3],
+                        },
+                        Batches::Stride(0),
+                    ),
+                };
+                let map = |_: usize| (bh, i0);
+                let sink = EpilogueSink {
+                    epi: &self.epi,
+                    kern: ex.kern,
+                    mem,
+                    map: &map,
+                    pre: |_, _, _, _, _, _: &mut [f32], _| {},
+                };
+                gemm(ex.kern, ex.pool, 1, &pv, &sink);
+            });
         });
-        let vals: Vec<Value> = [&q, &k, &v]
-            .iter()
-            .map(|t| Value::Tensor((*t).clone()))
-            .collect();
-        let args: Vec<Option<&Value>> = vals.iter().map(Some).collect();
-        assert!(try_sdpa(&causal, &args).is_none());
     }
 }

@@ -3,8 +3,8 @@
 
 use super::access::copy_chunk;
 use super::nest::{walk_chunks, Nest};
-use super::validate::{Checker, Use};
 use super::RunCx;
+use smelt_ir::kernel::check::{Checker, Use};
 use smelt_ir::kernel::{BufferKind, Single, TensorRef};
 use smelt_ir::{ensure, err, DType, Result, Tensor, Value};
 use smelt_reference::eval_values;

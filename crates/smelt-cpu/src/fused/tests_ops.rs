@@ -289,7 +289,8 @@ fn conv_anchor_with_bias_relu_and_residual() {
         .zip(rs.as_f32().unwrap())
         .map(|(&a, &b)| a.max(0.0) + b)
         .collect();
-    close(r[0].as_f32().unwrap(), &want, 1e-6);
+    // The fast convolution sums in another order than the reference: 1e-5 relative.
+    close(r[0].as_f32().unwrap(), &want, 1e-5);
 }
 
 #[test]

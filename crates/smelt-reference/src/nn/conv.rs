@@ -1,6 +1,6 @@
 //! Conv (im2col + GEMM), ConvTranspose (GEMM + col2im) and DeformConv (bilinear sampling).
 
-use super::gemm::{dgemm, par_chunks, sgemm, sgemm_st, threads_for};
+use super::gemm::{dgemm, sgemm};
 use super::matmul::{kind_of, load, store, Kind, Num};
 use super::{resolve_pads, spatial};
 use crate::{one, Inputs};
@@ -284,38 +284,20 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     let out = match (load(xt, kind)?, load(w, kind)?) {
         (Num::F32(xv), Num::F32(wv)) => {
             let mut y = vec![0f32; total];
-            let tasks = n * grp;
-            let threads = threads_for((tasks * mg * out_sp * kk) as f64);
-            // One task per (image, group); each writes its own block of output channels.
-            let run_task = |t: usize, ys: &mut [f32], cols: &mut Vec<f32>, inner_threads: bool| {
+            let mut cols = Vec::new();
+            // One (image, group) at a time; each writes its own block of output channels.
+            for (t, ys) in y.chunks_mut((mg * out_sp).max(1)).enumerate() {
                 let (ni, gi) = (t / grp, t % grp);
                 let xs = &xv[(ni * c + gi * cg) * in_sp..(ni * c + (gi + 1) * cg) * in_sp];
                 let colv: &[f32] = if g.trivial() {
                     xs
                 } else {
                     cols.resize(kk * out_sp, 0.0);
-                    im2col(xs, cg, &g, cols);
-                    cols
+                    im2col(xs, cg, &g, &mut cols);
+                    &cols
                 };
                 let ws = &wv[gi * mg * kk..(gi + 1) * mg * kk];
-                if mg < 4 {
-                    small_gemm(mg, out_sp, kk, ws, colv, ys);
-                } else if inner_threads {
-                    sgemm(mg, out_sp, kk, ws, kk, colv, out_sp, ys, out_sp, false);
-                } else {
-                    sgemm_st(mg, out_sp, kk, ws, kk, colv, out_sp, ys, out_sp, false);
-                }
-            };
-            if threads > 1 && tasks >= threads {
-                par_chunks(&mut y, mg * out_sp, threads, |t, ys| {
-                    let mut cols = Vec::new();
-                    run_task(t, ys, &mut cols, false);
-                });
-            } else {
-                let mut cols = Vec::new();
-                for (t, ys) in y.chunks_mut((mg * out_sp).max(1)).enumerate() {
-                    run_task(t, ys, &mut cols, true);
-                }
+                sgemm(mg, out_sp, kk, ws, kk, colv, out_sp, ys, out_sp, false);
             }
             if let Some(b) = b {
                 let Num::F32(bv) = load(b, Kind::F32)? else {
@@ -352,20 +334,6 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
         _ => bail!("internal: mismatched operand representations"),
     };
     store(xt.dtype(), out_shape, out)
-}
-
-/// `C = A * B` for few rows (depthwise convolutions): an axpy loop without packing.
-fn small_gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    for i in 0..m {
-        let crow = &mut c[i * n..(i + 1) * n];
-        crow.fill(0.0);
-        for p in 0..k {
-            let aip = a[i * k + p];
-            for (cv, bv) in crow.iter_mut().zip(&b[p * n..(p + 1) * n]) {
-                *cv += aip * bv;
-            }
-        }
-    }
 }
 
 /// Transposed convolution.

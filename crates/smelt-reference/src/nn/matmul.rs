@@ -1,6 +1,6 @@
 //! MatMul (numpy semantics) and Gemm.
 
-use super::gemm::{dgemm, igemm, par_chunks, sgemm, sgemm_st, threads_for};
+use super::gemm::{dgemm, igemm, sgemm};
 use crate::broadcast::{broadcast_shapes, index_map};
 use crate::{one, Inputs};
 use smelt_ir::op::NnOp;
@@ -100,32 +100,13 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
     let total = numel(&[nb, m, n])?;
     let amap = index_map(abatch, &batch);
     let bmap = index_map(bbatch, &batch);
-    let b_shared = numel(bbatch)? == 1;
-    let a_full = numel(abatch)? == nb;
     let out = match (load(a, kind)?, load(b, kind)?) {
         (Num::F32(av), Num::F32(bv)) => {
             let mut c = vec![0f32; total];
-            if b_shared && a_full {
-                // One big product: the batch folds into the rows of A.
-                sgemm(nb * m, n, k, &av, k, &bv, n, &mut c, n, false);
-            } else {
-                let threads = threads_for((nb * m * n * k) as f64);
-                let one_batch = |i: usize, cb: &mut [f32], inner_threads: bool| {
-                    let (ao, bo) = (amap[i] * m * k, bmap[i] * k * n);
-                    let (a_i, b_i) = (&av[ao..ao + m * k], &bv[bo..bo + k * n]);
-                    if inner_threads {
-                        sgemm(m, n, k, a_i, k, b_i, n, cb, n, false);
-                    } else {
-                        sgemm_st(m, n, k, a_i, k, b_i, n, cb, n, false);
-                    }
-                };
-                if threads > 1 && nb >= threads {
-                    par_chunks(&mut c, m * n, threads, |i, cb| one_batch(i, cb, false));
-                } else {
-                    for (i, cb) in c.chunks_mut((m * n).max(1)).enumerate().take(nb) {
-                        one_batch(i, cb, true);
-                    }
-                }
+            for (i, cb) in c.chunks_mut((m * n).max(1)).enumerate().take(nb) {
+                let (ao, bo) = (amap[i] * m * k, bmap[i] * k * n);
+                let (a_i, b_i) = (&av[ao..ao + m * k], &bv[bo..bo + k * n]);
+                sgemm(m, n, k, a_i, k, b_i, n, cb, n, false);
             }
             Num::F32(Cow::Owned(c))
         }

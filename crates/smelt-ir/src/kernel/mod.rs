@@ -8,6 +8,8 @@
 //! ([`ScalarOp`]): the one "ops" protocol every backend renders (the CPU interpreter today,
 //! fast CPU kernels and CUDA source later).
 
+pub mod check;
+
 use crate::{DType, Op, Tensor};
 use serde::{Deserialize, Serialize};
 

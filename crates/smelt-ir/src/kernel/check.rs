@@ -1,12 +1,18 @@
-//! Plan validation: everything execution's raw-pointer access relies on is proved here once
-//! (buffers fit their storage, windows fit their buffers, bodies only read earlier ops).
+//! The checks that make a kernel plan safe to execute, shared by every backend and loader:
+//! everything raw-pointer execution relies on is proved here once (buffers fit their
+//! storage, windows fit their buffers, bodies only read earlier ops, parallel splits do not
+//! race).
 
-use super::access::Elem;
-use smelt_ir::kernel::{BufferKind, KernelPlan, ScalarOp, TensorRef, ARENA_ALIGN};
-use smelt_ir::{bail, ensure, err, DType, Result, Tensor};
+use super::{BufferKind, KernelPlan, ScalarOp, TensorRef, ARENA_ALIGN};
+use crate::{bail, ensure, err, DType, Result, Tensor};
+
+/// Whether elements of `d` convert to and from f32 (everything but strings and complex).
+pub fn converts_to_f32(d: DType) -> bool {
+    !matches!(d, DType::Str | DType::C64 | DType::C128)
+}
 
 /// Checks windows against a plan whose buffers were checked.
-pub(crate) struct Checker<'a> {
+pub struct Checker<'a> {
     /// The plan.
     pub plan: &'a KernelPlan,
     lens: Vec<usize>,
@@ -14,7 +20,7 @@ pub(crate) struct Checker<'a> {
 
 /// What a window is used for.
 #[derive(Clone, Copy, PartialEq)]
-pub(crate) enum Use {
+pub enum Use {
     /// Read and converted to f32.
     Load,
     /// Written from f32.
@@ -31,11 +37,11 @@ pub(crate) enum Use {
 
 impl<'a> Checker<'a> {
     /// Checks every buffer (sizes, kinds, weights, arena placement) and the output list.
-    pub(crate) fn new(plan: &'a KernelPlan, weights: &[Tensor]) -> Result<Checker<'a>> {
+    pub fn new(plan: &'a KernelPlan, weights: &[Tensor]) -> Result<Checker<'a>> {
         let mut lens = Vec::with_capacity(plan.buffers.len());
         for (id, b) in plan.buffers.iter().enumerate() {
             let what = || format!("buffer {id} ('{}')", b.name);
-            let len = smelt_ir::numel(&b.shape).map_err(|e| e.context(what()))?;
+            let len = crate::numel(&b.shape).map_err(|e| e.context(what()))?;
             let bytes = len
                 .checked_mul(b.dtype.storage_size())
                 .filter(|&n| n <= isize::MAX as usize)
@@ -100,7 +106,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Checks that a window lies in its buffer and suits its use.
-    pub(crate) fn window(&self, r: &TensorRef, u: Use, what: &str) -> Result<()> {
+    pub fn window(&self, r: &TensorRef, u: Use, what: &str) -> Result<()> {
         let id = r.buffer.0 as usize;
         let b = self
             .plan
@@ -123,7 +129,7 @@ impl<'a> Checker<'a> {
         }
         if matches!(u, Use::Load | Use::Store) {
             ensure!(
-                Elem::of(b.dtype) != Elem::Opaque,
+                converts_to_f32(b.dtype),
                 "{what}: {} elements do not convert to f32",
                 b.dtype
             );
@@ -156,14 +162,14 @@ impl<'a> Checker<'a> {
     }
 
     /// Whether a window is its whole buffer, row-major.
-    pub(crate) fn whole(&self, r: &TensorRef) -> bool {
+    pub fn whole(&self, r: &TensorRef) -> bool {
         let b = self.plan.buffer(r.buffer);
         r.offset == 0 && r.shape == b.shape && r.is_contiguous()
     }
 }
 
 /// Checks a body: operands refer to earlier ops, loads and stages exist, `Acc` only where allowed.
-pub(crate) fn body(ops: &[ScalarOp], n_loads: usize, acc: bool, n_stages: usize) -> Result<()> {
+pub fn body(ops: &[ScalarOp], n_loads: usize, acc: bool, n_stages: usize) -> Result<()> {
     for (i, op) in ops.iter().enumerate() {
         let earlier = |k: usize| -> Result<()> {
             ensure!(k < i, "op {i} ({op:?}) reads op {k}, which is not earlier");
@@ -192,7 +198,7 @@ pub(crate) fn body(ops: &[ScalarOp], n_loads: usize, acc: bool, n_stages: usize)
 }
 
 /// The ops `roots` depend on (themselves included), ascending. Roots must be valid indices.
-pub(crate) fn deps(ops: &[ScalarOp], roots: &[usize]) -> Vec<usize> {
+pub fn deps(ops: &[ScalarOp], roots: &[usize]) -> Vec<usize> {
     let mut need = vec![false; ops.len()];
     for &r in roots {
         need[r] = true;
@@ -219,7 +225,7 @@ pub(crate) fn deps(ops: &[ScalarOp], roots: &[usize]) -> Vec<usize> {
 }
 
 /// Checks that an op index exists.
-pub(crate) fn op_index(ops: &[ScalarOp], i: usize, what: &str) -> Result<()> {
+pub fn op_index(ops: &[ScalarOp], i: usize, what: &str) -> Result<()> {
     if i >= ops.len() {
         bail!("{what} is op {i} of {}", ops.len());
     }
@@ -229,7 +235,7 @@ pub(crate) fn op_index(ops: &[ScalarOp], i: usize, what: &str) -> Result<()> {
 /// Whether windows can be split between threads without two threads touching one element
 /// while one writes it: every store is one-to-one, and windows that overlap a store's
 /// are that store's exact window.
-pub(crate) fn race_free(loads: &[&TensorRef], stores: &[&TensorRef]) -> bool {
+pub fn race_free(loads: &[&TensorRef], stores: &[&TensorRef]) -> bool {
     let injective = |r: &TensorRef| {
         let mut dims: Vec<(usize, isize)> = r
             .shape

@@ -1,0 +1,309 @@
+//! 2-D convolution anchors: weights packed once per group, the input read through an im2col
+//! view packed straight into GEMM panels (a plain strided operand for pointwise
+//! convolutions), depthwise convolutions by a direct kernel per channel, and the bias and
+//! epilogue applied to each block as it is produced.
+
+use super::epilogue::{Epilogue, EpilogueSink, Layout};
+use super::{Exec, Mem};
+use smelt_ir::kernel::check::Checker;
+use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
+use smelt_ir::op::{AutoPad, NnOp};
+use smelt_ir::{DType, Op, Tensor};
+use smelt_kernels::buf::with_scratch;
+use smelt_kernels::conv::{Conv2d, Im2col};
+use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs};
+use smelt_kernels::Kernels;
+
+enum Method {
+    /// One GEMM per group: packed weights times the input's im2col view.
+    Gemm(Vec<PackedA>),
+    /// Per channel, a direct kernel; taps per channel.
+    Depthwise(Vec<f32>),
+}
+
+/// A planned convolution.
+pub(crate) struct ConvPlan {
+    geom: Conv2d,
+    images: usize,
+    groups: usize,
+    /// Output channels per group.
+    mg: usize,
+    x_slot: usize,
+    x_offset: isize,
+    /// Input steps: image, channel, row, column.
+    xs: [isize; 4],
+    bias: Option<Vec<f32>>,
+    method: Method,
+    epi: Epilogue,
+    /// The kernel's name, for `explain`.
+    pub name: String,
+}
+
+/// The dense f32 contents of a window over a weight buffer.
+fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f32>> {
+    let b = c.plan.buffer(r.buffer);
+    let BufferKind::Weight(i) = b.kind else {
+        return None;
+    };
+    let data = weights.get(i)?.as_f32()?;
+    let n: usize = r.shape.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; r.shape.len()];
+    for _ in 0..n {
+        let off = r.offset as isize
+            + idx
+                .iter()
+                .zip(&r.strides)
+                .map(|(&i, &s)| i as isize * s)
+                .sum::<isize>();
+        out.push(*data.get(usize::try_from(off).ok()?)?);
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < r.shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    Some(out)
+}
+
+/// Leading pads of one spatial axis, from the attributes and the sizes.
+fn lead_pad(
+    auto: &AutoPad,
+    pads: &[i64],
+    axis: usize,
+    input: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    out: usize,
+) -> Option<usize> {
+    match auto {
+        AutoPad::NotSet => Some(pads.get(axis).copied().unwrap_or(0).max(0) as usize),
+        AutoPad::Valid => Some(0),
+        AutoPad::SameUpper | AutoPad::SameLower => {
+            let need = ((out.checked_sub(1)? * s + (k - 1) * d + 1) as isize - input as isize)
+                .max(0) as usize;
+            Some(if matches!(auto, AutoPad::SameUpper) {
+                need / 2
+            } else {
+                need - need / 2
+            })
+        }
+    }
+}
+
+impl ConvPlan {
+    /// Plans an f32 2-D Conv anchor whose weights (and bias) are constants, or None.
+    pub(crate) fn new(
+        c: &Checker,
+        weights: &[Tensor],
+        a: &Anchor,
+        kern: &Kernels,
+    ) -> Option<ConvPlan> {
+        let Op::Nn(NnOp::Conv {
+            auto_pad,
+            dilations,
+            group,
+            kernel_shape: _,
+            pads,
+            strides,
+        }) = &a.op
+        else {
+            return None;
+        };
+        let xr = a.inputs.first()?.as_ref()?;
+        let wr = a.inputs.get(1)?.as_ref()?;
+        if c.plan.buffer(xr.buffer).dtype != DType::F32
+            || xr.shape.len() != 4
+            || wr.shape.len() != 4
+            || a.shape.len() != 4
+        {
+            return None;
+        }
+        let [n, ch, h, w] = <[usize; 4]>::try_from(xr.shape.as_slice()).ok()?;
+        let [m, cg, kh, kw] = <[usize; 4]>::try_from(wr.shape.as_slice()).ok()?;
+        let [_, _, oh, ow] = <[usize; 4]>::try_from(a.shape.as_slice()).ok()?;
+        let groups = usize::try_from(*group).ok()?;
+        if groups == 0 || ch != cg * groups || m % groups != 0 || kh == 0 || kw == 0 {
+            return None;
+        }
+        let at = |v: &[i64], i: usize| {
+            usize::try_from(v.get(i).copied().unwrap_or(1))
+                .ok()
+                .filter(|&x| x > 0)
+        };
+        let (sh, sw, dh, dw) = (
+            at(strides, 0)?,
+            at(strides, 1)?,
+            at(dilations, 0)?,
+            at(dilations, 1)?,
+        );
+        let ph = lead_pad(auto_pad, pads, 0, h, kh, sh, dh, oh)?;
+        let pw = lead_pad(auto_pad, pads, 1, w, kw, sw, dw, ow)?;
+        let geom = Conv2d {
+            c: cg,
+            h,
+            w,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            ph,
+            pw,
+            oh,
+            ow,
+        };
+        let mg = m / groups;
+        let wv = weight_values(c, weights, wr)?;
+        let bias = match a.inputs.get(2).cloned().flatten() {
+            None => None,
+            Some(br) => Some(weight_values(c, weights, &br)?).filter(|b| b.len() == m),
+        };
+        if a.inputs.get(2).cloned().flatten().is_some() && bias.is_none() {
+            return None;
+        }
+        // The epilogue sees batches (image, group), rows the group's channels, columns pixels.
+        let layout = Layout {
+            batch_base: (0..n * groups)
+                .map(|b| vec![b / groups, (b % groups) * mg, 0, 0])
+                .collect(),
+            row: vec![(1, mg)],
+            col: vec![(2, oh), (3, ow)],
+        };
+        let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let depthwise = cg == 1 && mg == 1;
+        let k = geom.k();
+        let method = if depthwise {
+            Method::Depthwise(wv)
+        } else {
+            Method::Gemm(
+                (0..groups)
+                    .map(|g| {
+                        PackedA::new(&kern.micro, mg, k, &wv[g * mg * k..(g + 1) * mg * k], k, 1)
+                    })
+                    .collect(),
+            )
+        };
+        let xs: [isize; 4] = <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?;
+        let name = match &method {
+            Method::Depthwise(_) => kern.name("conv.depthwise"),
+            Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
+            Method::Gemm(_) => kern.name("conv.im2col-gemm"),
+        };
+        Some(ConvPlan {
+            geom,
+            images: n,
+            groups,
+            mg,
+            x_slot: xr.buffer.0 as usize,
+            x_offset: xr.offset as isize,
+            xs,
+            bias,
+            method,
+            epi,
+            name,
+        })
+    }
+
+    /// Runs the convolution and its epilogue.
+    ///
+    /// # Safety
+    /// `mem` holds the storages the plan was validated against.
+    pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
+        let x = (mem.ptrs[self.x_slot] as *const f32).offset(self.x_offset);
+        let [sn, sc, sh, sw] = self.xs;
+        let g = &self.geom;
+        let threads = if self.epi.parallel { ex.threads } else { 1 };
+        match &self.method {
+            Method::Depthwise(taps) => {
+                let planes = self.images * self.groups;
+                let ntaps = g.kh * g.kw;
+                let px = g.pixels();
+                ex.pool.run(threads, planes, &|p| {
+                    let (img, ch) = (p / self.groups, p % self.groups);
+                    let x = (mem.ptrs[self.x_slot] as *const f32).offset(self.x_offset);
+                    let src = x.offset(img as isize * sn + ch as isize * sc);
+                    with_scratch(px, |plane| {
+                        (ex.kern.depthwise)(
+                            g,
+                            src,
+                            [sh, sw],
+                            &taps[ch * ntaps..(ch + 1) * ntaps],
+                            plane,
+                        );
+                        if let Some(b) = &self.bias {
+                            plane.iter_mut().for_each(|v| *v += b[ch]);
+                        }
+                        // Depthwise: each channel is its own group (batch), of one row.
+                        self.epi
+                            .apply(ex.kern, mem, p, 0, 1, 0, px, plane.as_ptr(), px);
+                    });
+                });
+            }
+            Method::Gemm(packed) => {
+                let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
+                for (gi, pa) in packed.iter().enumerate() {
+                    let offsets: Vec<isize> = (0..self.images)
+                        .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
+                        .collect();
+                    let im2col = Im2col {
+                        x,
+                        batch: &offsets,
+                        strides: [sc, sh, sw],
+                        geom: *g,
+                    };
+                    let rhs = if pointwise {
+                        Rhs::Strided(
+                            MatRef {
+                                ptr: x,
+                                rs: sc,
+                                cs: sw,
+                            },
+                            Batches::Table(&offsets),
+                        )
+                    } else {
+                        Rhs::Panels(&im2col)
+                    };
+                    let gm = Gemm {
+                        batch: self.images,
+                        m: self.mg,
+                        n: g.pixels(),
+                        k: g.k(),
+                        a: Lhs::Packed(pa),
+                        b: rhs,
+                    };
+                    let groups = self.groups;
+                    let map = move |b: usize| (b * groups + gi, 0);
+                    let mg = self.mg;
+                    let bias = self.bias.as_deref();
+                    let pre = |_eb: usize,
+                               i0: usize,
+                               _j0: usize,
+                               rows: usize,
+                               cols: usize,
+                               t: &mut [f32],
+                               ld: usize| {
+                        if let Some(b) = bias {
+                            for r in 0..rows {
+                                let bv = b[gi * mg + i0 + r];
+                                t[r * ld..r * ld + cols].iter_mut().for_each(|v| *v += bv);
+                            }
+                        }
+                    };
+                    let sink = EpilogueSink {
+                        epi: &self.epi,
+                        kern: ex.kern,
+                        mem,
+                        map: &map,
+                        pre,
+                    };
+                    gemm(ex.kern, ex.pool, threads, &gm, &sink);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Cache-line-aligned f32 storage, and per-thread scratch that is allocated once and reused.
+
+use std::cell::RefCell;
+
+/// Floats per 64-byte cache line.
+const LINE: usize = 16;
+
+/// A zero-initialized f32 buffer whose first element sits on a 64-byte boundary.
+#[derive(Clone, Default)]
+pub struct AlignedBuf {
+    raw: Vec<f32>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// `len` zeros, aligned.
+    pub fn zeros(len: usize) -> AlignedBuf {
+        let mut b = AlignedBuf::default();
+        b.resize(len);
+        b
+    }
+
+    /// Grows (never shrinks) the storage to hold `len` floats; new contents are zero,
+    /// old contents are kept only when no reallocation was needed.
+    pub fn resize(&mut self, len: usize) {
+        if self.raw.len() < len + LINE {
+            self.raw = vec![0.0; len + LINE];
+            let addr = self.raw.as_ptr() as usize;
+            self.start = (LINE - (addr / 4) % LINE) % LINE;
+        }
+        self.len = len;
+    }
+
+    /// Number of floats.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no float.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The floats.
+    pub fn as_slice(&self) -> &[f32] {
+        &self.raw[self.start..self.start + self.len]
+    }
+
+    /// The floats, for writing.
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+
+    /// Bytes held (capacity included), for memory reports.
+    pub fn bytes(&self) -> usize {
+        self.raw.len() * 4
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} floats)", self.len)
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<AlignedBuf>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `len` floats of this thread's scratch (contents unspecified). Buffers are
+/// kept per thread and reused, so a hot path allocates only the first time it needs a size;
+/// nested calls get distinct buffers.
+pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    let mut b = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    b.resize(len);
+    let r = f(b.as_mut_slice());
+    SCRATCH.with(|s| s.borrow_mut().push(b));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_reused() {
+        for n in [0, 1, 17, 1000] {
+            let b = AlignedBuf::zeros(n);
+            assert_eq!(b.as_slice().len(), n);
+            assert_eq!(b.as_slice().as_ptr() as usize % 64, 0);
+        }
+        let p1 = with_scratch(100, |s| s.as_ptr() as usize);
+        let p2 = with_scratch(50, |s| s.as_ptr() as usize);
+        assert_eq!(p1, p2, "the buffer is reused");
+        with_scratch(10, |a| {
+            with_scratch(10, |b| assert_ne!(a.as_ptr(), b.as_ptr()));
+        });
+    }
+}

@@ -1,0 +1,363 @@
+//! 2-D convolution pieces: the geometry, the im2col view of an input packed straight into
+//! GEMM panels (never materialized whole), and a direct depthwise kernel per ISA.
+
+use crate::gemm::PanelSource;
+
+/// The geometry of one group of a 2-D convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv2d {
+    /// Input channels of the group.
+    pub c: usize,
+    /// Input height and width.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Kernel height and width.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Strides.
+    pub sh: usize,
+    /// Stride along the width.
+    pub sw: usize,
+    /// Dilations.
+    pub dh: usize,
+    /// Dilation along the width.
+    pub dw: usize,
+    /// Leading pads (trailing pads follow from the output size).
+    pub ph: usize,
+    /// Leading pad along the width.
+    pub pw: usize,
+    /// Output height and width.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+}
+
+impl Conv2d {
+    /// Depth of the GEMM: channels times kernel taps.
+    pub fn k(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+
+    /// Output pixels.
+    pub fn pixels(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    /// Whether the convolution is a plain product of the weights with the input (1x1,
+    /// unit strides, no padding).
+    pub fn is_pointwise(&self) -> bool {
+        self.kh == 1
+            && self.kw == 1
+            && self.sh == 1
+            && self.sw == 1
+            && self.ph == 0
+            && self.pw == 0
+            && self.oh == self.h
+            && self.ow == self.w
+    }
+
+    /// Input row and column of output pixel `(y, x)` at tap `(i, j)` (may be outside).
+    #[inline(always)]
+    fn src(&self, y: usize, x: usize, i: usize, j: usize) -> (isize, isize) {
+        (
+            (y * self.sh + i * self.dh) as isize - self.ph as isize,
+            (x * self.sw + j * self.dw) as isize - self.pw as isize,
+        )
+    }
+}
+
+/// An input image viewed as the `k x pixels` im2col matrix of a convolution, per batch.
+pub struct Im2col<'a> {
+    /// Element (0, 0, 0) of batch 0's channel block.
+    pub x: *const f32,
+    /// Where each batch's channel block starts, past `x`.
+    pub batch: &'a [isize],
+    /// Steps between channels, rows and columns of the input.
+    pub strides: [isize; 3],
+    /// The geometry.
+    pub geom: Conv2d,
+}
+
+// SAFETY: the input is only read; the creator guarantees it outlives the product.
+unsafe impl Sync for Im2col<'_> {}
+
+impl PanelSource for Im2col<'_> {
+    fn pack(&self, batch: usize, j0: usize, cols: usize, k: usize, nr: usize, out: &mut [f32]) {
+        let g = &self.geom;
+        debug_assert_eq!(k, g.k());
+        let [cs, rs, es] = self.strides;
+        // The panel's pixels as runs within one output row: (first column in the panel, y, x0, len).
+        let mut runs = [(0usize, 0usize, 0usize, 0usize); 72];
+        let mut nruns = 0;
+        let mut j = 0;
+        while j < cols && nruns < runs.len() {
+            let p = j0 + j;
+            let (y, x0) = (p / g.ow, p % g.ow);
+            let len = (g.ow - x0).min(cols - j);
+            runs[nruns] = (j, y, x0, len);
+            nruns += 1;
+            j += len;
+        }
+        let base = unsafe { self.x.offset(self.batch[batch]) };
+        let mut row = 0;
+        for ci in 0..g.c {
+            for ti in 0..g.kh {
+                for tj in 0..g.kw {
+                    let dst = &mut out[row * nr..(row + 1) * nr];
+                    dst[cols..].fill(0.0);
+                    for &(jj, y, x0, len) in &runs[..nruns] {
+                        let (iy, ix0) = g.src(y, x0, ti, tj);
+                        let d = &mut dst[jj..jj + len];
+                        if iy < 0 || iy >= g.h as isize {
+                            d.fill(0.0);
+                            continue;
+                        }
+                        // SAFETY: (ci, iy, ix) is inside the input whenever the bounds hold.
+                        let src_row = unsafe { base.offset(ci as isize * cs + iy * rs) };
+                        let last = ix0 + ((len - 1) * g.sw) as isize;
+                        if g.sw == 1 && es == 1 && ix0 >= 0 && last < g.w as isize {
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    src_row.offset(ix0),
+                                    d.as_mut_ptr(),
+                                    len,
+                                )
+                            };
+                        } else {
+                            for (t, v) in d.iter_mut().enumerate() {
+                                let ix = ix0 + (t * g.sw) as isize;
+                                *v = if ix >= 0 && ix < g.w as isize {
+                                    unsafe { *src_row.offset(ix * es) }
+                                } else {
+                                    0.0
+                                };
+                            }
+                        }
+                    }
+                    row += 1;
+                }
+            }
+        }
+    }
+}
+
+/// One channel of a depthwise convolution: `out[y * ow + x] = sum over taps of
+/// w[i * kw + j] * x[y * sh + i * dh - ph, x * sw + j * dw - pw]` (zero outside the input).
+pub type DepthwiseFn = unsafe fn(&Conv2d, *const f32, [isize; 2], &[f32], &mut [f32]);
+
+macro_rules! depthwise_body {
+    () => {
+        #[inline(always)]
+        unsafe fn depthwise_body(
+            g: &Conv2d,
+            x: *const f32,
+            st: [isize; 2],
+            w: &[f32],
+            out: &mut [f32],
+        ) {
+            let [rs, es] = st;
+            // Output columns whose taps all fall inside the row: [lo, hi).
+            let lo = g.pw.div_ceil(g.sw).min(g.ow);
+            let span = (g.kw - 1) * g.dw;
+            let hi = if g.w + g.pw >= span + 1 {
+                ((g.w + g.pw - span - 1) / g.sw + 1).clamp(lo, g.ow)
+            } else {
+                lo
+            };
+            for y in 0..g.oh {
+                let o = &mut out[y * g.ow..(y + 1) * g.ow];
+                o.fill(0.0);
+                for i in 0..g.kh {
+                    let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+                    if iy < 0 || iy >= g.h as isize {
+                        continue;
+                    }
+                    let row = x.offset(iy * rs);
+                    for j in 0..g.kw {
+                        let wv = w[i * g.kw + j];
+                        let off = (j * g.dw) as isize - g.pw as isize;
+                        // Interior: no bounds checks, unit or constant stride.
+                        if es == 1 && g.sw == 1 {
+                            let src =
+                                std::slice::from_raw_parts(row.offset(lo as isize + off), hi - lo);
+                            for (d, &s) in o[lo..hi].iter_mut().zip(src) {
+                                *d += wv * s;
+                            }
+                        } else {
+                            for xo in lo..hi {
+                                o[xo] += wv * *row.offset(((xo * g.sw) as isize + off) * es);
+                            }
+                        }
+                        for xo in (0..lo).chain(hi..g.ow) {
+                            let ix = (xo * g.sw) as isize + off;
+                            if ix >= 0 && ix < g.w as isize {
+                                o[xo] += wv * *row.offset(ix * es);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+}
+
+/// The portable depthwise kernel.
+pub mod portable {
+    use super::Conv2d;
+    depthwise_body!();
+
+    /// See [`super::DepthwiseFn`].
+    ///
+    /// # Safety
+    /// Every input element the geometry reads must be readable; `w` holds `kh * kw`
+    /// taps and `out` `oh * ow` floats.
+    pub unsafe fn depthwise(g: &Conv2d, x: *const f32, st: [isize; 2], w: &[f32], out: &mut [f32]) {
+        depthwise_body(g, x, st, w, out)
+    }
+}
+
+/// AVX2 and AVX-512 depthwise kernels.
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use super::Conv2d;
+    depthwise_body!();
+
+    /// See [`super::DepthwiseFn`] (AVX2+FMA CPUs only).
+    ///
+    /// # Safety
+    /// As for the portable kernel, on a CPU with AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn depthwise_avx2(
+        g: &Conv2d,
+        x: *const f32,
+        st: [isize; 2],
+        w: &[f32],
+        out: &mut [f32],
+    ) {
+        depthwise_body(g, x, st, w, out)
+    }
+
+    /// See [`super::DepthwiseFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// As for the portable kernel, on a CPU with AVX-512.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub unsafe fn depthwise_avx512(
+        g: &Conv2d,
+        x: *const f32,
+        st: [isize; 2],
+        w: &[f32],
+        out: &mut [f32],
+    ) {
+        depthwise_body(g, x, st, w, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::PanelSource;
+    use crate::testing::rand_vec;
+    use crate::{isa_tests, Kernels};
+
+    fn geoms() -> Vec<Conv2d> {
+        let mut v = Vec::new();
+        for &(h, w, k, s, d, p) in &[
+            (1, 1, 1, 1, 1, 0),
+            (5, 7, 3, 1, 1, 1),
+            (6, 9, 3, 2, 1, 1),
+            (8, 8, 5, 1, 2, 4),
+            (17, 3, 3, 2, 1, 0),
+            (9, 11, 7, 2, 1, 3),
+        ] {
+            let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
+            let ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
+            v.push(Conv2d {
+                c: 3,
+                h,
+                w,
+                kh: k,
+                kw: k,
+                sh: s,
+                sw: s,
+                dh: d,
+                dw: d,
+                ph: p,
+                pw: p,
+                oh,
+                ow,
+            });
+        }
+        v
+    }
+
+    fn plain(g: &Conv2d, x: &[f32], ci: usize, y: usize, xo: usize, i: usize, j: usize) -> f32 {
+        let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+        let ix = (xo * g.sw + j * g.dw) as isize - g.pw as isize;
+        if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize {
+            0.0
+        } else {
+            x[ci * g.h * g.w + iy as usize * g.w + ix as usize]
+        }
+    }
+
+    #[test]
+    fn im2col_panels_hold_the_taps() {
+        for g in geoms() {
+            let x = rand_vec(g.c * g.h * g.w, 3);
+            let src = Im2col {
+                x: x.as_ptr(),
+                batch: &[0],
+                strides: [(g.h * g.w) as isize, g.w as isize, 1],
+                geom: g,
+            };
+            let nr = 8;
+            let mut out = vec![f32::NAN; g.k() * nr];
+            for j0 in (0..g.pixels()).step_by(nr) {
+                let cols = nr.min(g.pixels() - j0);
+                src.pack(0, j0, cols, g.k(), nr, &mut out);
+                for (row, v) in out.chunks(nr).enumerate() {
+                    let (ci, i, j) = (row / (g.kh * g.kw), row / g.kw % g.kh, row % g.kw);
+                    for (c, &got) in v.iter().enumerate() {
+                        let p = j0 + c;
+                        let want = if c < cols {
+                            plain(&g, &x, ci, p / g.ow, p % g.ow, i, j)
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(got, want, "{g:?} panel {j0} row {row} col {c}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn depthwise_matches(kern: &Kernels) {
+        for g in geoms() {
+            let x = rand_vec(g.h * g.w, 5);
+            let w = rand_vec(g.kh * g.kw, 6);
+            let mut out = vec![f32::NAN; g.pixels()];
+            unsafe { (kern.depthwise)(&g, x.as_ptr(), [g.w as isize, 1], &w, &mut out) };
+            for y in 0..g.oh {
+                for xo in 0..g.ow {
+                    let mut want = 0.0f64;
+                    for i in 0..g.kh {
+                        for j in 0..g.kw {
+                            want += w[i * g.kw + j] as f64 * plain(&g, &x, 0, y, xo, i, j) as f64;
+                        }
+                    }
+                    let got = out[y * g.ow + xo] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "{} {g:?} ({y},{xo}): {got} vs {want}",
+                        kern.isa
+                    );
+                }
+            }
+        }
+    }
+
+    isa_tests!(depthwise, depthwise_matches);
+}

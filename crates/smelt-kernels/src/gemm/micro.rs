@@ -1,0 +1,185 @@
+//! Register-blocked GEMM micro-kernels, one per ISA: `R x NR` of C from an A panel
+//! (k-major, `MR` floats per step) and a B panel (k-major, `NR` floats per step), written
+//! row-major into a tile of row stride `NR`, or added to it. `R` runs from 1 to `MR`, so an
+//! edge of fewer rows costs only its own FMAs.
+//!
+//! Every variant sums over k in order with one fused or unfused multiply-add per step, so a
+//! given ISA gives the same result for an element whatever tile or thread computed it.
+
+/// A micro-kernel: `(k, a_panel, b_panel, tile, accumulate)`.
+///
+/// # Safety
+/// `a` holds `k * MR` floats, `b` holds `k * NR` floats, `tile` holds `R * NR` floats.
+pub type MicroFn = unsafe fn(usize, *const f32, *const f32, *mut f32, bool);
+
+/// The micro-kernel family of one ISA: tile geometry and one kernel per row count.
+#[derive(Clone, Copy)]
+pub struct Micro {
+    /// Rows of a full tile (A panel width).
+    pub mr: usize,
+    /// Columns of a tile (B panel width).
+    pub nr: usize,
+    /// `kernels[r - 1]` computes `r` rows.
+    pub kernels: [MicroFn; 8],
+}
+
+impl Micro {
+    /// The kernel for `rows` rows (1..=mr).
+    pub fn for_rows(&self, rows: usize) -> MicroFn {
+        self.kernels[rows.clamp(1, self.mr) - 1]
+    }
+}
+
+/// Portable tile geometry: 4 x 8 (SSE2 keeps 8 accumulators in registers).
+pub const PORTABLE_MR: usize = 4;
+/// Portable tile columns.
+pub const PORTABLE_NR: usize = 8;
+
+#[inline(always)]
+unsafe fn portable<const R: usize>(k: usize, a: *const f32, b: *const f32, t: *mut f32, acc: bool) {
+    const NR: usize = PORTABLE_NR;
+    let mut c = [[0f32; NR]; R];
+    for p in 0..k {
+        let bp = std::slice::from_raw_parts(b.add(p * NR), NR);
+        for (r, row) in c.iter_mut().enumerate() {
+            let av = *a.add(p * PORTABLE_MR + r);
+            for j in 0..NR {
+                row[j] += av * bp[j];
+            }
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        let dst = std::slice::from_raw_parts_mut(t.add(r * NR), NR);
+        for j in 0..NR {
+            dst[j] = if acc { dst[j] + row[j] } else { row[j] };
+        }
+    }
+}
+
+/// One kernel per row count 1..=8 (only `1..=mr` are ever called).
+macro_rules! rows_table {
+    ($f:ident) => {
+        [
+            $f::<1>, $f::<2>, $f::<3>, $f::<4>, $f::<5>, $f::<6>, $f::<7>, $f::<8>,
+        ]
+    };
+}
+
+unsafe fn portable_entry<const R: usize>(
+    k: usize,
+    a: *const f32,
+    b: *const f32,
+    t: *mut f32,
+    acc: bool,
+) {
+    portable::<R>(k, a, b, t, acc)
+}
+
+/// The portable family.
+pub fn portable_micro() -> Micro {
+    Micro {
+        mr: PORTABLE_MR,
+        nr: PORTABLE_NR,
+        kernels: rows_table!(portable_entry),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Micro;
+    use std::arch::x86_64::*;
+
+    /// AVX2 tile: 6 rows x 16 columns, 12 ymm accumulators.
+    pub const AVX2_MR: usize = 6;
+    /// AVX2 tile columns.
+    pub const AVX2_NR: usize = 16;
+    /// AVX-512 tile: 6 rows x 32 columns, 12 zmm accumulators.
+    pub const AVX512_MR: usize = 6;
+    /// AVX-512 tile columns.
+    pub const AVX512_NR: usize = 32;
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2<const R: usize>(k: usize, a: *const f32, b: *const f32, t: *mut f32, acc: bool) {
+        const NR: usize = AVX2_NR;
+        let mut c0 = [_mm256_setzero_ps(); R];
+        let mut c1 = [_mm256_setzero_ps(); R];
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..k {
+            let b0 = _mm256_loadu_ps(bp);
+            let b1 = _mm256_loadu_ps(bp.add(8));
+            for r in 0..R {
+                let av = _mm256_broadcast_ss(&*ap.add(r));
+                c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+            }
+            ap = ap.add(AVX2_MR);
+            bp = bp.add(NR);
+        }
+        for r in 0..R {
+            let d = t.add(r * NR);
+            let (mut x0, mut x1) = (c0[r], c1[r]);
+            if acc {
+                x0 = _mm256_add_ps(x0, _mm256_loadu_ps(d));
+                x1 = _mm256_add_ps(x1, _mm256_loadu_ps(d.add(8)));
+            }
+            _mm256_storeu_ps(d, x0);
+            _mm256_storeu_ps(d.add(8), x1);
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    unsafe fn avx512<const R: usize>(
+        k: usize,
+        a: *const f32,
+        b: *const f32,
+        t: *mut f32,
+        acc: bool,
+    ) {
+        const NR: usize = AVX512_NR;
+        let mut c0 = [_mm512_setzero_ps(); R];
+        let mut c1 = [_mm512_setzero_ps(); R];
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..k {
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for r in 0..R {
+                let av = _mm512_set1_ps(*ap.add(r));
+                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
+            ap = ap.add(AVX512_MR);
+            bp = bp.add(NR);
+        }
+        for r in 0..R {
+            let d = t.add(r * NR);
+            let (mut x0, mut x1) = (c0[r], c1[r]);
+            if acc {
+                x0 = _mm512_add_ps(x0, _mm512_loadu_ps(d));
+                x1 = _mm512_add_ps(x1, _mm512_loadu_ps(d.add(16)));
+            }
+            _mm512_storeu_ps(d, x0);
+            _mm512_storeu_ps(d.add(16), x1);
+        }
+    }
+
+    /// The AVX2+FMA family (callers check the CPU first).
+    pub fn avx2_micro() -> Micro {
+        Micro {
+            mr: AVX2_MR,
+            nr: AVX2_NR,
+            kernels: rows_table!(avx2),
+        }
+    }
+
+    /// The AVX-512 family (callers check the CPU first).
+    pub fn avx512_micro() -> Micro {
+        Micro {
+            mr: AVX512_MR,
+            nr: AVX512_NR,
+            kernels: rows_table!(avx512),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use x86::{avx2_micro, avx512_micro};

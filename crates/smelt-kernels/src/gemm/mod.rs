@@ -1,0 +1,385 @@
+//! f32 GEMM: packed panels, register-blocked micro-kernels per ISA, weights packed once,
+//! work split over a grid of row and column blocks, and each finished tile handed to a
+//! [`TileSink`] (the fused epilogue) while it is still in L1.
+//!
+//! Every element of C is one micro-kernel's in-order sum over all of k, whatever the grid
+//! or the thread count, so results do not depend on how the work was split.
+
+pub mod micro;
+pub mod pack;
+
+use crate::buf::{with_scratch, AlignedBuf};
+use crate::pool::ThreadPool;
+use crate::Kernels;
+pub use micro::Micro;
+pub use pack::MatRef;
+use pack::{pack_a_panel, pack_b_panel};
+
+/// A left operand packed once (weights): panels of `mr` rows, each `k x mr`, k-major.
+#[derive(Clone, Debug)]
+pub struct PackedA {
+    mr: usize,
+    m: usize,
+    k: usize,
+    data: AlignedBuf,
+}
+
+/// A right operand packed once (weights): panels of `nr` columns, each `k x nr`, k-major.
+#[derive(Clone, Debug)]
+pub struct PackedB {
+    nr: usize,
+    k: usize,
+    n: usize,
+    data: AlignedBuf,
+}
+
+impl PackedA {
+    /// Packs the `m x k` matrix `a[i * rs + j * cs]` for `micro`'s tile rows.
+    ///
+    /// # Panics
+    /// When an element of the matrix lies outside `a`.
+    pub fn new(micro: &Micro, m: usize, k: usize, a: &[f32], rs: usize, cs: usize) -> PackedA {
+        assert_fits(a.len(), m, k, rs, cs);
+        let mr = micro.mr;
+        let panels = m.div_ceil(mr);
+        let mut data = AlignedBuf::zeros(panels * k * mr);
+        let src = MatRef {
+            ptr: a.as_ptr(),
+            rs: rs as isize,
+            cs: cs as isize,
+        };
+        for (i, out) in data.as_mut_slice().chunks_mut((k * mr).max(1)).enumerate() {
+            let rows = mr.min(m - i * mr);
+            // SAFETY: assert_fits bounds every element of the matrix.
+            unsafe { pack_a_panel(src, i * mr, rows, k, mr, out) };
+        }
+        PackedA { mr, m, k, data }
+    }
+
+    /// Rows.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Depth.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.bytes()
+    }
+}
+
+impl PackedB {
+    /// Packs the `k x n` matrix `b[i * rs + j * cs]` for `micro`'s tile columns.
+    ///
+    /// # Panics
+    /// When an element of the matrix lies outside `b`.
+    pub fn new(micro: &Micro, k: usize, n: usize, b: &[f32], rs: usize, cs: usize) -> PackedB {
+        assert_fits(b.len(), k, n, rs, cs);
+        let nr = micro.nr;
+        let panels = n.div_ceil(nr);
+        let mut data = AlignedBuf::zeros(panels * k * nr);
+        let src = MatRef {
+            ptr: b.as_ptr(),
+            rs: rs as isize,
+            cs: cs as isize,
+        };
+        for (j, out) in data.as_mut_slice().chunks_mut((k * nr).max(1)).enumerate() {
+            let cols = nr.min(n - j * nr);
+            // SAFETY: assert_fits bounds every element of the matrix.
+            unsafe { pack_b_panel(src, j * nr, cols, k, nr, out) };
+        }
+        PackedB { nr, k, n, data }
+    }
+
+    /// Depth.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.bytes()
+    }
+}
+
+fn assert_fits(len: usize, rows: usize, cols: usize, rs: usize, cs: usize) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let last = (rows - 1)
+        .checked_mul(rs)
+        .and_then(|a| (cols - 1).checked_mul(cs).and_then(|b| a.checked_add(b)));
+    assert!(
+        last.is_some_and(|l| l < len),
+        "matrix {rows}x{cols} (strides {rs}, {cs}) exceeds {len} elements"
+    );
+}
+
+/// Where each batch of a strided operand starts, in elements past its `MatRef`.
+#[derive(Clone, Copy, Debug)]
+pub enum Batches<'a> {
+    /// Batch `b` starts `b * stride` elements on (0: one matrix shared by every batch).
+    Stride(isize),
+    /// Batch `b` starts `offsets[b]` elements on.
+    Table(&'a [isize]),
+}
+
+impl Batches<'_> {
+    /// The offset of batch `b`.
+    #[inline]
+    pub fn at(&self, b: usize) -> isize {
+        match self {
+            Batches::Stride(s) => b as isize * s,
+            Batches::Table(t) => t[b],
+        }
+    }
+}
+
+/// The left operand of a product.
+#[derive(Clone, Copy)]
+pub enum Lhs<'a> {
+    /// Packed once, shared by every batch.
+    Packed(&'a PackedA),
+    /// Read in place (packed per call).
+    Strided(MatRef, Batches<'a>),
+}
+
+/// The right operand of a product.
+#[derive(Clone, Copy)]
+pub enum Rhs<'a> {
+    /// Packed once, shared by every batch.
+    Packed(&'a PackedB),
+    /// Read in place (packed per call).
+    Strided(MatRef, Batches<'a>),
+    /// Produced panel by panel (e.g. the im2col view of a convolution's input).
+    Panels(&'a dyn PanelSource),
+}
+
+/// A right operand that packs its own panels: `out[p * nr + j] = B_batch[p, j0 + j]` for
+/// `j < cols`, zero for `cols <= j < nr`.
+pub trait PanelSource: Sync {
+    /// Packs one `k x nr` panel of batch `batch` starting at column `j0`.
+    #[allow(clippy::too_many_arguments)]
+    fn pack(&self, batch: usize, j0: usize, cols: usize, k: usize, nr: usize, out: &mut [f32]);
+}
+
+/// `batch` products `C_b[m x n] = A_b[m x k] * B_b[k x n]`.
+#[derive(Clone, Copy)]
+pub struct Gemm<'a> {
+    /// Independent products.
+    pub batch: usize,
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// A.
+    pub a: Lhs<'a>,
+    /// B.
+    pub b: Rhs<'a>,
+}
+
+/// Receives finished tiles of C: rows `i0 .. i0 + rows`, columns `j0 .. j0 + cols` of
+/// product `batch`, row-major with row stride `ld`. It may rewrite the tile (it is scratch).
+/// Tiles of one call arrive on several threads at once, each exactly once.
+pub trait TileSink: Sync {
+    /// Takes one tile.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &self,
+        batch: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        tile: &mut [f32],
+        ld: usize,
+    );
+}
+
+/// A sink that stores tiles into a row-major C (`c + batch * batch_stride + i * ldc + j`).
+pub struct StoreC {
+    /// C's first element.
+    pub c: *mut f32,
+    /// Row stride.
+    pub ldc: usize,
+    /// Stride between batches.
+    pub batch_stride: usize,
+}
+
+// SAFETY: tiles are disjoint, so concurrent stores never touch one element twice.
+unsafe impl Sync for StoreC {}
+
+impl TileSink for StoreC {
+    fn tile(
+        &self,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &mut [f32],
+        ld: usize,
+    ) {
+        for r in 0..rows {
+            // SAFETY: the creator of StoreC guarantees C holds every (batch, row, col).
+            unsafe {
+                let dst = self.c.add(b * self.batch_stride + (i0 + r) * self.ldc + j0);
+                std::ptr::copy_nonoverlapping(t.as_ptr().add(r * ld), dst, cols);
+            }
+        }
+    }
+}
+
+/// Rows of A a task's block aims at: A's block stays in L2 (about 128 KiB).
+const A_BLOCK_BYTES: usize = 128 << 10;
+
+/// The task grid: `(row panels, column panels)` per task and the task count.
+fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize) {
+    let mp = g.m.div_ceil(mr);
+    let np = g.n.div_ceil(nr);
+    let ab: usize = std::env::var("SMELT_AB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(A_BLOCK_BYTES);
+    let mut mpt = (ab / (g.k.max(1) * mr * 4)).clamp(1, mp);
+    let mut npt = np;
+    let tasks = |mpt: usize, npt: usize| g.batch * mp.div_ceil(mpt) * np.div_ceil(npt);
+    if threads > 1 {
+        let want = 4 * threads;
+        while tasks(mpt, npt) < want && npt > 1 {
+            npt = npt.div_ceil(2);
+        }
+        while tasks(mpt, npt) < want && mpt > 1 {
+            mpt = mpt.div_ceil(2);
+        }
+    }
+    (mpt, npt, tasks(mpt, npt))
+}
+
+/// A raw pointer shared by tasks that write disjoint parts (or only read).
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: see the uses: packing writes disjoint panels, compute only reads.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// Runs the products on up to `threads` threads of `pool`, handing every tile to `sink`.
+///
+/// # Safety
+/// Every element of every batch of a strided operand must be readable and not written
+/// during the call; a packed operand must have been packed with `kern`'s micro-kernel
+/// family and have `g`'s dimensions.
+pub unsafe fn gemm(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Gemm,
+    sink: &dyn TileSink,
+) {
+    if g.batch == 0 || g.m == 0 || g.n == 0 {
+        return;
+    }
+    let micro = kern.micro;
+    let (mr, nr, k) = (micro.mr, micro.nr, g.k);
+    let (mp, np) = (g.m.div_ceil(mr), g.n.div_ceil(nr));
+    let a_batch_len = mp * k * mr;
+    let b_batch_len = np * k * nr;
+    let a_len = match g.a {
+        Lhs::Packed(p) => {
+            debug_assert!(p.mr == mr && p.m == g.m && p.k == k);
+            0
+        }
+        Lhs::Strided(..) => g.batch * a_batch_len,
+    };
+    let b_len = match g.b {
+        Rhs::Packed(p) => {
+            debug_assert!(p.nr == nr && p.n == g.n && p.k == k);
+            0
+        }
+        Rhs::Strided(..) | Rhs::Panels(_) => g.batch * b_batch_len,
+    };
+    with_scratch(a_len + b_len, |scratch| {
+        let (abuf, bbuf) = scratch.split_at_mut(a_len);
+        let (ap, bp) = (Shared(abuf.as_mut_ptr()), Shared(bbuf.as_mut_ptr()));
+        // Phase 1: pack the operands that were not packed ahead (panels split among threads).
+        let a_tasks = if a_len > 0 { g.batch * mp } else { 0 };
+        let b_tasks = if b_len > 0 { g.batch * np } else { 0 };
+        if a_tasks + b_tasks > 0 {
+            let pack_threads = if (a_len + b_len) > (1 << 15) {
+                threads
+            } else {
+                1
+            };
+            pool.run(pack_threads, a_tasks + b_tasks, &|t| {
+                let _ = (&ap, &bp);
+                if t < a_tasks {
+                    let (bi, i) = (t / mp, t % mp);
+                    if let Lhs::Strided(a, bs) = g.a {
+                        let out = std::slice::from_raw_parts_mut(
+                            ap.0.add(bi * a_batch_len + i * k * mr),
+                            k * mr,
+                        );
+                        let src = a.offset(bs.at(bi));
+                        pack_a_panel(src, i * mr, mr.min(g.m - i * mr), k, mr, out);
+                    }
+                } else {
+                    let t = t - a_tasks;
+                    let (bi, j) = (t / np, t % np);
+                    let out = std::slice::from_raw_parts_mut(
+                        bp.0.add(bi * b_batch_len + j * k * nr),
+                        k * nr,
+                    );
+                    let cols = nr.min(g.n - j * nr);
+                    match g.b {
+                        Rhs::Strided(b, bs) => {
+                            pack_b_panel(b.offset(bs.at(bi)), j * nr, cols, k, nr, out)
+                        }
+                        Rhs::Panels(src) => src.pack(bi, j * nr, cols, k, nr, out),
+                        Rhs::Packed(_) => {}
+                    }
+                }
+            });
+        }
+        // Phase 2: the tiles.
+        let (mpt, npt, tasks) = grid(g, mr, nr, threads);
+        let (rb, cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
+        pool.run(threads, tasks, &|t| {
+            let _ = (&ap, &bp);
+            let bi = t / (rb * cb);
+            let (ib, jb) = ((t / cb) % rb, t % cb);
+            let apanels: *const f32 = match g.a {
+                Lhs::Packed(p) => p.data.as_slice().as_ptr(),
+                Lhs::Strided(..) => ap.0.add(bi * a_batch_len),
+            };
+            let bpanels: *const f32 = match g.b {
+                Rhs::Packed(p) => p.data.as_slice().as_ptr(),
+                Rhs::Strided(..) | Rhs::Panels(_) => bp.0.add(bi * b_batch_len),
+            };
+            let mut tile = [0f32; 8 * 64];
+            for j in jb * npt..((jb + 1) * npt).min(np) {
+                let cols = nr.min(g.n - j * nr);
+                let bpan = bpanels.add(j * k * nr);
+                for i in ib * mpt..((ib + 1) * mpt).min(mp) {
+                    let rows = mr.min(g.m - i * mr);
+                    let apan = apanels.add(i * k * mr);
+                    (micro.for_rows(rows))(k, apan, bpan, tile.as_mut_ptr(), false);
+                    sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
+                }
+            }
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests;

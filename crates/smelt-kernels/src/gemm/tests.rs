@@ -1,0 +1,161 @@
+use super::*;
+use crate::isa_tests;
+use crate::testing::rand_vec;
+
+/// The plain product in f64, for checking.
+fn naive(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f64> {
+    let mut c = vec![0f64; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let x = a[i * k + p] as f64;
+            for j in 0..n {
+                c[i * n + j] += x * b[p * n + j] as f64;
+            }
+        }
+    }
+    c
+}
+
+fn check(kern: &Kernels, m: usize, n: usize, k: usize, packed: bool, threads: usize) {
+    let a = rand_vec(m * k, 1 + m as u64);
+    let b = rand_vec(k * n, 2 + n as u64);
+    let want = naive(m, n, k, &a, &b);
+    let pool = crate::pool::global();
+    let pa;
+    let pb;
+    let (lhs, rhs) = if packed {
+        pa = PackedA::new(&kern.micro, m, k, &a, k, 1);
+        pb = PackedB::new(&kern.micro, k, n, &b, n, 1);
+        (Lhs::Packed(&pa), Rhs::Packed(&pb))
+    } else {
+        (
+            Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
+            Rhs::Strided(MatRef::rows(b.as_ptr(), n), Batches::Stride(0)),
+        )
+    };
+    let mut c = vec![f32::NAN; m * n];
+    let sink = StoreC {
+        c: c.as_mut_ptr(),
+        ldc: n,
+        batch_stride: 0,
+    };
+    let g = Gemm {
+        batch: 1,
+        m,
+        n,
+        k,
+        a: lhs,
+        b: rhs,
+    };
+    unsafe { gemm(kern, pool, threads, &g, &sink) };
+    for (i, (&x, &w)) in c.iter().zip(&want).enumerate() {
+        let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+        assert!(
+            (x as f64 - w).abs() <= tol,
+            "{} {m}x{n}x{k} packed={packed} t={threads}: C[{i}] = {x}, want {w}",
+            kern.isa
+        );
+    }
+}
+
+isa_tests!(odd_sizes, |kern: &Kernels| {
+    for &(m, n, k) in &[
+        (1, 1, 1),
+        (1, 3, 17),
+        (3, 17, 1),
+        (17, 63, 3),
+        (63, 17, 63),
+        (7, 1000, 13),
+        (1000, 3, 17),
+        (64, 64, 0),
+        (100, 130, 257),
+    ] {
+        for packed in [false, true] {
+            for threads in [1, 2, 3] {
+                check(kern, m, n, k, packed, threads);
+            }
+        }
+    }
+});
+
+isa_tests!(strided_and_batched, |kern: &Kernels| {
+    // A read transposed from a k x m buffer, B transposed from n x k, 3 batches.
+    let (batch, m, n, k) = (3, 5, 19, 11);
+    let at = rand_vec(batch * k * m, 7);
+    let bt = rand_vec(batch * n * k, 8);
+    let mut c = vec![0f32; batch * m * n];
+    let g = Gemm {
+        batch,
+        m,
+        n,
+        k,
+        a: Lhs::Strided(
+            MatRef {
+                ptr: at.as_ptr(),
+                rs: 1,
+                cs: m as isize,
+            },
+            Batches::Stride((k * m) as isize),
+        ),
+        b: Rhs::Strided(
+            MatRef {
+                ptr: bt.as_ptr(),
+                rs: 1,
+                cs: k as isize,
+            },
+            Batches::Stride((n * k) as isize),
+        ),
+    };
+    let sink = StoreC {
+        c: c.as_mut_ptr(),
+        ldc: n,
+        batch_stride: m * n,
+    };
+    unsafe { gemm(kern, crate::pool::global(), 2, &g, &sink) };
+    for bi in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k)
+                    .map(|p| at[bi * k * m + p * m + i] as f64 * bt[bi * n * k + j * k + p] as f64)
+                    .sum();
+                let got = c[bi * m * n + i * n + j] as f64;
+                assert!(
+                    (got - want).abs() < 1e-4,
+                    "{} batch {bi} ({i},{j})",
+                    kern.isa
+                );
+            }
+        }
+    }
+});
+
+isa_tests!(same_result_for_any_thread_count, |kern: &Kernels| {
+    let (m, n, k) = (77, 301, 129);
+    let a = rand_vec(m * k, 3);
+    let b = rand_vec(k * n, 4);
+    let run = |threads: usize| {
+        let mut c = vec![0f32; m * n];
+        let g = Gemm {
+            batch: 1,
+            m,
+            n,
+            k,
+            a: Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
+            b: Rhs::Strided(MatRef::rows(b.as_ptr(), n), Batches::Stride(0)),
+        };
+        let sink = StoreC {
+            c: c.as_mut_ptr(),
+            ldc: n,
+            batch_stride: 0,
+        };
+        unsafe { gemm(kern, crate::pool::global(), threads, &g, &sink) };
+        c
+    };
+    let one = run(1);
+    for t in [2, 3, 8] {
+        assert!(one
+            .iter()
+            .zip(run(t))
+            .all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+});

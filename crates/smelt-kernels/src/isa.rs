@@ -1,0 +1,91 @@
+//! Instruction sets with a kernel table of their own, and which one this CPU runs.
+
+use std::fmt;
+
+/// An instruction set smelt has kernels for (x86-64 levels; everything else is portable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Isa {
+    /// Plain Rust, vectorized by the compiler for the build's baseline target.
+    Portable,
+    /// AVX2 with FMA3 (Haswell, Zen 1-3 and later).
+    Avx2,
+    /// AVX-512 F/VL/DQ/BW besides AVX2+FMA (Skylake-SP, Ice Lake, Zen 4 and later).
+    Avx512,
+}
+
+impl Isa {
+    /// Every ISA, slowest first.
+    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    /// The best ISA this CPU supports.
+    pub fn detect() -> Isa {
+        Isa::ALL
+            .into_iter()
+            .rev()
+            .find(|i| i.is_supported())
+            .unwrap_or(Isa::Portable)
+    }
+
+    /// Whether this CPU can run the ISA's kernels.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.is_supported()
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The ISAs this CPU supports, slowest first.
+    pub fn supported() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.is_supported()).collect()
+    }
+
+    /// The short name used in kernel names (`gemm.avx512`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses a name as [`Isa::name`] prints it.
+    pub fn from_name(s: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|i| i.name() == s)
+    }
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_is_consistent() {
+        let best = Isa::detect();
+        assert!(best.is_supported());
+        assert!(Isa::supported().contains(&Isa::Portable));
+        assert_eq!(Isa::supported().last(), Some(&best));
+        for i in Isa::ALL {
+            assert_eq!(Isa::from_name(i.name()), Some(i));
+        }
+    }
+}
