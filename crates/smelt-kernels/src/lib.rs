@@ -5,6 +5,7 @@
 
 pub mod buf;
 pub mod conv;
+pub mod epilogue;
 pub mod gemm;
 pub mod isa;
 pub mod pool;
@@ -30,6 +31,8 @@ pub struct Kernels {
     pub reduce: program::ReduceFn,
     /// Softmax of a row, after a scale and an additive mask.
     pub softmax: program::SoftmaxFn,
+    /// Finishes a GEMM tile with a fused epilogue.
+    pub finish: epilogue::FinishFn,
     /// One channel of a depthwise convolution.
     pub depthwise: conv::DepthwiseFn,
 }
@@ -53,6 +56,7 @@ impl Kernels {
             reduce: program::portable::reduce,
             softmax: program::portable::softmax,
             depthwise: conv::portable::depthwise,
+            finish: epilogue::portable::finish,
         };
         match isa {
             Isa::Portable => portable,
@@ -64,6 +68,7 @@ impl Kernels {
                 reduce: program::x86::avx2_reduce,
                 softmax: program::x86::avx2_softmax,
                 depthwise: conv::x86::depthwise_avx2,
+                finish: epilogue::x86::finish_avx2,
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Kernels {
@@ -73,6 +78,7 @@ impl Kernels {
                 reduce: program::x86::avx512_reduce,
                 softmax: program::x86::avx512_softmax,
                 depthwise: conv::x86::depthwise_avx512,
+                finish: epilogue::x86::finish_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => portable,

@@ -117,6 +117,10 @@ macro_rules! body {
                             Unary::Softplus => map(a, out, softplus),
                             Unary::Not => map(a, out, |x| (x == 0.0) as u8 as f32),
                             Unary::IsNan => map(a, out, |x| x.is_nan() as u8 as f32),
+                            Unary::Gelu => map(a, out, vmath::gelu::<F>),
+                            Unary::GeluTanh => map(a, out, vmath::gelu_tanh::<F>),
+                            Unary::Silu => map(a, out, vmath::silu::<F>),
+                            Unary::HardSwish => map(a, out, vmath::hard_swish::<F>),
                         }
                     }
                     ScalarOp::Binary(b, x, y) => {

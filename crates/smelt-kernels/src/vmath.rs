@@ -162,6 +162,42 @@ pub fn sigmoid<const F: bool>(x: f32) -> f32 {
     1.0 / (1.0 + exp::<F>(-x))
 }
 
+/// x / 2 * (1 + erf(x / sqrt 2)).
+#[inline(always)]
+pub fn gelu<const F: bool>(x: f32) -> f32 {
+    let h = 0.5 * x;
+    madd::<F>(h, erf::<F>(x * std::f32::consts::FRAC_1_SQRT_2), h)
+}
+
+/// x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))).
+#[inline(always)]
+pub fn gelu_tanh<const F: bool>(x: f32) -> f32 {
+    const K: f32 = 0.797_884_6;
+    let inner = K * madd::<F>(0.044_715 * x * x, x, x);
+    let h = 0.5 * x;
+    madd::<F>(h, tanh::<F>(inner), h)
+}
+
+/// x / (1 + e^-x).
+#[inline(always)]
+pub fn silu<const F: bool>(x: f32) -> f32 {
+    x * sigmoid::<F>(x)
+}
+
+/// x * clamp(x / 6 + 1/2, 0, 1).
+#[inline(always)]
+pub fn hard_swish<const F: bool>(x: f32) -> f32 {
+    let s = madd::<F>(x, 1.0 / 6.0, 0.5);
+    let s = if s < 0.0 {
+        0.0
+    } else if s > 1.0 {
+        1.0
+    } else {
+        s
+    };
+    x * s
+}
+
 const LOG_C: [f32; 10] = [
     1.0,
     -0.499_999_882_9,
@@ -298,6 +334,31 @@ mod tests {
     fn error_bounds_hold_with_and_without_fma() {
         check::<true>();
         check::<false>();
+    }
+
+    #[test]
+    fn composites_match_their_formulas() {
+        for x in sweep(-12.0, 12.0, 100_000) {
+            let xd = x as f64;
+            let gelu_want = 0.5 * xd * (1.0 + erf_f64(xd / std::f64::consts::SQRT_2));
+            let t = (0.797_884_560_802_865_4 * (xd + 0.044715 * xd * xd * xd)).tanh();
+            let gelu_tanh_want = 0.5 * xd * (1.0 + t);
+            let silu_want = xd / (1.0 + (-xd).exp());
+            let hs_want = xd * (xd / 6.0 + 0.5).clamp(0.0, 1.0);
+            for (got, want) in [
+                (gelu::<true>(x), gelu_want),
+                (gelu::<false>(x), gelu_want),
+                (gelu_tanh::<true>(x), gelu_tanh_want),
+                (silu::<true>(x), silu_want),
+                (silu::<false>(x), silu_want),
+                (hard_swish::<true>(x), hs_want),
+            ] {
+                assert!(
+                    (got as f64 - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                    "{x}: {got} vs {want}"
+                );
+            }
+        }
     }
 
     #[test]

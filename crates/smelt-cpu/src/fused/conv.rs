@@ -4,6 +4,7 @@
 //! epilogue applied to each block as it is produced.
 
 use super::epilogue::{Epilogue, EpilogueSink, Layout};
+use super::fast_epilogue::{BiasSrc, FastEpilogue};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
@@ -11,6 +12,7 @@ use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::{Conv2d, Im2col};
+use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs};
 use smelt_kernels::Kernels;
 
@@ -35,6 +37,8 @@ pub(crate) struct ConvPlan {
     bias: Option<Vec<f32>>,
     method: Method,
     epi: Epilogue,
+    /// The epilogue (with the bias) in the form the GEMM finishes in registers, if it has it.
+    fast: Option<FastEpilogue>,
     /// The kernel's name, for `explain`.
     pub name: String,
 }
@@ -175,6 +179,20 @@ impl ConvPlan {
             col: vec![(2, oh), (3, ow)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let mut fast = FastEpilogue::recognize(c, &a.epilogue, &layout);
+        if let (Some(f), Some(b)) = (fast.as_mut(), &bias) {
+            if f.row_bias.is_none() && f.col_bias.is_none() {
+                let batch = (0..n * groups)
+                    .map(|i| ((i % groups) * mg) as isize)
+                    .collect();
+                f.row_bias = Some(BiasSrc::Owned {
+                    values: b.clone(),
+                    batch,
+                });
+            } else {
+                fast = None;
+            }
+        }
         let depthwise = cg == 1 && mg == 1;
         let k = geom.k();
         let method = if depthwise {
@@ -189,10 +207,14 @@ impl ConvPlan {
             )
         };
         let xs: [isize; 4] = <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?;
-        let name = match &method {
+        let base = match &method {
             Method::Depthwise(_) => kern.name("conv.depthwise"),
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
+        };
+        let name = match (&method, &fast) {
+            (Method::Gemm(_), Some(f)) => format!("{base}, epilogue fused {}", f.describe()),
+            _ => format!("{base}, epilogue interpreted"),
         };
         Some(ConvPlan {
             geom,
@@ -205,6 +227,7 @@ impl ConvPlan {
             bias,
             method,
             epi,
+            fast,
             name,
         })
     }
@@ -294,6 +317,45 @@ impl ConvPlan {
                             }
                         }
                     };
+                    if let Some(f) = &self.fast {
+                        let mut epi = f.bind(mem);
+                        // The fused epilogue sees GEMM batches (images of this group).
+                        let out_batch: Vec<isize> = (0..self.images)
+                            .map(|i| f.out.batch[i * groups + gi])
+                            .collect();
+                        let res_batch: Option<Vec<isize>> = f
+                            .residual
+                            .as_ref()
+                            .map(|w| (0..self.images).map(|i| w.batch[i * groups + gi]).collect());
+                        let rb_batch: Option<Vec<isize>> = epi.row_bias.map(|v| {
+                            (0..self.images)
+                                .map(|i| {
+                                    v.batch[if v.batch.len() == 1 {
+                                        0
+                                    } else {
+                                        i * groups + gi
+                                    }]
+                                })
+                                .collect()
+                        });
+                        epi.out.batch = &out_batch;
+                        if let (Some(r), Some(rb)) = (epi.residual.as_mut(), res_batch.as_ref()) {
+                            r.batch = rb;
+                        }
+                        if let (Some(v), Some(b)) = (epi.row_bias.as_mut(), rb_batch.as_ref()) {
+                            v.batch = b;
+                        }
+                        if epi.col_bias.is_some() {
+                            // Column biases vary per pixel; none come from convolutions.
+                            unreachable!("a convolution's fused epilogue has no column bias");
+                        }
+                        let sink = FusedSink {
+                            epi,
+                            finish: ex.kern.finish,
+                        };
+                        gemm(ex.kern, ex.pool, threads, &gm, &sink);
+                        continue;
+                    }
                     let sink = EpilogueSink {
                         epi: &self.epi,
                         kern: ex.kern,

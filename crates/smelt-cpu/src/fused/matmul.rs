@@ -3,11 +3,13 @@
 //! batches folded into rows when the layout allows, and the epilogue applied to each tile.
 
 use super::epilogue::{Epilogue, EpilogueSink, Layout, Win};
+use super::fast_epilogue::{BiasSrc, FastEpilogue};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
 use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op, Tensor};
+use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, PackedB, Rhs};
 use smelt_kernels::Kernels;
 
@@ -38,7 +40,9 @@ pub(crate) struct MatMulPlan {
     a: Operand<PackedA>,
     b: Operand<PackedB>,
     epi: Epilogue,
-    /// GEMM batch -> (epilogue batch, first row); identity unless batches were folded.
+    /// The epilogue in the form the GEMM finishes in registers, when it has that form.
+    fast: Option<FastEpilogue>,
+    /// Whether the batches were folded into the rows.
     fold: bool,
     scale: Option<Scale>,
     /// The kernel's name, for `explain`.
@@ -209,14 +213,19 @@ impl MatMulPlan {
             folded_layout = Some(l);
         }
         let mut fold = false;
-        let epi = match folded_layout.and_then(|l| Epilogue::new(c, &a.epilogue, &l).ok().flatten())
+        let (epi, layout) = match folded_layout
+            .and_then(|l| Some((Epilogue::new(c, &a.epilogue, &l).ok().flatten()?, l)))
         {
             Some(e) => {
                 fold = true;
                 e
             }
-            None => Epilogue::new(c, &a.epilogue, &unfolded).ok().flatten()?,
+            None => (
+                Epilogue::new(c, &a.epilogue, &unfolded).ok().flatten()?,
+                unfolded,
+            ),
         };
+        let mut fast = FastEpilogue::recognize(c, &a.epilogue, &layout);
         let (gb, gm) = if fold { (1, batch * m) } else { (batch, m) };
         let scale = match scale_terms {
             None => None,
@@ -251,6 +260,25 @@ impl MatMulPlan {
                 })
             }
         };
+        // Gemm's alpha and C join the fast epilogue when C is a bias (beta 1).
+        if let (Some(f), Some(sc)) = (fast.as_mut(), scale.as_ref()) {
+            let mut ok = sc.beta == 1.0 || sc.c.is_none();
+            if let Some(cw) = &sc.c {
+                let no_bias = f.row_bias.is_none() && f.col_bias.is_none();
+                if ok && no_bias && cw.rs == 0 && cw.cs == 1 {
+                    f.col_bias = Some(cw.clone());
+                } else if ok && no_bias && cw.cs == 0 && cw.rs != 0 {
+                    f.row_bias = Some(BiasSrc::Window(cw.clone()));
+                } else {
+                    ok = false;
+                }
+            }
+            if ok {
+                f.alpha *= sc.alpha;
+            } else {
+                fast = None;
+            }
+        }
         // Constant operands shared by every batch are packed now.
         let a_op = match weight_matrix(c, weights, &ar) {
             Some(w) if aw.batch.iter().all(|&o| o == aw.batch[0]) && !fold => Operand::Packed(
@@ -281,9 +309,11 @@ impl MatMulPlan {
         };
         let packed = matches!(b_op, Operand::Packed(_)) || matches!(a_op, Operand::Packed(_));
         let name = format!(
-            "{}{}",
+            "{}{}, epilogue {}",
             kern.name("gemm"),
-            if packed { " (packed weights)" } else { "" }
+            if packed { " (packed weights)" } else { "" },
+            fast.as_ref()
+                .map_or("interpreted".into(), |f| format!("fused {}", f.describe()))
         );
         Some(MatMulPlan {
             batch: gb,
@@ -293,6 +323,7 @@ impl MatMulPlan {
             a: a_op,
             b: b_op,
             epi,
+            fast,
             fold,
             scale,
             name,
@@ -364,6 +395,14 @@ impl MatMulPlan {
         };
         let map = |b: usize| (b, 0);
         let threads = if self.epi.parallel { ex.threads } else { 1 };
+        if let Some(f) = &self.fast {
+            let sink = FusedSink {
+                epi: f.bind(mem),
+                finish: ex.kern.finish,
+            };
+            gemm(ex.kern, ex.pool, threads, &g, &sink);
+            return;
+        }
         match &self.scale {
             None => {
                 let sink = EpilogueSink {

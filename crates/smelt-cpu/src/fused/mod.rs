@@ -15,6 +15,7 @@ mod arena;
 mod conv;
 mod elementwise;
 mod epilogue;
+mod fast_epilogue;
 mod interp;
 mod matmul;
 mod nest;

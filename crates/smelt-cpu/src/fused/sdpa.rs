@@ -14,8 +14,8 @@ use smelt_kernels::buf::with_scratch;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, Rhs, StoreC};
 use smelt_kernels::Kernels;
 
-/// Query rows per task.
-const ROWS: usize = 32;
+/// Most floats of one task's block of scores (it stays in L2).
+const SCORES_MAX: usize = 1 << 16;
 
 /// A 4-D window: slot, offset, strides.
 #[derive(Clone, Copy)]
@@ -147,14 +147,21 @@ impl SdpaPlan {
     /// `mem` holds the storages the plan was validated against.
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let [b, h, sq, d, hk, sk, dv] = self.dims;
-        let blocks = sq.div_ceil(ROWS);
+        // Query rows per task: all of a head's when that gives every thread work (K and V
+        // are packed once per task), fewer when heads are scarce or the scores too big.
+        let want_blocks = (2 * ex.threads).div_ceil(b * h).max(1);
+        let rows_per = sq
+            .div_ceil(want_blocks)
+            .min((SCORES_MAX / sk.max(1)).max(1))
+            .max(1);
+        let blocks = sq.div_ceil(rows_per);
         let threads = if self.epi.parallel { ex.threads } else { 1 };
         ex.pool.run(threads, b * h * blocks, &|t| {
             let (bh, blk) = (t / blocks, t % blocks);
             let (bi, hi) = (bh / h, bh % h);
             let kh = hi / (h / hk);
-            let i0 = blk * ROWS;
-            let rows = ROWS.min(sq - i0);
+            let i0 = blk * rows_per;
+            let rows = rows_per.min(sq - i0);
             let q = self.q.at(mem, bi, hi).offset(i0 as isize * self.q.st[2]);
             let k = self.k.at(mem, bi, kh);
             let v = self.v.at(mem, bi, kh);

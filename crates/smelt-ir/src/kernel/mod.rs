@@ -167,6 +167,14 @@ pub enum Unary {
     Not,
     /// 1 if x is NaN else 0
     IsNan,
+    /// x / 2 * (1 + erf(x / sqrt 2)) (GELU)
+    Gelu,
+    /// x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) (GELU, tanh form)
+    GeluTanh,
+    /// x / (1 + e^-x) (SiLU, Swish with alpha 1)
+    Silu,
+    /// x * clamp(x / 6 + 1/2, 0, 1)
+    HardSwish,
 }
 
 /// A scalar function of two f32s.

@@ -285,14 +285,7 @@ pub fn emit(op: &Op, a: &[Option<usize>], b: &mut Body) -> Option<usize> {
             let s = b.b(Binary::Add, m, be);
             Some(b.clamp(s, 0.0, 1.0))
         }
-        E::HardSwish => {
-            let al = b.k(1.0 / 6.0);
-            let m = b.b(Binary::Mul, x, al);
-            let be = b.k(0.5);
-            let s = b.b(Binary::Add, m, be);
-            let h = b.clamp(s, 0.0, 1.0);
-            Some(b.b(Binary::Mul, x, h))
-        }
+        E::HardSwish => Some(b.u(Unary::HardSwish, x)),
         E::Softsign => {
             let ab = b.u(Unary::Abs, x);
             let one = b.k(1.0);
@@ -304,36 +297,19 @@ pub fn emit(op: &Op, a: &[Option<usize>], b: &mut Body) -> Option<usize> {
             let t = b.u(Unary::Tanh, sp);
             Some(b.b(Binary::Mul, x, t))
         }
+        E::Swish { alpha } if *alpha == 1.0 => Some(b.u(Unary::Silu, x)),
         E::Swish { alpha } => {
             let al = b.k(*alpha);
             let ax = b.b(Binary::Mul, x, al);
             let s = b.u(Unary::Sigmoid, ax);
             Some(b.b(Binary::Mul, x, s))
         }
-        E::Gelu { approximate } => {
-            let inner = match approximate {
-                GeluApprox::None => {
-                    let c = b.k(std::f32::consts::FRAC_1_SQRT_2);
-                    let xs = b.b(Binary::Mul, x, c);
-                    b.u(Unary::Erf, xs)
-                }
-                GeluApprox::Tanh => {
-                    let x2 = b.b(Binary::Mul, x, x);
-                    let x3 = b.b(Binary::Mul, x2, x);
-                    let c = b.k(0.044715);
-                    let cx3 = b.b(Binary::Mul, x3, c);
-                    let s = b.b(Binary::Add, x, cx3);
-                    let k = b.k((2.0 / std::f32::consts::PI).sqrt());
-                    let ks = b.b(Binary::Mul, s, k);
-                    b.u(Unary::Tanh, ks)
-                }
-            };
-            let one = b.k(1.0);
-            let p = b.b(Binary::Add, inner, one);
-            let xp = b.b(Binary::Mul, x, p);
-            let half = b.k(0.5);
-            Some(b.b(Binary::Mul, xp, half))
-        }
+        E::Gelu {
+            approximate: GeluApprox::None,
+        } => Some(b.u(Unary::Gelu, x)),
+        E::Gelu {
+            approximate: GeluApprox::Tanh,
+        } => Some(b.u(Unary::GeluTanh, x)),
         E::Clip { min, max } => {
             let mut v = x;
             let lo = match min {

@@ -1,0 +1,230 @@
+//! Recognizes the anchor epilogues the GEMM finishes in registers: one f32 store of
+//! `act2(act1(alpha * acc + bias) + residual)` with a unit column step, where the bias is per
+//! row or per column, `act1` one of the kernel table's activations and `act2` none or ReLU
+//! (`smelt_kernels::epilogue`). Anything else takes the general epilogue.
+
+use super::epilogue::{Layout, Win};
+use super::Mem;
+use smelt_ir::kernel::check::{self as validate, Checker, Use};
+use smelt_ir::kernel::{Binary, Loop, ScalarOp, Unary};
+use smelt_ir::DType;
+use smelt_kernels::epilogue::{Act, Fused, RowMajor, Vector};
+
+/// A bias whose storage the plan owns (a convolution's bias input) or a window.
+pub(crate) enum BiasSrc {
+    Window(Win),
+    Owned { values: Vec<f32>, batch: Vec<isize> },
+}
+
+/// A recognized epilogue in anchor coordinates.
+pub(crate) struct FastEpilogue {
+    pub alpha: f32,
+    pub row_bias: Option<BiasSrc>,
+    pub col_bias: Option<Win>,
+    pub act1: Act,
+    pub residual: Option<Win>,
+    pub act2: Act,
+    pub out: Win,
+}
+
+/// Where in `alpha -> bias -> act1 -> residual -> act2` the chain has got to.
+#[derive(PartialEq, PartialOrd, Clone, Copy)]
+enum Stage {
+    Start,
+    Scaled,
+    Biased,
+    Act1,
+    Residual,
+    Act2,
+}
+
+fn act_of(u: Unary) -> Option<Act> {
+    Some(match u {
+        Unary::Relu => Act::Relu,
+        Unary::Gelu => Act::Gelu,
+        Unary::GeluTanh => Act::GeluTanh,
+        Unary::Silu => Act::Silu,
+        Unary::HardSwish => Act::HardSwish,
+        Unary::Sigmoid => Act::Sigmoid,
+        Unary::Tanh => Act::Tanh,
+        _ => return None,
+    })
+}
+
+impl FastEpilogue {
+    /// The epilogue `l` in this form, or None.
+    pub(crate) fn recognize(c: &Checker, l: &Loop, layout: &Layout) -> Option<FastEpilogue> {
+        let [store] = l.stores.as_slice() else {
+            return None;
+        };
+        let f32_buf = |b: smelt_ir::kernel::BufferId| c.plan.buffer(b).dtype == DType::F32;
+        if store.per_row || !f32_buf(store.dst.buffer) {
+            return None;
+        }
+        c.window(&store.dst, Use::Store, "store").ok()?;
+        let out = layout.window(&store.dst)?;
+        if out.cs != 1 && layout_cols(layout) > 1 {
+            return None;
+        }
+        let order = validate::deps(&l.ops, &[store.value]);
+        let mut e = FastEpilogue {
+            alpha: 1.0,
+            row_bias: None,
+            col_bias: None,
+            act1: Act::None,
+            residual: None,
+            act2: Act::None,
+            out,
+        };
+        let mut stage = Stage::Start;
+        let mut chain: Option<usize> = None;
+        let leaf = |i: usize| matches!(l.ops[i], ScalarOp::Load(_) | ScalarOp::Const(_));
+        for &i in &order {
+            match l.ops[i] {
+                ScalarOp::Acc => {
+                    if chain.is_some() {
+                        return None;
+                    }
+                    chain = Some(i);
+                }
+                ScalarOp::Load(_) | ScalarOp::Const(_) => {}
+                ScalarOp::Unary(u, a) if Some(a) == chain => {
+                    let act = act_of(u)?;
+                    if stage < Stage::Act1 {
+                        e.act1 = act;
+                        stage = Stage::Act1;
+                    } else if stage == Stage::Residual && act == Act::Relu {
+                        e.act2 = act;
+                        stage = Stage::Act2;
+                    } else {
+                        return None;
+                    }
+                    chain = Some(i);
+                }
+                ScalarOp::Binary(op, a, b) if Some(a) == chain || Some(b) == chain => {
+                    let other = if Some(a) == chain { b } else { a };
+                    if !leaf(other) || a == b {
+                        return None;
+                    }
+                    match (op, l.ops[other]) {
+                        (Binary::Mul, ScalarOp::Const(k)) if stage == Stage::Start => {
+                            e.alpha *= k;
+                            stage = Stage::Scaled;
+                        }
+                        (Binary::Max, ScalarOp::Const(lo)) if stage < Stage::Act1 => {
+                            e.act1 = if lo == 0.0 {
+                                Act::Relu
+                            } else {
+                                Act::Clip(lo, f32::INFINITY)
+                            };
+                            stage = Stage::Act1;
+                        }
+                        (Binary::Min, ScalarOp::Const(hi)) if stage == Stage::Act1 => {
+                            match e.act1 {
+                                Act::Relu => e.act1 = Act::Clip(0.0, hi),
+                                Act::Clip(lo, f32::INFINITY) => e.act1 = Act::Clip(lo, hi),
+                                _ => return None,
+                            }
+                        }
+                        (Binary::Add, ScalarOp::Load(k)) => {
+                            let r = &l.loads[k];
+                            if !f32_buf(r.buffer) {
+                                return None;
+                            }
+                            c.window(r, Use::Load, "load").ok()?;
+                            let w = layout.window(r)?;
+                            let by_row = w.cs == 0 && w.rs != 0;
+                            let by_col = w.rs == 0 && w.cs == 1;
+                            if stage < Stage::Biased && by_row && e.row_bias.is_none() {
+                                e.row_bias = Some(BiasSrc::Window(w));
+                                stage = Stage::Biased;
+                            } else if stage < Stage::Biased && by_col && e.col_bias.is_none() {
+                                e.col_bias = Some(w);
+                                stage = Stage::Biased;
+                            } else if stage < Stage::Residual && w.cs == 1 && w.rs != 0 {
+                                e.residual = Some(w);
+                                stage = Stage::Residual;
+                            } else {
+                                return None;
+                            }
+                        }
+                        _ => return None,
+                    }
+                    chain = Some(i);
+                }
+                _ => return None,
+            }
+        }
+        (chain == Some(store.value)).then_some(e)
+    }
+
+    /// The kernel table's form over one run's storage.
+    ///
+    /// # Safety
+    /// `mem` holds the storages the plan was validated against; the result borrows `self`.
+    pub(crate) unsafe fn bind<'a>(&'a self, mem: &Mem) -> Fused<'a> {
+        let ptr = |w: &Win| mem.ptrs[w.slot] as *mut f32;
+        Fused {
+            alpha: self.alpha,
+            row_bias: self.row_bias.as_ref().map(|b| match b {
+                BiasSrc::Window(w) => Vector {
+                    ptr: ptr(w),
+                    batch: &w.batch,
+                    step: w.rs,
+                },
+                BiasSrc::Owned { values, batch } => Vector {
+                    ptr: values.as_ptr(),
+                    batch,
+                    step: 1,
+                },
+            }),
+            col_bias: self.col_bias.as_ref().map(|w| Vector {
+                ptr: ptr(w),
+                batch: &w.batch,
+                step: 1,
+            }),
+            act1: self.act1,
+            residual: self.residual.as_ref().map(|w| RowMajor {
+                ptr: ptr(w),
+                batch: &w.batch,
+                rs: w.rs,
+            }),
+            act2: self.act2,
+            out: RowMajor {
+                ptr: ptr(&self.out),
+                batch: &self.out.batch,
+                rs: self.out.rs,
+            },
+        }
+    }
+
+    /// A short description for `explain` (`bias+gelu`, `residual+relu`...).
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.alpha != 1.0 {
+            parts.push("scale".to_string());
+        }
+        if self.row_bias.is_some() || self.col_bias.is_some() {
+            parts.push("bias".into());
+        }
+        if self.act1 != Act::None {
+            parts.push(format!("{:?}", self.act1).to_lowercase());
+        }
+        if self.residual.is_some() {
+            parts.push("residual".into());
+        }
+        if self.act2 != Act::None {
+            parts.push(format!("{:?}", self.act2).to_lowercase());
+        }
+        if parts.is_empty() {
+            "store".into()
+        } else {
+            parts.join("+")
+        }
+    }
+}
+
+/// Columns per row of a layout.
+fn layout_cols(l: &Layout) -> usize {
+    l.col.iter().map(|&(_, n)| n).product()
+}

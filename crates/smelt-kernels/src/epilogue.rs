@@ -1,0 +1,434 @@
+//! The fused GEMM epilogue as data: `out = act2(act1(alpha * acc + bias) + residual)`,
+//! applied to each finished tile while it is still in L1 (a few register passes per row),
+//! and stored straight into the destination. Bias is per row (a convolution's output
+//! channel) or per column (a linear layer's output feature).
+
+use crate::gemm::TileSink;
+
+/// An activation of the fused epilogue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Act {
+    /// None.
+    None,
+    /// max(x, 0).
+    Relu,
+    /// GELU, erf form.
+    Gelu,
+    /// GELU, tanh form.
+    GeluTanh,
+    /// x * sigmoid(x).
+    Silu,
+    /// x * clamp(x / 6 + 1/2, 0, 1).
+    HardSwish,
+    /// 1 / (1 + e^-x).
+    Sigmoid,
+    /// tanh x.
+    Tanh,
+    /// min(max(x, lo), hi).
+    Clip(f32, f32),
+}
+
+/// A matrix of f32 in batches: element `(b, i, j)` of batch `b` at
+/// `ptr + batch[b] + i * rs + j` (unit column step).
+#[derive(Debug, Clone, Copy)]
+pub struct RowMajor<'a> {
+    /// Element (0, 0) of batch 0, before the batch offset.
+    pub ptr: *mut f32,
+    /// Where each batch starts (one entry: shared by every batch).
+    pub batch: &'a [isize],
+    /// Step between rows.
+    pub rs: isize,
+}
+
+impl RowMajor<'_> {
+    #[inline(always)]
+    fn row(&self, b: usize, i: usize) -> *mut f32 {
+        let off = self.batch[if self.batch.len() == 1 { 0 } else { b }];
+        // SAFETY (callers): the creator guarantees every (b, i, j) of the product exists.
+        unsafe { self.ptr.offset(off + i as isize * self.rs) }
+    }
+}
+
+/// A vector per batch: element `i` of batch `b` at `ptr + batch[b] + i * step`.
+#[derive(Debug, Clone, Copy)]
+pub struct Vector<'a> {
+    /// Element 0 of batch 0, before the batch offset.
+    pub ptr: *const f32,
+    /// Where each batch starts (one entry: shared by every batch).
+    pub batch: &'a [isize],
+    /// Step between elements (1 for column biases).
+    pub step: isize,
+}
+
+impl Vector<'_> {
+    #[inline(always)]
+    fn start(&self, b: usize) -> *const f32 {
+        let off = self.batch[if self.batch.len() == 1 { 0 } else { b }];
+        // SAFETY (callers): the creator guarantees every element of the product exists.
+        unsafe { self.ptr.offset(off) }
+    }
+}
+
+/// The fused epilogue of one product.
+#[derive(Debug, Clone, Copy)]
+pub struct Fused<'a> {
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Bias per row.
+    pub row_bias: Option<Vector<'a>>,
+    /// Bias per column (unit step).
+    pub col_bias: Option<Vector<'a>>,
+    /// Activation after the bias.
+    pub act1: Act,
+    /// Added after `act1`.
+    pub residual: Option<RowMajor<'a>>,
+    /// Activation after the residual (None or Relu).
+    pub act2: Act,
+    /// Where the result goes.
+    pub out: RowMajor<'a>,
+}
+
+// SAFETY: the pointers are read (biases, residual) or written at disjoint tiles (out); the
+// creator guarantees they outlive the product.
+unsafe impl Sync for Fused<'_> {}
+unsafe impl Send for Fused<'_> {}
+
+/// Applies `epi` to a tile (rows `i0..`, columns `j0..` of batch `b`, row stride `ld`).
+pub type FinishFn = unsafe fn(&Fused, usize, usize, usize, usize, usize, &[f32], usize);
+
+/// A tile sink that finishes tiles with the kernel table's fused epilogue.
+pub struct FusedSink<'a> {
+    /// The epilogue.
+    pub epi: Fused<'a>,
+    /// The ISA's finishing kernel.
+    pub finish: FinishFn,
+}
+
+impl TileSink for FusedSink<'_> {
+    fn tile(
+        &self,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &mut [f32],
+        ld: usize,
+    ) {
+        // SAFETY: the creator of the sink guarantees the epilogue's pointers cover the product.
+        unsafe { (self.finish)(&self.epi, b, i0, j0, rows, cols, t, ld) }
+    }
+}
+
+macro_rules! finish_body {
+    ($fma:expr) => {
+        #[inline(always)]
+        fn act<const F: bool>(a: Act, x: f32) -> f32 {
+            use $crate::vmath;
+            match a {
+                Act::None => x,
+                Act::Relu => {
+                    if x < 0.0 {
+                        0.0
+                    } else {
+                        x
+                    }
+                }
+                Act::Gelu => vmath::gelu::<F>(x),
+                Act::GeluTanh => vmath::gelu_tanh::<F>(x),
+                Act::Silu => vmath::silu::<F>(x),
+                Act::HardSwish => vmath::hard_swish::<F>(x),
+                Act::Sigmoid => vmath::sigmoid::<F>(x),
+                Act::Tanh => vmath::tanh::<F>(x),
+                Act::Clip(lo, hi) => {
+                    let y = if x < lo { lo } else { x };
+                    if y > hi {
+                        hi
+                    } else {
+                        y
+                    }
+                }
+            }
+        }
+
+        /// An activation known at compile time by its [`code`] (255: `given`, at run time).
+        #[inline(always)]
+        fn act_c<const F: bool, const A: u8>(x: f32, given: Act) -> f32 {
+            use $crate::vmath;
+            match A {
+                0 => x,
+                1 => {
+                    if x < 0.0 {
+                        0.0
+                    } else {
+                        x
+                    }
+                }
+                2 => vmath::gelu::<F>(x),
+                3 => vmath::gelu_tanh::<F>(x),
+                4 => vmath::silu::<F>(x),
+                5 => vmath::hard_swish::<F>(x),
+                6 => vmath::sigmoid::<F>(x),
+                7 => vmath::tanh::<F>(x),
+                _ => act::<F>(given, x),
+            }
+        }
+
+        /// One row with the activations fixed at compile time (codes of [`code`]): one
+        /// pass, values in registers (the branches are loop-invariant and hoisted).
+        #[inline(always)]
+        unsafe fn row<const A1: u8, const A2: u8>(
+            e: &Fused,
+            src: &[f32],
+            dst: *mut f32,
+            rb: f32,
+            cb: Option<*const f32>,
+            res: Option<*const f32>,
+        ) {
+            const F: bool = $fma;
+            let n = src.len();
+            let dst = std::slice::from_raw_parts_mut(dst, n);
+            let zeros = [0f32; 64];
+            let c = cb.map_or(&zeros[..n], |p| std::slice::from_raw_parts(p, n));
+            let r = res.map_or(&zeros[..n], |p| std::slice::from_raw_parts(p, n));
+            let alpha = e.alpha;
+            for j in 0..n {
+                let v = $crate::vmath::madd::<F>(src[j], alpha, rb) + c[j];
+                let v = act_c::<F, A1>(v, e.act1) + r[j];
+                dst[j] = act_c::<F, A2>(v, e.act2);
+            }
+        }
+
+        /// See [`FinishFn`].
+        #[inline(always)]
+        unsafe fn finish_body(
+            e: &Fused,
+            b: usize,
+            i0: usize,
+            j0: usize,
+            rows: usize,
+            cols: usize,
+            t: &[f32],
+            ld: usize,
+        ) {
+            let a1 = code(e.act1);
+            let a2 = code(e.act2);
+            for r in 0..rows {
+                let i = i0 + r;
+                let src = &t[r * ld..r * ld + cols];
+                let dst = e.out.row(b, i).add(j0);
+                let rb = match &e.row_bias {
+                    Some(v) => *v.start(b).offset(i as isize * v.step),
+                    None => 0.0,
+                };
+                let cb = e.col_bias.map(|v| v.start(b).add(j0));
+                let res = e.residual.map(|m| m.row(b, i).add(j0) as *const f32);
+                match (a1, a2) {
+                    (0, 0) => row::<0, 0>(e, src, dst, rb, cb, res),
+                    (0, 1) => row::<0, 1>(e, src, dst, rb, cb, res),
+                    (1, 0) => row::<1, 0>(e, src, dst, rb, cb, res),
+                    (1, 1) => row::<1, 1>(e, src, dst, rb, cb, res),
+                    (2, 0) => row::<2, 0>(e, src, dst, rb, cb, res),
+                    (2, 1) => row::<2, 1>(e, src, dst, rb, cb, res),
+                    (3, 0) => row::<3, 0>(e, src, dst, rb, cb, res),
+                    (3, 1) => row::<3, 1>(e, src, dst, rb, cb, res),
+                    (4, 0) => row::<4, 0>(e, src, dst, rb, cb, res),
+                    (4, 1) => row::<4, 1>(e, src, dst, rb, cb, res),
+                    (5, 0) => row::<5, 0>(e, src, dst, rb, cb, res),
+                    (5, 1) => row::<5, 1>(e, src, dst, rb, cb, res),
+                    (6, 0) => row::<6, 0>(e, src, dst, rb, cb, res),
+                    (6, 1) => row::<6, 1>(e, src, dst, rb, cb, res),
+                    (7, 0) => row::<7, 0>(e, src, dst, rb, cb, res),
+                    (7, 1) => row::<7, 1>(e, src, dst, rb, cb, res),
+                    (8, 0) => row::<8, 0>(e, src, dst, rb, cb, res),
+                    (8, 1) => row::<8, 1>(e, src, dst, rb, cb, res),
+                    _ => row::<255, 255>(e, src, dst, rb, cb, res),
+                }
+            }
+        }
+    };
+}
+
+/// The compile-time code of an activation (255: decided at run time).
+fn code(a: Act) -> u8 {
+    match a {
+        Act::None => 0,
+        Act::Relu => 1,
+        Act::Gelu => 2,
+        Act::GeluTanh => 3,
+        Act::Silu => 4,
+        Act::HardSwish => 5,
+        Act::Sigmoid => 6,
+        Act::Tanh => 7,
+        Act::Clip(..) => 8,
+    }
+}
+
+/// The portable build.
+pub mod portable {
+    use super::*;
+    finish_body!(false);
+
+    /// See [`FinishFn`].
+    ///
+    /// # Safety
+    /// The epilogue's pointers cover the tile.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn finish(
+        e: &Fused,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &[f32],
+        ld: usize,
+    ) {
+        finish_body(e, b, i0, j0, rows, cols, t, ld)
+    }
+}
+
+/// The AVX2 and AVX-512 builds.
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use super::*;
+    finish_body!(true);
+
+    /// See [`FinishFn`] (AVX2+FMA CPUs only).
+    ///
+    /// # Safety
+    /// The epilogue's pointers cover the tile; the CPU has AVX2 and FMA.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn finish_avx2(
+        e: &Fused,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &[f32],
+        ld: usize,
+    ) {
+        finish_body(e, b, i0, j0, rows, cols, t, ld)
+    }
+
+    /// See [`FinishFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// The epilogue's pointers cover the tile; the CPU has AVX-512.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    pub unsafe fn finish_avx512(
+        e: &Fused,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &[f32],
+        ld: usize,
+    ) {
+        finish_body(e, b, i0, j0, rows, cols, t, ld)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedB, Rhs};
+    use crate::testing::rand_vec;
+    use crate::{isa_tests, Kernels};
+
+    fn check(kern: &Kernels) {
+        let (m, n, k) = (13, 37, 29);
+        let a = rand_vec(m * k, 1);
+        let bm = rand_vec(k * n, 2);
+        let cb = rand_vec(n, 3);
+        let rb = rand_vec(m, 4);
+        let res = rand_vec(m * n, 5);
+        let pb = PackedB::new(&kern.micro, k, n, &bm, n, 1);
+        for (act1, act2) in [
+            (Act::None, Act::None),
+            (Act::Relu, Act::None),
+            (Act::Gelu, Act::None),
+            (Act::GeluTanh, Act::Relu),
+            (Act::Silu, Act::None),
+            (Act::HardSwish, Act::None),
+            (Act::Sigmoid, Act::Relu),
+            (Act::Tanh, Act::None),
+            (Act::Clip(-0.5, 0.25), Act::None),
+        ] {
+            let mut out = vec![f32::NAN; m * n];
+            let epi = Fused {
+                alpha: 0.5,
+                row_bias: Some(Vector {
+                    ptr: rb.as_ptr(),
+                    batch: &[0],
+                    step: 1,
+                }),
+                col_bias: Some(Vector {
+                    ptr: cb.as_ptr(),
+                    batch: &[0],
+                    step: 1,
+                }),
+                act1,
+                residual: Some(RowMajor {
+                    ptr: res.as_ptr() as *mut f32,
+                    batch: &[0],
+                    rs: n as isize,
+                }),
+                act2,
+                out: RowMajor {
+                    ptr: out.as_mut_ptr(),
+                    batch: &[0],
+                    rs: n as isize,
+                },
+            };
+            let sink = FusedSink {
+                epi,
+                finish: kern.finish,
+            };
+            let g = Gemm {
+                batch: 1,
+                m,
+                n,
+                k,
+                a: Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
+                b: Rhs::Packed(&pb),
+            };
+            unsafe { gemm(kern, crate::pool::global(), 2, &g, &sink) };
+            let f = |a: Act, x: f64| -> f64 {
+                match a {
+                    Act::None => x,
+                    Act::Relu => x.max(0.0),
+                    Act::Gelu => crate::vmath::gelu::<false>(x as f32) as f64,
+                    Act::GeluTanh => crate::vmath::gelu_tanh::<false>(x as f32) as f64,
+                    Act::Silu => x / (1.0 + (-x).exp()),
+                    Act::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
+                    Act::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+                    Act::Tanh => x.tanh(),
+                    Act::Clip(lo, hi) => x.clamp(lo as f64, hi as f64),
+                }
+            };
+            for i in 0..m {
+                for j in 0..n {
+                    let dot: f64 = (0..k)
+                        .map(|p| a[i * k + p] as f64 * bm[p * n + j] as f64)
+                        .sum();
+                    let v =
+                        f(act1, 0.5 * dot + rb[i] as f64 + cb[j] as f64) + res[i * n + j] as f64;
+                    let want = f(act2, v);
+                    let got = out[i * n + j] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-5 * (1.0 + want.abs()),
+                        "{} {act1:?} ({i},{j}): {got} vs {want}",
+                        kern.isa
+                    );
+                }
+            }
+        }
+    }
+
+    isa_tests!(fused_epilogue, check);
+}
