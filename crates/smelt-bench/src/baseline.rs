@@ -3,6 +3,7 @@
 
 use crate::scenario::Runner;
 use serde_json::Value;
+use smelt_ir::{err, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -13,7 +14,7 @@ pub const WORKER_SCRIPT: &str = include_str!("../../../scripts/bench_baseline.py
 /// Runtimes the worker knows.
 pub const RUNTIMES: &[&str] = &["onnxruntime", "tract", "openvino"];
 
-/// The Python to use: `--python`, else `$SMELT_PYTHON`, else the project's venv in
+/// The Python to use: the one given, else `$SMELT_PYTHON`, else the project's venv in
 /// `${SMELT_CACHE:-~/.cache/smelt}/venv/bin/python`.
 pub fn find_python(arg: Option<&Path>) -> PathBuf {
     if let Some(p) = arg {
@@ -54,23 +55,24 @@ impl Worker {
         inputs: &[(String, PathBuf)],
         threads: usize,
         dir: &Path,
-    ) -> Result<Worker, String> {
+    ) -> Result<Worker> {
         if !RUNTIMES.contains(&runtime) {
-            return Err(format!(
-                "--vs {runtime}: unknown runtime (known: {})",
+            return Err(err!(
+                InvalidInput,
+                "unknown baseline runtime '{runtime}' (known: {})",
                 RUNTIMES.join(", ")
             ));
         }
         let script = dir.join("bench_baseline.py");
         std::fs::write(&script, WORKER_SCRIPT)
-            .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+            .map_err(|e| err!(Io, "cannot write {}: {e}", script.display()))?;
         let manifest = dir.join("inputs.json");
         let pairs: Vec<(String, String)> = inputs
             .iter()
             .map(|(n, p)| (n.clone(), p.display().to_string()))
             .collect();
         std::fs::write(&manifest, serde_json::to_string(&pairs).unwrap_or_default())
-            .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+            .map_err(|e| err!(Io, "cannot write {}: {e}", manifest.display()))?;
         let mut child = Command::new(python)
             .arg(&script)
             .args(["--runtime", runtime, "--threads", &threads.to_string()])
@@ -83,15 +85,16 @@ impl Worker {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| {
-                format!(
-                    "--vs {runtime}: cannot start Python '{}': {e}\n  hint: pass --python PATH or set SMELT_PYTHON to a Python with {runtime} and numpy (pip install {} numpy)",
+                err!(
+                    Io,
+                    "{runtime}: cannot start Python '{}': {e}\n  hint: set SMELT_PYTHON to a Python with {runtime} and numpy (pip install {} numpy)",
                     python.display(),
                     pip_name(runtime)
                 )
             })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
-            return Err("cannot talk to the baseline worker".into());
+            return Err(err!(Internal, "cannot talk to the baseline worker"));
         };
         let mut w = Worker {
             name: runtime.to_string(),
@@ -112,12 +115,13 @@ impl Worker {
                 String::new()
             } else {
                 format!(
-                    "\n  hint: {} -m pip install {} numpy, or pass --python PATH / set SMELT_PYTHON to a Python that has it",
+                    "\n  hint: {} -m pip install {} numpy, or set SMELT_PYTHON to a Python that has it",
                     python.display(),
                     pip_name(runtime)
                 )
             };
-            return Err(format!("--vs {runtime}: {err}{hint}"));
+            // The baseline cannot run here (not installed, or it refuses the model).
+            return Err(err!(Unsupported, "{runtime}: {err}{hint}"));
         }
         w.version = hello
             .get("version")
@@ -131,20 +135,22 @@ impl Worker {
         Ok(w)
     }
 
-    fn read_reply(&mut self) -> Result<Value, String> {
+    fn read_reply(&mut self) -> Result<Value> {
         let mut line = String::new();
         let n = self
             .stdout
             .read_line(&mut line)
-            .map_err(|e| format!("{}: reading from the worker: {e}", self.name))?;
+            .map_err(|e| err!(Io, "{}: reading from the worker: {e}", self.name))?;
         if n == 0 {
-            return Err(format!(
+            return Err(err!(
+                Io,
                 "{}: the baseline worker exited (see its messages above)",
                 self.name
             ));
         }
         serde_json::from_str(&line).map_err(|e| {
-            format!(
+            err!(
+                Internal,
                 "{}: bad reply from the worker ({e}): {}",
                 self.name,
                 line.trim()
@@ -167,18 +173,18 @@ impl Runner for Worker {
         &self.name
     }
 
-    fn run_block(&mut self, n: usize) -> Result<Vec<f64>, String> {
+    fn run_block(&mut self, n: usize) -> Result<Vec<f64>> {
         writeln!(self.stdin, "run {n}")
             .and_then(|_| self.stdin.flush())
-            .map_err(|e| format!("{}: writing to the worker: {e}", self.name))?;
+            .map_err(|e| err!(Io, "{}: writing to the worker: {e}", self.name))?;
         let r = self.read_reply()?;
         if let Some(e) = r.get("error").and_then(Value::as_str) {
-            return Err(e.to_string());
+            return Err(err!(Unsupported, "{}: {e}", self.name));
         }
         let ns = r
             .get("ns")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("{}: reply without timings", self.name))?;
+            .ok_or_else(|| err!(Internal, "{}: reply without timings", self.name))?;
         Ok(ns.iter().filter_map(Value::as_f64).collect())
     }
 }
@@ -207,7 +213,9 @@ mod tests {
     fn unknown_runtime_is_an_error() {
         let d = std::env::temp_dir();
         let e = Worker::spawn(Path::new("python3"), "nope", Path::new("m"), &[], 1, &d).err();
-        assert!(e.unwrap().contains("unknown runtime"));
+        let e = e.unwrap();
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("unknown baseline runtime"), "{e}");
     }
 
     #[test]
@@ -223,6 +231,8 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(e.contains("hint"), "{e}");
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::Io);
+        let msg = e.to_string();
+        assert!(msg.contains("hint") && !msg.contains("--"), "{msg}");
     }
 }

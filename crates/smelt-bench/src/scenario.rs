@@ -4,6 +4,7 @@
 use crate::progress::Progress;
 use crate::rng::Rng;
 use crate::stats::Summary;
+use smelt_ir::{err, Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ pub trait Runner {
     /// Its name (e.g. "smelt", "onnxruntime").
     fn name(&self) -> &str;
     /// Runs `n` iterations back to back and returns each run call's time in nanoseconds.
-    fn run_block(&mut self, n: usize) -> Result<Vec<f64>, String>;
+    fn run_block(&mut self, n: usize) -> Result<Vec<f64>>;
 }
 
 /// How long to measure.
@@ -39,7 +40,7 @@ pub type Blocks = Vec<Vec<Vec<f64>>>;
 
 /// Runs warmup, then alternates blocks between the runners (ABBA order, so neither always
 /// goes first) until the budget is spent. Returns `[runner][block][iteration]` times in ns.
-pub fn interleaved(runners: &mut [&mut dyn Runner], plan: &Plan) -> Result<Blocks, String> {
+pub fn interleaved(runners: &mut [&mut dyn Runner], plan: &Plan) -> Result<Blocks> {
     let k = runners.len();
     let mut per_iter = vec![1e6f64; k];
     for (i, r) in runners.iter_mut().enumerate() {
@@ -87,7 +88,7 @@ fn run_round(
     round: usize,
     out: &mut Blocks,
     size_of: impl Fn(usize) -> usize,
-) -> Result<(), String> {
+) -> Result<()> {
     let k = runners.len();
     let order: Vec<usize> = if round & 1 == 0 {
         (0..k).collect()
@@ -117,14 +118,17 @@ pub struct ServerRun {
 /// Serves `requests` requests arriving as a Poisson process at `qps` with `callers`
 /// concurrent callers sharing `run`. Latency includes the wait in the queue.
 pub fn server(
-    run: &(dyn Fn() -> Result<(), String> + Sync),
+    run: &(dyn Fn() -> Result<()> + Sync),
     qps: f64,
     requests: usize,
     callers: usize,
     seed: u64,
-) -> Result<ServerRun, String> {
+) -> Result<ServerRun> {
     if !(qps.is_finite() && qps > 0.0) {
-        return Err(format!("--qps must be positive, got {qps}"));
+        return Err(err!(
+            InvalidInput,
+            "the request rate must be positive, got {qps} per second"
+        ));
     }
     let mut rng = Rng::new(seed);
     let mut t = 0.0;
@@ -136,7 +140,7 @@ pub fn server(
         .collect();
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(vec![0.0f64; arrivals.len()]);
-    let error: Mutex<Option<String>> = Mutex::new(None);
+    let error: Mutex<Option<Error>> = Mutex::new(None);
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..callers.max(1) {
@@ -169,7 +173,7 @@ pub fn server(
     }
     let latencies_ns = lat
         .into_inner()
-        .map_err(|_| "a caller panicked".to_string())?;
+        .map_err(|_| err!(Internal, "a caller panicked"))?;
     Ok(ServerRun {
         qps,
         requests: latencies_ns.len(),
@@ -182,13 +186,13 @@ pub fn server(
 /// starting from an estimate of capacity `guess_qps`. Each probe serves `requests_for(qps)`
 /// requests. Returns the best passing run (if any) and every probe.
 pub fn find_max_qps(
-    run: &(dyn Fn() -> Result<(), String> + Sync),
+    run: &(dyn Fn() -> Result<()> + Sync),
     bound_ms: f64,
     guess_qps: f64,
     callers: usize,
     requests_for: &dyn Fn(f64) -> usize,
     seed: u64,
-) -> Result<(Option<ServerRun>, Vec<ServerRun>), String> {
+) -> Result<(Option<ServerRun>, Vec<ServerRun>)> {
     let mut probes = Vec::new();
     let p99 = |r: &ServerRun| Summary::of(&r.latencies_ns).map_or(f64::INFINITY, |s| s.p99 / 1e6);
     let mut best: Option<ServerRun> = None;
@@ -242,7 +246,7 @@ mod tests {
         fn name(&self) -> &str {
             self.0
         }
-        fn run_block(&mut self, n: usize) -> Result<Vec<f64>, String> {
+        fn run_block(&mut self, n: usize) -> Result<Vec<f64>> {
             Ok((0..n)
                 .map(|_| {
                     let t = Instant::now();

@@ -27,9 +27,12 @@ pub struct InputArgs {
 pub fn parse_shape_args(args: &[String]) -> Result<HashMap<String, Vec<usize>>> {
     let mut out = HashMap::new();
     for a in args {
-        let (name, dims) = a
-            .rsplit_once('=')
-            .ok_or_else(|| err!("--shape {a}: expected NAME=DIMS, e.g. x=1x3x224x224"))?;
+        let (name, dims) = a.rsplit_once('=').ok_or_else(|| {
+            err!(
+                InvalidInput,
+                "--shape {a}: expected NAME=DIMS, e.g. x=1x3x224x224"
+            )
+        })?;
         let dims = if dims.is_empty() {
             Vec::new()
         } else {
@@ -37,7 +40,7 @@ pub fn parse_shape_args(args: &[String]) -> Result<HashMap<String, Vec<usize>>> 
                 .map(|d| {
                     d.trim()
                         .parse::<usize>()
-                        .map_err(|_| err!("--shape {a}: '{d}' is not a dimension"))
+                        .map_err(|_| err!(InvalidInput, "--shape {a}: '{d}' is not a dimension"))
                 })
                 .collect::<Result<Vec<_>>>()?
         };
@@ -56,10 +59,11 @@ pub fn build_inputs(
     for spec in &a.input {
         let (name, file) = spec
             .rsplit_once('=')
-            .ok_or_else(|| err!("--input {spec}: expected NAME=FILE.npy"))?;
+            .ok_or_else(|| err!(InvalidInput, "--input {spec}: expected NAME=FILE.npy"))?;
         if !sig.iter().any(|s| s.name == name) {
             let known: Vec<&str> = sig.iter().map(|s| s.name.as_str()).collect();
             bail!(
+                InvalidInput,
                 "--input {spec}: the model has no input '{name}' (inputs: {})",
                 known.join(", ")
             );
@@ -71,7 +75,7 @@ pub fn build_inputs(
     }
     for name in shapes.keys() {
         if !sig.iter().any(|s| &s.name == name) {
-            bail!("--shape: the model has no input '{name}'");
+            bail!(InvalidInput, "--shape: the model has no input '{name}'");
         }
     }
     let mut rng = SplitMix::new(a.seed);
@@ -83,6 +87,7 @@ pub fn build_inputs(
     for s in missing {
         if !a.random_inputs {
             bail!(
+                InvalidInput,
                 "missing required input '{}' (give --input {}=FILE.npy, or --random-inputs)",
                 s.name,
                 s.name
@@ -90,6 +95,7 @@ pub fn build_inputs(
         }
         let Some(ValueType::Tensor { dtype, shape }) = &s.ty else {
             bail!(
+                InvalidInput,
                 "input '{}' is not a tensor with a known type; give it with --input",
                 s.name
             );
@@ -98,6 +104,7 @@ pub fn build_inputs(
             (Some(d), _) => d.clone(),
             (None, Some(shape)) => concrete(shape, &s.name, &mut symbols)?,
             (None, None) => bail!(
+                InvalidInput,
                 "input '{}' has an unknown shape; give --shape {}=DIMS",
                 s.name,
                 s.name
@@ -126,7 +133,7 @@ fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Re
             other => d
                 .eval(symbols)
                 .map(|v| v as usize)
-                .ok_or_else(|| err!("input '{name}': cannot choose a value for dimension {other}; give --shape")),
+                .ok_or_else(|| err!(InvalidInput, "input '{name}': cannot choose a value for dimension {other}; give --shape")),
         })
         .collect()
 }

@@ -2,15 +2,32 @@
 
 mod cmd;
 mod conformance;
+mod hint;
 mod inputs;
 mod npy;
 
 use clap::{Parser, Subcommand};
+use smelt_ir::ErrorKind;
 use std::process::ExitCode;
+
+/// What `smelt --help` says about exit codes; [`exit_code`] is the table itself.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  a check failed (conformance outputs or expected failures not as listed; check found unsupported ops)
+  2  usage error (bad command line)
+  3  invalid model (malformed file, graph, attribute or weight)
+  4  invalid input (input name, type, shape or value; a bad option or input file)
+  5  unsupported (an op, type or feature smelt does not do)
+  6  resource exhausted (memory, tensor size or another limit)
+  7  cancelled or past its deadline
+  8  I/O error (a file that cannot be read or written)
+  9  internal error (a bug in smelt: please report it)
+Errors print as one line on stderr: error[KIND]: message.";
 
 /// smelt: a model compiler and runtime for ONNX models.
 #[derive(Parser)]
-#[command(name = "smelt", version, about)]
+#[command(name = "smelt", version, about, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,8 +62,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
+            let e = hint::with_flags(e);
+            eprintln!("error[{}]: {e}", e.kind());
+            ExitCode::from(exit_code(e.kind()))
         }
+    }
+}
+
+/// The exit code for an error of a kind (documented in [`EXIT_CODES`]).
+fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::InvalidModel => 3,
+        ErrorKind::InvalidInput => 4,
+        ErrorKind::Unsupported => 5,
+        ErrorKind::ResourceExhausted => 6,
+        ErrorKind::Cancelled | ErrorKind::DeadlineExceeded => 7,
+        ErrorKind::Io => 8,
+        ErrorKind::Internal => 9,
     }
 }

@@ -21,7 +21,7 @@ fn descr(d: DType) -> Result<&'static str> {
         Bool => "|b1",
         C64 => "<c8",
         C128 => "<c16",
-        other => bail!("{other} tensors cannot be written as .npy"),
+        other => bail!(Unsupported, "{other} tensors cannot be written as .npy"),
     })
 }
 
@@ -106,7 +106,11 @@ pub fn encode(t: &Tensor) -> Result<Vec<u8>> {
             .iter()
             .flatten()
             .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::BF16(_) | Data::Str(_) => bail!("{} tensors cannot be written as .npy", t.dtype()),
+        Data::BF16(_) | Data::Str(_) => bail!(
+            Unsupported,
+            "{} tensors cannot be written as .npy",
+            t.dtype()
+        ),
     }
     Ok(out)
 }
@@ -115,25 +119,27 @@ pub fn encode(t: &Tensor) -> Result<Vec<u8>> {
 pub fn decode(b: &[u8]) -> Result<Tensor> {
     ensure!(
         b.len() >= 10 && &b[..6] == b"\x93NUMPY",
+        InvalidInput,
         "not a .npy file (bad magic)"
     );
     let (hlen, start) = match b[6] {
         1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
         2 | 3 => {
-            ensure!(b.len() >= 12, "truncated .npy header");
+            ensure!(b.len() >= 12, InvalidInput, "truncated .npy header");
             (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
         }
-        v => bail!("unsupported .npy version {v}"),
+        v => bail!(Unsupported, "unsupported .npy version {v}"),
     };
     let header = b
         .get(start..start + hlen)
-        .ok_or_else(|| err!("truncated .npy header"))?;
-    let header = std::str::from_utf8(header).map_err(|_| err!("the .npy header is not text"))?;
+        .ok_or_else(|| err!(InvalidInput, "truncated .npy header"))?;
+    let header = std::str::from_utf8(header)
+        .map_err(|_| err!(InvalidInput, "the .npy header is not text"))?;
     let field = |key: &str| -> Result<&str> {
         let k = format!("'{key}':");
         let i = header
             .find(&k)
-            .ok_or_else(|| err!(".npy header has no '{key}'"))?
+            .ok_or_else(|| err!(InvalidInput, ".npy header has no '{key}'"))?
             + k.len();
         Ok(header[i..].trim_start())
     };
@@ -141,26 +147,29 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
     let d = d
         .strip_prefix('\'')
         .and_then(|s| s.split('\'').next())
-        .ok_or_else(|| err!("bad .npy descr"))?;
+        .ok_or_else(|| err!(InvalidInput, "bad .npy descr"))?;
     ensure!(
         !d.starts_with('>'),
+        Unsupported,
         "big-endian .npy data ({d}) is not supported"
     );
-    let dtype = dtype_of(d).ok_or_else(|| err!("unsupported .npy element type '{d}'"))?;
+    let dtype =
+        dtype_of(d).ok_or_else(|| err!(Unsupported, "unsupported .npy element type '{d}'"))?;
     ensure!(
         field("fortran_order")?.starts_with("False"),
+        Unsupported,
         "Fortran-ordered .npy arrays are not supported"
     );
     let s = field("shape")?;
     let s = s
         .strip_prefix('(')
         .and_then(|s| s.split(')').next())
-        .ok_or_else(|| err!("bad .npy shape"))?;
+        .ok_or_else(|| err!(InvalidInput, "bad .npy shape"))?;
     let mut shape = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         shape.push(
             part.parse::<usize>()
-                .map_err(|_| err!("bad .npy dimension '{part}'"))?,
+                .map_err(|_| err!(InvalidInput, "bad .npy dimension '{part}'"))?,
         );
     }
     let body = &b[start + hlen..];
@@ -168,6 +177,7 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
     let size = (dtype.bits() / 8).max(1);
     ensure!(
         body.len() == n.saturating_mul(size),
+        InvalidInput,
         ".npy data has {} bytes, shape {shape:?} needs {}",
         body.len(),
         n * size
@@ -216,21 +226,21 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
                 })
                 .collect(),
         ),
-        other => bail!("unsupported .npy element type {other}"),
+        other => bail!(Unsupported, "unsupported .npy element type {other}"),
     };
     Tensor::new(dtype, shape, data)
 }
 
 /// Reads a `.npy` file; errors name the file.
 pub fn read(path: &Path) -> Result<Tensor> {
-    let b = std::fs::read(path).map_err(|e| err!("cannot read {}: {e}", path.display()))?;
+    let b = std::fs::read(path).map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
     decode(&b).map_err(|e| e.context(path.display().to_string()))
 }
 
 /// Writes a `.npy` file.
 pub fn write(path: &Path, t: &Tensor) -> Result<()> {
     let b = encode(t)?;
-    std::fs::write(path, b).map_err(|e| err!("cannot write {}: {e}", path.display()))
+    std::fs::write(path, b).map_err(|e| err!(Io, "cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Malformed input never panics: each case gives a one-line error and exit 1 (2 for usage).
+//! Malformed input never panics: each case gives a one-line `error[KIND]: ...` and the exit
+//! code of its kind (3 invalid model, 4 invalid input, 5 unsupported, 8 I/O; 2 for usage).
 
 use prost::Message;
 use smelt_onnx::proto::{
@@ -104,10 +105,26 @@ fn npy_f64(dir: &Path, name: &str, shape: &str, n: usize) -> String {
     p.display().to_string()
 }
 
-fn assert_one_line_error(code: i32, stderr: &str, want_code: i32, must_contain: &str) {
-    assert_eq!(code, want_code, "stderr: {stderr}");
+/// The exit code and `error[KIND]` a kind gives (see `smelt --help`).
+fn code_of(kind: &str) -> i32 {
+    match kind {
+        "invalid_model" => 3,
+        "invalid_input" => 4,
+        "unsupported" => 5,
+        "io" => 8,
+        other => panic!("no code for {other} here"),
+    }
+}
+
+fn assert_one_line_error(code: i32, stderr: &str, kind: &str, must_contain: &str) {
+    assert_eq!(code, code_of(kind), "stderr: {stderr}");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected a one-line error, got: {stderr}");
+    assert!(
+        lines[0].starts_with(&format!("error[{kind}]: ")),
+        "error '{}' should be of kind {kind}",
+        lines[0]
+    );
     assert!(
         lines[0].contains(must_contain),
         "error '{}' should mention '{must_contain}'",
@@ -123,7 +140,31 @@ fn truncated_model_file() {
     let p = d.join("model.onnx");
     std::fs::write(&p, &bytes[..bytes.len() / 2]).expect("write");
     let (code, _, err) = smelt(&["run", p.to_str().expect("utf8"), "--random-inputs"]);
-    assert_one_line_error(code, &err, 1, "model.onnx");
+    assert_one_line_error(code, &err, "invalid_model", "model.onnx");
+}
+
+#[test]
+fn missing_model_file() {
+    for cmd in ["run", "inspect", "check", "explain"] {
+        let (code, _, err) = smelt(&[cmd, "/definitely/not/here/model.onnx"]);
+        assert_one_line_error(code, &err, "io", "model.onnx");
+    }
+}
+
+#[test]
+fn unknown_op() {
+    let d = tmpdir("unknown-op");
+    let mut m = relu_model("x");
+    if let Some(g) = m.graph.as_mut() {
+        g.node[0].op_type = "NoSuchOp".into();
+    }
+    let p = write_model(&d, &m);
+    let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
+    assert_one_line_error(code, &err, "unsupported", "NoSuchOp");
+    // `check` lists unsupported ops rather than failing on the first: exit 1.
+    let (code, out, _) = smelt(&["check", &p]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("NoSuchOp"), "{out}");
 }
 
 #[test]
@@ -136,7 +177,7 @@ fn random_bytes_model_file() {
     std::fs::write(&p, bytes).expect("write");
     for cmd in ["run", "inspect", "check"] {
         let (code, _, err) = smelt(&[cmd, p.to_str().expect("utf8")]);
-        assert_one_line_error(code, &err, 1, "model.onnx");
+        assert_one_line_error(code, &err, "invalid_model", "model.onnx");
     }
 }
 
@@ -145,7 +186,7 @@ fn node_with_missing_input() {
     let d = tmpdir("missing-node-input");
     let p = write_model(&d, &relu_model("nowhere"));
     let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
-    assert_one_line_error(code, &err, 1, "relu_1");
+    assert_one_line_error(code, &err, "invalid_model", "relu_1");
     assert!(err.contains("nowhere"), "{err}");
 }
 
@@ -155,7 +196,7 @@ fn input_of_wrong_dtype() {
     let p = write_model(&d, &relu_model("x"));
     let x = npy_f64(&d, "x.npy", "(2, 3)", 6);
     let (code, _, err) = smelt(&["run", &p, "--input", &format!("x={x}")]);
-    assert_one_line_error(code, &err, 1, "input 'x'");
+    assert_one_line_error(code, &err, "invalid_input", "input 'x'");
 }
 
 #[test]
@@ -168,7 +209,17 @@ fn input_of_wrong_shape() {
     let p = write_model(&d, &m);
     let x = npy_f64(&d, "x.npy", "(3, 2)", 6);
     let (code, _, err) = smelt(&["run", &p, "--input", &format!("x={x}")]);
-    assert_one_line_error(code, &err, 1, "input 'x'");
+    assert_one_line_error(code, &err, "invalid_input", "input 'x'");
+}
+
+#[test]
+fn malformed_npy_file() {
+    let d = tmpdir("bad-npy");
+    let p = write_model(&d, &relu_model("x"));
+    let x = d.join("x.npy");
+    std::fs::write(&x, b"\x93NUMPY\x01\x00").expect("write");
+    let (code, _, err) = smelt(&["run", &p, "--input", &format!("x={}", x.display())]);
+    assert_one_line_error(code, &err, "invalid_input", "x.npy");
 }
 
 #[test]
@@ -176,7 +227,7 @@ fn missing_npy_file() {
     let d = tmpdir("missing-npy");
     let p = write_model(&d, &relu_model("x"));
     let (code, _, err) = smelt(&["run", &p, "--input", "x=/definitely/not/here.npy"]);
-    assert_one_line_error(code, &err, 1, "here.npy");
+    assert_one_line_error(code, &err, "io", "here.npy");
 }
 
 #[test]
@@ -184,7 +235,7 @@ fn missing_required_input() {
     let d = tmpdir("missing-input");
     let p = write_model(&d, &relu_model("x"));
     let (code, _, err) = smelt(&["run", &p]);
-    assert_one_line_error(code, &err, 1, "'x'");
+    assert_one_line_error(code, &err, "invalid_input", "'x'");
 }
 
 #[test]
@@ -214,7 +265,7 @@ fn external_data_leaving_the_model_folder() {
     std::fs::write(d.parent().expect("parent").join("secret.bin"), [0u8; 24]).expect("write");
     let p = write_model(&d, &m);
     let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
-    assert_one_line_error(code, &err, 1, "leaves the model's folder");
+    assert_one_line_error(code, &err, "invalid_model", "leaves the model's folder");
     for abs in ["/etc/passwd", "sub/../../secret.bin"] {
         let mut m2 = m.clone();
         if let Some(g) = m2.graph.as_mut() {
@@ -222,7 +273,7 @@ fn external_data_leaving_the_model_folder() {
         }
         let p = write_model(&d, &m2);
         let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
-        assert_one_line_error(code, &err, 1, "leaves the model's folder");
+        assert_one_line_error(code, &err, "invalid_model", "leaves the model's folder");
     }
 }
 
@@ -232,6 +283,15 @@ fn usage_errors_exit_2() {
     assert_eq!(code, 2);
     let (code, _, _) = smelt(&["no-such-command"]);
     assert_eq!(code, 2);
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let (code, out, _) = smelt(&["--help"]);
+    assert_eq!(code, 0);
+    for line in ["3  invalid model", "4  invalid input", "9  internal error"] {
+        assert!(out.contains(line), "{out}");
+    }
 }
 
 #[test]

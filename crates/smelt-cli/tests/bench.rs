@@ -85,30 +85,45 @@ fn server_scenario_reports_queueing_latency() {
 #[test]
 fn bad_arguments_are_errors_not_panics() {
     let m = example();
-    for args in [
-        vec!["bench"],
-        vec!["bench", &m, "--iterations", "0"],
-        vec!["bench", &m, "--threads", "0"],
-        vec!["bench", &m, "--scenario", "server"],
-        vec!["bench", &m, "--batch", "2"],
-        vec!["bench", &m, "--vs", "nonesuch", "--iterations", "2"],
-        vec![
-            "bench",
-            &m,
-            "--vs",
-            "onnxruntime",
-            "--python",
-            "/nonexistent/python",
-            "--iterations",
-            "2",
-        ],
-        vec!["bench", "/nonexistent/model.onnx"],
+    // Bad options are invalid inputs (exit 4); what cannot be started or read is I/O (8).
+    for (args, want, kind) in [
+        (vec!["bench"], 4, "invalid_input"),
+        (vec!["bench", &m, "--iterations", "0"], 4, "invalid_input"),
+        (
+            vec!["bench", &m, "--scenario", "server"],
+            4,
+            "invalid_input",
+        ),
+        (vec!["bench", &m, "--batch", "2"], 4, "invalid_input"),
+        (
+            vec!["bench", &m, "--vs", "nonesuch", "--iterations", "2"],
+            4,
+            "invalid_input",
+        ),
+        (
+            vec![
+                "bench",
+                &m,
+                "--vs",
+                "onnxruntime",
+                "--python",
+                "/nonexistent/python",
+                "--iterations",
+                "2",
+            ],
+            8,
+            "io",
+        ),
+        (vec!["bench", "/nonexistent/model.onnx"], 8, "io"),
     ] {
         let (code, out, err) = smelt(&args);
-        assert_eq!(code, 1, "{args:?}: {out}\n{err}");
-        assert!(err.contains("error: "), "{args:?}: {err}");
+        assert_eq!(code, want, "{args:?}: {out}\n{err}");
+        assert!(err.contains(&format!("error[{kind}]: ")), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // A flag out of its range is a usage error, from clap.
+    let (code, _, err) = smelt(&["bench", &m, "--threads", "0"]);
+    assert_eq!(code, 2, "{err}");
     let (_, _, err) = smelt(&[
         "bench",
         &m,
@@ -117,5 +132,8 @@ fn bad_arguments_are_errors_not_panics() {
         "--python",
         "/nonexistent/python",
     ]);
-    assert!(err.contains("hint"), "{err}");
+    assert!(
+        err.contains("hint") && err.contains("--python PATH"),
+        "{err}"
+    );
 }

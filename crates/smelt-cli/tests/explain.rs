@@ -62,9 +62,11 @@ fn explain_json_has_kernels_memory_and_passes() {
 #[test]
 fn explain_without_a_shape_for_a_symbolic_input_names_it() {
     let (code, _, err) = smelt(&["explain", &example()]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4, "{err}");
     assert!(
-        err.contains("input 'x'") && err.contains("--shape"),
+        err.starts_with("error[invalid_input]: ")
+            && err.contains("no shape given for input 'x'")
+            && err.contains("--shape x=DIMS"),
         "{err}"
     );
 }

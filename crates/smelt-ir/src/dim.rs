@@ -66,7 +66,7 @@ impl DimExpr {
         let mut p = Parser { toks, pos: 0 };
         let e = p.expr()?;
         if p.pos != p.toks.len() {
-            bail!("trailing text in dimension expression '{s}'");
+            bail!(InvalidModel, "trailing text in dimension expression '{s}'");
         }
         Ok(e)
     }
@@ -126,7 +126,8 @@ fn tokenize(s: &str) -> Result<Vec<Tok>> {
             }
             let t: String = c[st..i].iter().collect();
             out.push(Tok::Num(
-                t.parse().map_err(|_| crate::err!("bad number '{t}'"))?,
+                t.parse()
+                    .map_err(|_| crate::err!(InvalidModel, "bad number '{t}'"))?,
             ));
         } else if ch.is_alphabetic() || ch == '_' {
             let st = i;
@@ -138,7 +139,10 @@ fn tokenize(s: &str) -> Result<Vec<Tok>> {
             out.push(Tok::Op(ch));
             i += 1;
         } else {
-            bail!("unexpected '{ch}' in dimension expression '{s}'");
+            bail!(
+                InvalidModel,
+                "unexpected '{ch}' in dimension expression '{s}'"
+            );
         }
     }
     Ok(out)
@@ -207,13 +211,13 @@ impl Parser {
                 self.expect(')')?;
                 Ok(e)
             }
-            other => bail!("unexpected {other:?} in dimension expression"),
+            other => bail!(InvalidModel, "unexpected {other:?} in dimension expression"),
         }
     }
 
     fn expect(&mut self, c: char) -> Result<()> {
         if self.peek_op() != Some(c) {
-            bail!("expected '{c}' in dimension expression");
+            bail!(InvalidModel, "expected '{c}' in dimension expression");
         }
         self.pos += 1;
         Ok(())

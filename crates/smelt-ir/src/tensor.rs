@@ -271,7 +271,7 @@ impl Data {
     /// Concatenation of several storages of the same variant.
     pub fn concat(parts: &[&Data]) -> Result<Data> {
         let Some(first) = parts.first() else {
-            bail!("concat of no parts")
+            bail!(Internal, "concat of no parts")
         };
         let mut out = (*first).clone();
         for p in &parts[1..] {
@@ -292,7 +292,7 @@ impl Data {
                 (Data::Str(a), Data::Str(b)) => a.extend_from_slice(b),
                 (Data::C64(a), Data::C64(b)) => a.extend_from_slice(b),
                 (Data::C128(a), Data::C128(b)) => a.extend_from_slice(b),
-                _ => bail!("concat of storages of different types"),
+                _ => bail!(Internal, "concat of storages of different types"),
             }
         }
         Ok(out)
@@ -310,7 +310,7 @@ impl Data {
                             a[i] = v;
                         }
                     })*
-                    _ => bail!("scatter between storages of different types"),
+                    _ => bail!(Internal, "scatter between storages of different types"),
                 }
             };
         }
@@ -341,7 +341,7 @@ pub fn numel(shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| crate::err!("shape {shape:?} has too many elements"))
+        .ok_or_else(|| crate::err!(ResourceExhausted, "shape {shape:?} has too many elements"))
 }
 
 impl Tensor {
@@ -349,12 +349,14 @@ impl Tensor {
     pub fn new(dtype: DType, shape: Vec<usize>, data: Data) -> Result<Tensor> {
         ensure!(
             data.holds(dtype),
+            Internal,
             "storage {:?} does not hold {dtype}",
             std::mem::discriminant(&data)
         );
         let n = numel(&shape)?;
         ensure!(
             data.len() == n,
+            Internal,
             "shape {shape:?} needs {n} elements, got {}",
             data.len()
         );
@@ -454,6 +456,7 @@ impl Tensor {
         let n = numel(&shape)?;
         ensure!(
             n == self.len(),
+            InvalidModel,
             "cannot reshape {:?} to {shape:?}",
             self.shape
         );
@@ -465,6 +468,7 @@ impl Tensor {
     pub fn with_dtype(mut self, dtype: DType) -> Result<Tensor> {
         ensure!(
             self.data.holds(dtype),
+            Internal,
             "cannot relabel {} as {dtype}",
             self.dtype
         );
@@ -509,7 +513,7 @@ impl Tensor {
             Data::U64(v) => v.iter().map(|&x| x as f64).collect(),
             Data::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
             Data::Str(_) | Data::C64(_) | Data::C128(_) => {
-                bail!("{d} elements are not real numbers")
+                bail!(Unsupported, "{d} elements are not real numbers")
             }
         })
     }
@@ -528,7 +532,11 @@ impl Tensor {
             Data::U32(v) => v.iter().map(|&x| x as i64).collect(),
             Data::U64(v) => v.iter().map(|&x| x as i64).collect(),
             Data::Bool(v) => v.iter().map(|&x| x as i64).collect(),
-            _ => bail!("expected integer elements, got {}", self.dtype),
+            _ => bail!(
+                InvalidModel,
+                "expected integer elements, got {}",
+                self.dtype
+            ),
         })
     }
 
@@ -583,7 +591,10 @@ impl Tensor {
                     .collect(),
             ),
             Bool => Data::Bool(v.iter().map(|&x| x != 0.0).collect()),
-            Str | C64 | C128 => bail!("cannot build {dtype} elements from real numbers"),
+            Str | C64 | C128 => bail!(
+                Unsupported,
+                "cannot build {dtype} elements from real numbers"
+            ),
         };
         Tensor::new(dtype, shape, data)
     }

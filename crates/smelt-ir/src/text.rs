@@ -167,12 +167,12 @@ fn insert_graphs(
         J::String(s) if s.starts_with("$graph") => {
             let i: usize = s[6..]
                 .parse()
-                .map_err(|_| err!("bad graph reference {s}"))?;
+                .map_err(|_| err!(InvalidModel, "bad graph reference {s}"))?;
             let g = graphs
                 .get_mut(i)
                 .and_then(Option::take)
-                .ok_or_else(|| err!("missing nested graph {s}"))?;
-            serde_json::to_value(g).map_err(|e| err!("{e}"))?
+                .ok_or_else(|| err!(InvalidModel, "missing nested graph {s}"))?;
+            serde_json::to_value(g).map_err(|e| err!(Internal, "{e}"))?
         }
         J::Object(m) => J::Object(
             m.into_iter()
@@ -198,18 +198,20 @@ pub fn parse_graph(text: &str) -> Result<Graph> {
     let mut pos = 0;
     let g = parse_block(&lines, &mut pos)?;
     if pos != lines.len() {
-        bail!("line {}: text after the graph", pos + 1);
+        bail!(InvalidModel, "line {}: text after the graph", pos + 1);
     }
     Ok(g)
 }
 
 fn parse_block(lines: &[&str], pos: &mut usize) -> Result<Graph> {
-    let head = lines.get(*pos).ok_or_else(|| err!("expected a graph"))?;
+    let head = lines
+        .get(*pos)
+        .ok_or_else(|| err!(InvalidModel, "expected a graph"))?;
     let lineno = *pos + 1;
     let rest = head
         .strip_prefix("graph ")
         .and_then(|r| r.strip_suffix('{'))
-        .ok_or_else(|| err!("line {lineno}: expected 'graph \"name\" {{'"))?;
+        .ok_or_else(|| err!(InvalidModel, "line {lineno}: expected 'graph \"name\" {{'"))?;
     let mut g = Graph {
         name: parse_quoted(rest.trim())
             .map_err(|e| e.context(format!("line {lineno}")))?
@@ -221,7 +223,7 @@ fn parse_block(lines: &[&str], pos: &mut usize) -> Result<Graph> {
         let lineno = *pos + 1;
         let line = *lines
             .get(*pos)
-            .ok_or_else(|| err!("graph '{}' is not closed", g.name))?;
+            .ok_or_else(|| err!(InvalidModel, "graph '{}' is not closed", g.name))?;
         *pos += 1;
         let r: Result<bool> = (|| {
             if line == "}" {
@@ -235,12 +237,13 @@ fn parse_block(lines: &[&str], pos: &mut usize) -> Result<Graph> {
             } else if let Some(r) = line.strip_prefix("const ") {
                 let (lhs, t) = split_eq(r);
                 let id = define(&mut g, lhs)?;
-                let tensor = parse_tensor(t.ok_or_else(|| err!("const without a value"))?)?;
+                let tensor =
+                    parse_tensor(t.ok_or_else(|| err!(InvalidModel, "const without a value"))?)?;
                 g.constants.push(Constant { id, tensor });
             } else if let Some(r) = line.strip_prefix("capture ") {
                 let (lhs, outer) = r
                     .split_once(" <- ")
-                    .ok_or_else(|| err!("capture without '<-'"))?;
+                    .ok_or_else(|| err!(InvalidModel, "capture without '<-'"))?;
                 let inner = define(&mut g, lhs)?;
                 g.captures.push(Capture {
                     inner,
@@ -271,22 +274,28 @@ fn split_eq(s: &str) -> (&str, Option<&str>) {
 
 fn parse_tensor(s: &str) -> Result<Tensor> {
     if s.ends_with("<elided>") {
-        bail!("constant values were elided when printing; the text cannot be parsed back");
+        bail!(
+            InvalidModel,
+            "constant values were elided when printing; the text cannot be parsed back"
+        );
     }
-    serde_json::from_str(s).map_err(|e| err!("bad tensor: {e}"))
+    serde_json::from_str(s).map_err(|e| err!(InvalidModel, "bad tensor: {e}"))
 }
 
 fn parse_id(s: &str) -> Result<ValueId> {
     let n = s
         .strip_prefix('%')
-        .ok_or_else(|| err!("expected a value like %3, got '{s}'"))?;
-    Ok(ValueId(n.parse().map_err(|_| err!("bad value id '{s}'"))?))
+        .ok_or_else(|| err!(InvalidModel, "expected a value like %3, got '{s}'"))?;
+    Ok(ValueId(
+        n.parse()
+            .map_err(|_| err!(InvalidModel, "bad value id '{s}'"))?,
+    ))
 }
 
 fn parse_quoted(s: &str) -> Result<(String, &str)> {
     let s = s.trim_start();
     if !s.starts_with('"') {
-        bail!("expected a quoted name in '{s}'");
+        bail!(InvalidModel, "expected a quoted name in '{s}'");
     }
     let mut end = None;
     let mut escaped = false;
@@ -300,8 +309,9 @@ fn parse_quoted(s: &str) -> Result<(String, &str)> {
             break;
         }
     }
-    let end = end.ok_or_else(|| err!("unterminated name in '{s}'"))?;
-    let name: String = serde_json::from_str(&s[..=end]).map_err(|e| err!("bad name: {e}"))?;
+    let end = end.ok_or_else(|| err!(InvalidModel, "unterminated name in '{s}'"))?;
+    let name: String =
+        serde_json::from_str(&s[..=end]).map_err(|e| err!(InvalidModel, "bad name: {e}"))?;
     Ok((name, &s[end + 1..]))
 }
 
@@ -309,7 +319,7 @@ fn parse_quoted(s: &str) -> Result<(String, &str)> {
 fn define(g: &mut Graph, s: &str) -> Result<ValueId> {
     let (id, rest) = s
         .split_once(' ')
-        .ok_or_else(|| err!("expected '%N \"name\"', got '{s}'"))?;
+        .ok_or_else(|| err!(InvalidModel, "expected '%N \"name\"', got '{s}'"))?;
     let id = parse_id(id)?;
     let (name, rest) = parse_quoted(rest)?;
     let ty = match rest.trim().strip_prefix(':') {
@@ -333,14 +343,14 @@ fn define(g: &mut Graph, s: &str) -> Result<ValueId> {
 fn parse_node(g: &mut Graph, line: &str, lines: &[&str], pos: &mut usize) -> Result<Node> {
     let (outs, rhs) = line
         .split_once(" = ")
-        .ok_or_else(|| err!("expected 'outputs = family.Op(...)'"))?;
+        .ok_or_else(|| err!(InvalidModel, "expected 'outputs = family.Op(...)'"))?;
     let (rhs, name) = match rhs.rsplit_once(" # ") {
         Some((r, n)) => (r, parse_quoted(n)?.0),
         None => (rhs, String::new()),
     };
     let (family, rest) = rhs
         .split_once('.')
-        .ok_or_else(|| err!("expected family.Op"))?;
+        .ok_or_else(|| err!(InvalidModel, "expected family.Op"))?;
     let op_end = rest.find([' ', '(']).unwrap_or(rest.len());
     let op_name = &rest[..op_end];
     let rest = rest[op_end..].trim();
@@ -348,13 +358,13 @@ fn parse_node(g: &mut Graph, line: &str, lines: &[&str], pos: &mut usize) -> Res
         .rfind(" (")
         .map(|i| i + 1)
         .or_else(|| rest.starts_with('(').then_some(0))
-        .ok_or_else(|| err!("expected (inputs)"))?;
+        .ok_or_else(|| err!(InvalidModel, "expected (inputs)"))?;
     let attrs_text = rest[..args_start].trim();
     let args = rest[args_start..]
         .trim()
         .strip_prefix('(')
         .and_then(|a| a.strip_suffix(')'))
-        .ok_or_else(|| err!("expected (inputs)"))?;
+        .ok_or_else(|| err!(InvalidModel, "expected (inputs)"))?;
     let inputs = args
         .split(',')
         .map(str::trim)
@@ -370,7 +380,7 @@ fn parse_node(g: &mut Graph, line: &str, lines: &[&str], pos: &mut usize) -> Res
     let mut attrs: serde_json::Value = if attrs_text.is_empty() {
         serde_json::Value::Null
     } else {
-        serde_json::from_str(attrs_text).map_err(|e| err!("bad attributes: {e}"))?
+        serde_json::from_str(attrs_text).map_err(|e| err!(InvalidModel, "bad attributes: {e}"))?
     };
     let n_graphs = attrs_text.matches("\"$graph").count();
     let mut graphs = Vec::new();
@@ -423,16 +433,19 @@ pub fn parse_type(s: &str) -> Result<ValueType> {
     if let Some(inner) = s.strip_prefix("map<").and_then(|r| r.strip_suffix('>')) {
         let (k, v) = inner
             .split_once(',')
-            .ok_or_else(|| err!("bad map type '{s}'"))?;
-        let k = DType::from_name(k.trim()).ok_or_else(|| err!("unknown element type '{k}'"))?;
+            .ok_or_else(|| err!(InvalidModel, "bad map type '{s}'"))?;
+        let k = DType::from_name(k.trim())
+            .ok_or_else(|| err!(InvalidModel, "unknown element type '{k}'"))?;
         return Ok(ValueType::Map(k, Box::new(parse_type(v)?)));
     }
-    let open = s.find('[').ok_or_else(|| err!("bad type '{s}'"))?;
+    let open = s
+        .find('[')
+        .ok_or_else(|| err!(InvalidModel, "bad type '{s}'"))?;
     let dtype = DType::from_name(&s[..open])
-        .ok_or_else(|| err!("unknown element type '{}'", &s[..open]))?;
+        .ok_or_else(|| err!(InvalidModel, "unknown element type '{}'", &s[..open]))?;
     let dims = s[open + 1..]
         .strip_suffix(']')
-        .ok_or_else(|| err!("bad type '{s}'"))?;
+        .ok_or_else(|| err!(InvalidModel, "bad type '{s}'"))?;
     if dims == "*" {
         return Ok(ValueType::Tensor { dtype, shape: None });
     }

@@ -63,14 +63,18 @@ impl Value {
     /// The tensor inside, or an error naming what it is instead.
     pub fn tensor(&self) -> crate::Result<&Tensor> {
         self.as_tensor()
-            .ok_or_else(|| crate::err!("expected a tensor, got {}", self.kind()))
+            .ok_or_else(|| crate::err!(InvalidModel, "expected a tensor, got {}", self.kind()))
     }
 
     /// Takes the tensor inside, or an error.
     pub fn into_tensor(self) -> crate::Result<Tensor> {
         match self {
             Value::Tensor(t) => Ok(t),
-            other => Err(crate::err!("expected a tensor, got {}", other.kind())),
+            other => Err(crate::err!(
+                InvalidModel,
+                "expected a tensor, got {}",
+                other.kind()
+            )),
         }
     }
 

@@ -11,10 +11,14 @@ pub fn verify(g: &Graph) -> Result<()> {
     let define = |defined: &mut Vec<bool>, id: ValueId, what: &str| -> Result<()> {
         let i = id.0 as usize;
         if i >= n {
-            bail!("{what} defines value %{i}, but the graph has {n} values");
+            bail!(
+                InvalidModel,
+                "{what} defines value %{i}, but the graph has {n} values"
+            );
         }
         if defined[i] {
             bail!(
+                InvalidModel,
                 "value %{i} ({}) is defined twice (again by {what})",
                 g.values[i].name
             );
@@ -36,6 +40,7 @@ pub fn verify(g: &Graph) -> Result<()> {
             let i = id.0 as usize;
             if i >= n || !defined[i] {
                 bail!(
+                    InvalidModel,
                     "node {} ({}) uses value %{i} before it is defined",
                     node.name,
                     node.op.name()
@@ -56,7 +61,7 @@ pub fn verify(g: &Graph) -> Result<()> {
     for id in &g.outputs {
         let i = id.0 as usize;
         if i >= n || !defined[i] {
-            bail!("graph output %{i} is never defined");
+            bail!(InvalidModel, "graph output %{i} is never defined");
         }
     }
     Ok(())

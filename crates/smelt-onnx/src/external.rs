@@ -17,20 +17,19 @@ pub fn read(t: &TensorProto, base_dir: &Path) -> Result<Vec<u8>> {
                 offset = kv
                     .value
                     .parse()
-                    .map_err(|_| err!("bad external data offset '{}'", kv.value))?
+                    .map_err(|_| err!(InvalidModel, "bad external data offset '{}'", kv.value))?
             }
             "length" => {
-                length = Some(
-                    kv.value
-                        .parse::<u64>()
-                        .map_err(|_| err!("bad external data length '{}'", kv.value))?,
-                )
+                length =
+                    Some(kv.value.parse::<u64>().map_err(|_| {
+                        err!(InvalidModel, "bad external data length '{}'", kv.value)
+                    })?)
             }
             _ => {}
         }
     }
     let Some(loc) = location else {
-        bail!("external data without a location")
+        bail!(InvalidModel, "external data without a location")
     };
     let rel = Path::new(&loc);
     if rel.is_absolute()
@@ -38,25 +37,32 @@ pub fn read(t: &TensorProto, base_dir: &Path) -> Result<Vec<u8>> {
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        bail!("external data path '{loc}' leaves the model's folder");
+        bail!(
+            InvalidModel,
+            "external data path '{loc}' leaves the model's folder"
+        );
     }
     let path = base_dir.join(rel);
     // Symlinks could still point outside: compare canonical paths.
     let canon_base = base_dir
         .canonicalize()
-        .map_err(|e| err!("model folder {}: {e}", base_dir.display()))?;
+        .map_err(|e| err!(Io, "model folder {}: {e}", base_dir.display()))?;
     let canon = path
         .canonicalize()
-        .map_err(|e| err!("external data file {}: {e}", path.display()))?;
+        .map_err(|e| err!(Io, "external data file {}: {e}", path.display()))?;
     if !canon.starts_with(&canon_base) {
-        bail!("external data path '{loc}' leaves the model's folder");
+        bail!(
+            InvalidModel,
+            "external data path '{loc}' leaves the model's folder"
+        );
     }
     let mut f = std::fs::File::open(&canon)
-        .map_err(|e| err!("external data file {}: {e}", path.display()))?;
+        .map_err(|e| err!(Io, "external data file {}: {e}", path.display()))?;
     let size = f.metadata()?.len();
     let len = length.unwrap_or(size.saturating_sub(offset));
     if offset.checked_add(len).is_none_or(|end| end > size) {
         bail!(
+            InvalidModel,
             "external data range {offset}+{len} is past the end of {} ({size} bytes)",
             path.display()
         );

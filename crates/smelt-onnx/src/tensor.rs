@@ -6,7 +6,8 @@ use crate::proto::{
 };
 use half::{bf16, f16};
 use smelt_ir::{
-    bail, ensure, err, DType, Data, Dim, Optional, Result, Sequence, Tensor, Value, ValueType,
+    bail, ensure, err, DType, Data, Dim, ErrorKind, Optional, Result, Sequence, Tensor, Value,
+    ValueType,
 };
 use std::path::Path;
 
@@ -24,17 +25,17 @@ pub fn decode_tensor(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor>
 
 fn decode_inner(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
     let dtype = DType::from_onnx_code(t.data_type)
-        .ok_or_else(|| err!("unknown data type code {}", t.data_type))?;
+        .ok_or_else(|| err!(Unsupported, "unknown data type code {}", t.data_type))?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
-        ensure!(d >= 0, "negative dimension {d}");
+        ensure!(d >= 0, InvalidModel, "negative dimension {d}");
         shape.push(d as usize);
     }
     let n = smelt_ir::numel(&shape)?;
     let external;
     let raw: Option<&[u8]> = if t.data_location == 1 {
         let Some(dir) = base_dir else {
-            bail!("external data is not allowed here")
+            bail!(Unsupported, "external data is not allowed here")
         };
         external = crate::external::read(t, dir)?;
         Some(&external)
@@ -57,6 +58,7 @@ fn chunks<const N: usize>(
 ) -> Result<impl Iterator<Item = [u8; N]> + '_> {
     ensure!(
         b.len() == n * N,
+        InvalidModel,
         "{dtype} data has {} bytes, shape needs {}",
         b.len(),
         n * N
@@ -116,7 +118,7 @@ fn from_raw(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
                 .collect(),
         ),
         U4 | I4 | F4E2M1 | U2 | I2 => unpack_sub_byte(dtype, b, n)?,
-        Str => bail!("string tensors cannot use raw_data"),
+        Str => bail!(InvalidModel, "string tensors cannot use raw_data"),
     })
 }
 
@@ -126,6 +128,7 @@ fn unpack_sub_byte(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
     let per = 8 / bits;
     ensure!(
         b.len() == n.div_ceil(per),
+        InvalidModel,
         "{dtype} data has {} bytes, shape needs {}",
         b.len(),
         n.div_ceil(per)
@@ -150,6 +153,7 @@ fn unpack_sub_byte(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
 fn expect_len<T>(v: Vec<T>, n: usize, dtype: DType) -> Result<Vec<T>> {
     ensure!(
         v.len() == n,
+        InvalidModel,
         "{dtype} tensor has {} values, shape needs {n}",
         v.len()
     );
@@ -208,6 +212,7 @@ fn from_fields(t: &TensorProto, dtype: DType, n: usize) -> Result<Data> {
         C64 => {
             ensure!(
                 t.float_data.len() == 2 * n,
+                InvalidModel,
                 "complex64 tensor has {} floats, needs {}",
                 t.float_data.len(),
                 2 * n
@@ -217,6 +222,7 @@ fn from_fields(t: &TensorProto, dtype: DType, n: usize) -> Result<Data> {
         C128 => {
             ensure!(
                 t.double_data.len() == 2 * n,
+                InvalidModel,
                 "complex128 tensor has {} doubles, needs {}",
                 t.double_data.len(),
                 2 * n
@@ -301,7 +307,10 @@ pub fn decode_sequence(s: &SequenceProto) -> Result<Sequence> {
             .map(|o| decode_optional(o).map(Value::Optional))
             .collect::<Result<_>>()?,
         sequence_proto::data_type::UNDEFINED => Vec::new(),
-        other => bail!("sequence elements of kind {other} are not supported"),
+        other => bail!(
+            Unsupported,
+            "sequence elements of kind {other} are not supported"
+        ),
     };
     let elem = items.first().and_then(|v| v.value_type());
     Ok(Sequence { elem, items })
@@ -323,7 +332,10 @@ pub fn decode_optional(o: &OptionalProto) -> Result<Optional> {
             .as_ref()
             .map(|s| decode_optional(s).map(Value::Optional)),
         optional_proto::data_type::UNDEFINED => None,
-        other => bail!("optional contents of kind {other} are not supported"),
+        other => bail!(
+            Unsupported,
+            "optional contents of kind {other} are not supported"
+        ),
     };
     let value = value.transpose()?.map(Box::new);
     let elem = value.as_ref().and_then(|v| v.value_type());
@@ -331,23 +343,35 @@ pub fn decode_optional(o: &OptionalProto) -> Result<Optional> {
 }
 
 /// Decodes a serialized value file (`input_0.pb`) as the kind the model expects there.
+/// The file is a caller's input, not part of the model: what would be a malformed model
+/// tensor is an invalid input here.
 pub fn decode_value_file(bytes: &[u8], expected: Option<&ValueType>) -> Result<Value> {
+    decode_value(bytes, expected).map_err(|e| match e.kind() {
+        ErrorKind::InvalidModel => e.with_kind(ErrorKind::InvalidInput),
+        _ => e,
+    })
+}
+
+fn decode_value(bytes: &[u8], expected: Option<&ValueType>) -> Result<Value> {
     use prost::Message;
     match expected {
         Some(ValueType::Sequence(elem)) => {
-            let s = SequenceProto::decode(bytes).map_err(|e| err!("not a SequenceProto: {e}"))?;
+            let s = SequenceProto::decode(bytes)
+                .map_err(|e| err!(InvalidInput, "not a SequenceProto: {e}"))?;
             let mut q = decode_sequence(&s)?;
             q.elem = Some((**elem).clone());
             Ok(Value::Sequence(q))
         }
         Some(ValueType::Optional(elem)) => {
-            let o = OptionalProto::decode(bytes).map_err(|e| err!("not an OptionalProto: {e}"))?;
+            let o = OptionalProto::decode(bytes)
+                .map_err(|e| err!(InvalidInput, "not an OptionalProto: {e}"))?;
             let mut q = decode_optional(&o)?;
             q.elem = Some((**elem).clone());
             Ok(Value::Optional(q))
         }
         _ => {
-            let t = TensorProto::decode(bytes).map_err(|e| err!("not a TensorProto: {e}"))?;
+            let t = TensorProto::decode(bytes)
+                .map_err(|e| err!(InvalidInput, "not a TensorProto: {e}"))?;
             Ok(Value::Tensor(decode_tensor(&t, None)?))
         }
     }

@@ -174,7 +174,7 @@ mod tests {
                     .collect();
                 Ok(vec![Tensor::from_f32(a.shape().to_vec(), v)?])
             }
-            _ => bail!("unsupported"),
+            _ => bail!(Unsupported, "unsupported"),
         }
     }
 
@@ -212,14 +212,14 @@ mod tests {
             x.get(i)
                 .copied()
                 .flatten()
-                .ok_or_else(|| smelt_ir::err!("missing input"))?
+                .ok_or_else(|| smelt_ir::err!(InvalidModel, "missing input"))?
                 .to_i64()
         };
         let v = match op.name() {
             "Gather" => vec![ints(0)?[ints(1)?[0] as usize]],
             "Unsqueeze" => ints(0)?,
             "Concat" => (0..x.len()).map(ints).collect::<Result<Vec<_>>>()?.concat(),
-            _ => bail!("unsupported"),
+            _ => bail!(Unsupported, "unsupported"),
         };
         let shape = if op.name() == "Gather" {
             vec![]

@@ -120,8 +120,16 @@ impl PassManager {
     ) -> Result<Vec<PassReport>> {
         if let Some(s) = &self.stop_after {
             if !PASS_NAMES.contains(&s.as_str()) {
-                bail!("unknown pass '{s}' (passes: {})", PASS_NAMES.join(", "));
+                bail!(
+                    InvalidInput,
+                    "unknown pass '{s}' (passes: {})",
+                    PASS_NAMES.join(", ")
+                );
             }
+        }
+        if self.verify {
+            // What fails here came in with the model; what fails after a pass is the pass's.
+            smelt_ir::verify::verify(g).map_err(|e| e.context("verifier before the passes"))?;
         }
         let mut reports = Vec::new();
         for p in &self.passes {
@@ -132,8 +140,11 @@ impl PassManager {
                 .map_err(|e| e.context(format!("pass {}", p.name())))?;
             let seconds = t.elapsed().as_secs_f64();
             if self.verify {
-                smelt_ir::verify::verify(g)
-                    .map_err(|e| e.context(format!("verifier after pass {}", p.name())))?;
+                // The pass broke the graph it was given: a bug in smelt, whatever the check.
+                smelt_ir::verify::verify(g).map_err(|e| {
+                    e.with_kind(smelt_ir::ErrorKind::Internal)
+                        .context(format!("verifier after pass {}", p.name()))
+                })?;
             }
             after(p.name(), g);
             reports.push(PassReport {
@@ -179,5 +190,42 @@ pub(crate) mod tests {
         assert!(pm.run(&mut g, &no_eval(), |_, _| {}).is_err());
         assert_eq!(PassManager::for_level(1).names(), PASS_NAMES.to_vec());
         assert!(PassManager::for_level(0).names().is_empty());
+    }
+
+    /// Drops the graph's only node, leaving its output undefined.
+    struct Breaks;
+
+    impl Pass for Breaks {
+        fn name(&self) -> &'static str {
+            "breaks"
+        }
+        fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
+            g.nodes.clear();
+            Ok(true)
+        }
+    }
+
+    #[test]
+    fn a_pass_that_breaks_the_graph_is_an_internal_error() {
+        let text = r#"graph "g" {
+  input %0 "x": f32[2]
+  %1 "y" = elementwise.Relu (%0) # "relu"
+  output %1
+}"#;
+        let pm = PassManager {
+            passes: vec![Box::new(Breaks)],
+            verify: true,
+            stop_after: None,
+        };
+        let mut g = parse_graph(text).unwrap_or_else(|e| panic!("{e}"));
+        let e = pm.run(&mut g, &no_eval(), |_, _| {}).unwrap_err();
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::Internal, "{e}");
+        assert!(e.to_string().contains("after pass breaks"), "{e}");
+        // The same graph broken before the passes is the model's fault.
+        let e = pm.run(&mut g, &no_eval(), |_, _| {}).unwrap_err();
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::InvalidModel, "{e}");
+        let pm = PassManager::for_level(1).stop_after(Some("nope".into()));
+        let e = pm.run(&mut g, &no_eval(), |_, _| {}).unwrap_err();
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::InvalidInput, "{e}");
     }
 }

@@ -13,7 +13,7 @@ pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
             if *o == 1 {
                 *o = d;
             } else if d != 1 && d != *o {
-                bail!("shapes {:?} do not broadcast", shapes);
+                bail!(InvalidModel, "shapes {:?} do not broadcast", shapes);
             }
         }
     }

@@ -19,6 +19,7 @@ pub fn run(op: &ControlOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 .map_err(|e| e.context(if cond { "then_branch" } else { "else_branch" }))?;
             ensure!(
                 outs.len() >= cx.n_outputs,
+                InvalidModel,
                 "If: the branch returned {} values, the node has {} outputs",
                 outs.len(),
                 cx.n_outputs
@@ -50,13 +51,13 @@ pub fn run(op: &ControlOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                     .map(|i| {
                         x.value(i)
                             .cloned()
-                            .ok_or_else(|| err!("Scan input {i} is missing"))
+                            .ok_or_else(|| err!(InvalidModel, "Scan input {i} is missing"))
                     })
                     .collect::<Result<_>>()?;
                 let n = vals
                     .len()
                     .checked_sub(spec.m)
-                    .ok_or_else(|| err!("Scan has fewer inputs than scan inputs"))?;
+                    .ok_or_else(|| err!(InvalidModel, "Scan has fewer inputs than scan inputs"))?;
                 let mut vals = vals;
                 let ins = vals
                     .split_off(n)
@@ -75,7 +76,11 @@ pub fn run(op: &ControlOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 fn scalar_bool(t: &Tensor) -> Result<bool> {
     match t.to_bool()?.as_slice() {
         [b] => Ok(*b),
-        v => bail!("expected one boolean, got {} elements", v.len()),
+        v => bail!(
+            InvalidModel,
+            "expected one boolean, got {} elements",
+            v.len()
+        ),
     }
 }
 
@@ -84,7 +89,11 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         None => None,
         Some(t) => match t.to_i64()?.as_slice() {
             [m] => Some(*m),
-            v => bail!("Loop: M should hold one value, got {}", v.len()),
+            v => bail!(
+                InvalidModel,
+                "Loop: M should hold one value, got {}",
+                v.len()
+            ),
         },
     };
     let cond_given = x.value(1).is_some();
@@ -94,13 +103,14 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     };
     ensure!(
         max_trips.is_some() || cond_given,
+        InvalidModel,
         "Loop with neither a trip count nor a condition never ends"
     );
     let mut carried: Vec<Value> = (2..x.len())
         .map(|i| {
             x.value(i)
                 .cloned()
-                .ok_or_else(|| err!("Loop: loop-carried input {i} is missing"))
+                .ok_or_else(|| err!(InvalidModel, "Loop: loop-carried input {i} is missing"))
         })
         .collect::<Result<_>>()?;
     let n = carried.len();
@@ -108,7 +118,7 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         .outputs
         .len()
         .checked_sub(1 + n)
-        .ok_or_else(|| err!("Loop: the body returns too few values"))?;
+        .ok_or_else(|| err!(InvalidModel, "Loop: the body returns too few values"))?;
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); k];
     let mut i: i64 = 0;
     while cond && max_trips.is_none_or(|m| i < m) {
@@ -121,6 +131,7 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             .map_err(|e| e.context(format!("Loop iteration {i}")))?;
         ensure!(
             outs.len() == 1 + n + k,
+            InvalidModel,
             "Loop: the body returned {} values, expected {}",
             outs.len(),
             1 + n + k
@@ -128,7 +139,7 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         let mut outs = outs.into_iter();
         let c = outs
             .next()
-            .ok_or_else(|| err!("Loop: the body returned no condition"))?;
+            .ok_or_else(|| err!(InvalidModel, "Loop: the body returned no condition"))?;
         if cond_given {
             cond = scalar_bool(c.tensor()?).map_err(|e| e.context("Loop body condition"))?;
         }
@@ -197,6 +208,7 @@ fn scan_core(
     let n = states.len();
     ensure!(
         ins.len() == spec.m,
+        InvalidModel,
         "Scan: expected {} scan inputs, got {}",
         spec.m,
         ins.len()
@@ -206,9 +218,10 @@ fn scan_core(
         .outputs
         .len()
         .checked_sub(n)
-        .ok_or_else(|| err!("Scan: the body returns too few values"))?;
+        .ok_or_else(|| err!(InvalidModel, "Scan: the body returns too few values"))?;
     ensure!(
         spec.out_axes.len() == k && spec.out_dirs.len() == k,
+        InvalidModel,
         "Scan: scan output attributes do not match {k} outputs"
     );
     let mut axes = Vec::with_capacity(ins.len());
@@ -221,6 +234,7 @@ fn scan_core(
             None => steps = Some(d),
             Some(s) => ensure!(
                 s == d,
+                InvalidModel,
                 "Scan: scan inputs have different lengths ({s} and {d})"
             ),
         }
@@ -230,6 +244,7 @@ fn scan_core(
     let steps = len.unwrap_or(full);
     ensure!(
         steps <= full,
+        InvalidModel,
         "Scan: sequence length {steps} exceeds the scan input length {full}"
     );
     let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(steps); k];
@@ -249,6 +264,7 @@ fn scan_core(
             .map_err(|e| e.context(format!("Scan iteration {s}")))?;
         ensure!(
             outs.len() == n + k,
+            InvalidModel,
             "Scan: the body returned {} values, expected {}",
             outs.len(),
             n + k
@@ -283,18 +299,20 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let n = vals
         .len()
         .checked_sub(spec.m)
-        .ok_or_else(|| err!("Scan has fewer inputs than scan inputs"))?;
+        .ok_or_else(|| err!(InvalidModel, "Scan has fewer inputs than scan inputs"))?;
     let Some(first) = vals.first() else {
-        bail!("Scan has no inputs")
+        bail!(InvalidModel, "Scan has no inputs")
     };
     ensure!(
         first.rank() > 0,
+        InvalidModel,
         "Scan (opset 8): inputs need a batch dimension"
     );
     let batch = first.shape()[0];
     for (i, t) in vals.iter().enumerate() {
         ensure!(
             t.rank() > 0 && t.shape()[0] == batch,
+            InvalidModel,
             "Scan input {} does not have the batch size {batch}",
             i + 1
         );
@@ -306,6 +324,7 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     if let Some(l) = &lens {
         ensure!(
             l.len() == batch,
+            InvalidModel,
             "Scan: sequence_lens has {} entries for a batch of {batch}",
             l.len()
         );
@@ -315,7 +334,7 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         .outputs
         .len()
         .checked_sub(n)
-        .ok_or_else(|| err!("Scan: the body returns too few values"))?;
+        .ok_or_else(|| err!(InvalidModel, "Scan: the body returns too few values"))?;
     let mut states_b: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); n];
     let mut scans_b: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); k];
     for b in 0..batch {
@@ -332,6 +351,7 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 let v = l[b];
                 ensure!(
                     v >= 0 && v as usize <= max_len,
+                    InvalidInput,
                     "Scan: sequence length {v} is out of range 0..={max_len}"
                 );
                 Some(v as usize)
@@ -361,6 +381,7 @@ fn scan8(spec: &ScanSpec, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     for parts in states_b.iter().chain(&scans_b) {
         ensure!(
             !parts.is_empty(),
+            Unsupported,
             "Scan (opset 8) with an empty batch is not supported"
         );
         out.push(Value::Tensor(stack(&parts.iter().collect::<Vec<_>>(), 0)?));

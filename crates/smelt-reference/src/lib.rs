@@ -16,8 +16,8 @@ pub mod recurrent;
 pub mod reduce;
 pub mod sequence;
 
-use smelt_ir::{bail, err, Graph, Op, Result, Tensor, Value, ValueId};
-use std::collections::HashMap;
+use smelt_ir::{bail, ensure, err, ErrorKind, Graph, Op, Result, Tensor, Value, ValueId};
+use std::collections::{HashMap, HashSet};
 
 /// Values known while a graph runs, by id.
 pub type Env = HashMap<ValueId, Value>;
@@ -50,7 +50,9 @@ impl<'a> Inputs<'a> {
 
     /// Input `i` as a tensor; an error when missing or not a tensor.
     pub fn tensor(&self, i: usize) -> Result<&'a Tensor> {
-        let v = self.value(i).ok_or_else(|| err!("input {i} is required"))?;
+        let v = self
+            .value(i)
+            .ok_or_else(|| err!(InvalidModel, "input {i} is required"))?;
         v.tensor().map_err(|e| e.context(format!("input {i}")))
     }
 
@@ -95,13 +97,28 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// Runs a subgraph with positional inputs; its captures read from the current values.
     pub fn run_subgraph(&self, g: &Graph, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        // The node, not a caller, gives a subgraph its inputs: a mismatch is the model's.
+        let n = inputs.len();
+        ensure!(
+            n <= g.inputs.len() && g.inputs[n..].iter().all(|i| i.default.is_some()),
+            InvalidModel,
+            "subgraph '{}' takes {} inputs, the node gives it {n}",
+            g.name,
+            g.inputs.len()
+        );
         let mut env = Env::new();
         for c in &g.captures {
             let v = self
                 .env
                 .get(&c.outer)
                 .or_else(|| self.consts.get(&c.outer))
-                .ok_or_else(|| err!("captured value '{}' is not available", g.name_of(c.inner)))?;
+                .ok_or_else(|| {
+                    err!(
+                        InvalidModel,
+                        "captured value '{}' is not available",
+                        g.name_of(c.inner)
+                    )
+                })?;
             env.insert(c.inner, v.clone());
         }
         let consts = Constants::of(g);
@@ -132,7 +149,7 @@ pub fn run_graph_named(g: &Graph, mut inputs: HashMap<String, Value>) -> Result<
         pos.push(inputs.remove(g.name_of(inp.id)));
     }
     if let Some(extra) = inputs.keys().next() {
-        bail!("the model has no input named '{extra}'");
+        bail!(InvalidInput, "the model has no input named '{extra}'");
     }
     execute(g, pos, Env::new(), &Constants::of(g))
 }
@@ -148,7 +165,7 @@ pub fn run_graph_prepared(
         pos.push(inputs.remove(g.name_of(inp.id)));
     }
     if let Some(extra) = inputs.keys().next() {
-        bail!("the model has no input named '{extra}'");
+        bail!(InvalidInput, "the model has no input named '{extra}'");
     }
     execute(g, pos, Env::new(), consts)
 }
@@ -167,6 +184,7 @@ fn execute(
     let consts = &consts.0;
     if inputs.len() > g.inputs.len() {
         bail!(
+            InvalidInput,
             "graph '{}' takes {} inputs, got {}",
             g.name,
             g.inputs.len(),
@@ -179,7 +197,11 @@ fn execute(
         let v = match (v, &inp.default) {
             (Some(v), _) => v,
             (None, Some(d)) => Value::Tensor(d.clone()),
-            (None, None) => bail!("missing required input '{}'", g.name_of(inp.id)),
+            (None, None) => bail!(
+                InvalidInput,
+                "missing required input '{}'",
+                g.name_of(inp.id)
+            ),
         };
         env.insert(inp.id, v);
     }
@@ -198,7 +220,18 @@ fn execute(
     for o in &g.outputs {
         last_use.insert(*o, usize::MAX);
     }
+    // Values computed from the graph's constants alone: a node reading only these fails on
+    // the model's data, never on a caller's, so what its kernel calls an invalid input is
+    // an invalid model.
+    let mut from_consts: HashSet<ValueId> = HashSet::new();
     for (i, node) in g.nodes.iter().enumerate() {
+        let constant_only = node.inputs.iter().any(Option::is_some)
+            && node.op.subgraphs().is_empty()
+            && node
+                .inputs
+                .iter()
+                .flatten()
+                .all(|id| consts.contains_key(id) || from_consts.contains(id));
         let outs = {
             let vals = node
                 .inputs
@@ -211,9 +244,19 @@ fn execute(
                 env: &env,
                 consts,
             };
-            run_op(&node.op, &Inputs::new(vals), &cx)
-                .map_err(|e| e.context(format!("node {} ({})", node.name, node.op.name())))?
+            run_op(&node.op, &Inputs::new(vals), &cx).map_err(|e| {
+                let e = match e.kind() {
+                    ErrorKind::InvalidInput if constant_only => {
+                        e.with_kind(ErrorKind::InvalidModel)
+                    }
+                    _ => e,
+                };
+                e.context(format!("node {} ({})", node.name, node.op.name()))
+            })?
         };
+        if constant_only {
+            from_consts.extend(node.outputs.iter().flatten());
+        }
         for (slot, v) in node.outputs.iter().zip(outs) {
             if let Some(id) = slot {
                 env.insert(*id, v);
@@ -231,7 +274,13 @@ fn execute(
             env.get(o)
                 .or_else(|| consts.get(o))
                 .cloned()
-                .ok_or_else(|| err!("graph output '{}' was not computed", g.name_of(*o)))
+                .ok_or_else(|| {
+                    err!(
+                        InvalidModel,
+                        "graph output '{}' was not computed",
+                        g.name_of(*o)
+                    )
+                })
         })
         .collect()
 }

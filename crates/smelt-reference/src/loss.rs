@@ -40,11 +40,18 @@ pub fn run(op: &LossOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 /// `(N, C, D)` of an input `[N, C, d1..dk]`, D being the product of the trailing dims.
 fn dims(t: &Tensor) -> Result<(usize, usize, usize)> {
     if !t.dtype().is_float() {
-        bail!("the input must be a float tensor, got {}", t.dtype());
+        bail!(
+            Unsupported,
+            "the input must be a float tensor, got {}",
+            t.dtype()
+        );
     }
     let s = t.shape();
     if s.len() < 2 {
-        bail!("the input must have rank 2 or more (N, C, ...), got shape {s:?}");
+        bail!(
+            InvalidModel,
+            "the input must have rank 2 or more (N, C, ...), got shape {s:?}"
+        );
     }
     Ok((s[0], s[1], s[2..].iter().product()))
 }
@@ -79,6 +86,7 @@ fn nll(
     let target = x.tensor(1)?;
     if !target.dtype().is_int() {
         bail!(
+            Unsupported,
             "the target must be an integer tensor, got {}",
             target.dtype()
         );
@@ -87,6 +95,7 @@ fn nll(
     want.extend_from_slice(&input.shape()[2..]);
     if target.shape() != want.as_slice() {
         bail!(
+            InvalidModel,
             "the target has shape {:?}; expected {want:?} for an input of shape {:?}",
             target.shape(),
             input.shape()
@@ -95,7 +104,11 @@ fn nll(
     let weight = match x.opt_tensor(2)? {
         Some(w) => {
             if w.shape() != [c] {
-                bail!("the weight must have shape [{c}], got {:?}", w.shape());
+                bail!(
+                    InvalidModel,
+                    "the weight must have shape [{c}], got {:?}",
+                    w.shape()
+                );
             }
             Some(w.to_f64()?)
         }
@@ -111,7 +124,7 @@ fn nll(
                 continue;
             }
             if t < 0 || t as usize >= c {
-                bail!("target value {t} is out of range [0, {c})");
+                bail!(InvalidInput, "target value {t} is out of range [0, {c})");
             }
             let t = t as usize;
             let w = weight.as_ref().map_or(1.0, |w| w[t]);

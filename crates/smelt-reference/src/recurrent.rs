@@ -113,6 +113,7 @@ pub fn run(op: &RecurrentOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 fn expect_shape(t: &Tensor, want: &[usize], what: &str) -> Result<()> {
     ensure!(
         t.shape() == want,
+        InvalidModel,
         "{what} should have shape {want:?}, got {:?}",
         t.shape()
     );
@@ -125,6 +126,7 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let max_out = if is_lstm { 3 } else { 2 };
     ensure!(
         cx.n_outputs <= max_out,
+        InvalidModel,
         "{} has at most {max_out} outputs, got {}",
         cell.name(),
         cx.n_outputs
@@ -133,11 +135,13 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let dtype = xt.dtype();
     ensure!(
         dtype.is_float(),
+        Unsupported,
         "{} input must be float, got {dtype}",
         cell.name()
     );
     ensure!(
         xt.rank() == 3,
+        InvalidModel,
         "X should have rank 3, got shape {:?}",
         xt.shape()
     );
@@ -152,6 +156,7 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let rt = x.tensor(2)?;
     ensure!(
         rt.rank() == 3,
+        InvalidModel,
         "R should have rank 3, got shape {:?}",
         rt.shape()
     );
@@ -159,11 +164,12 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Some(h) => h as usize,
         None => rt.shape()[2],
     };
-    ensure!(h > 0, "hidden size must be positive");
+    ensure!(h > 0, InvalidModel, "hidden size must be positive");
     expect_shape(wt, &[dirs, g * h, input], "W")?;
     expect_shape(rt, &[dirs, g * h, h], "R")?;
     ensure!(
         l.activations.len() == dirs * cell.n_act(),
+        InvalidModel,
         "{} expects {} activations, got {}",
         cell.name(),
         dirs * cell.n_act(),
@@ -183,6 +189,7 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Some(v) => {
             ensure!(
                 v.len() == batch,
+                InvalidModel,
                 "sequence_lens has {} values for batch {batch}",
                 v.len()
             );
@@ -190,6 +197,7 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 .map(|&n| {
                     ensure!(
                         n >= 0 && n as usize <= seq,
+                        InvalidInput,
                         "sequence length {n} is outside [0, {seq}]"
                     );
                     Ok(n as usize)
@@ -392,7 +400,7 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                     Tensor::from_f64(dtype, vec![dirs, batch, h], s)?
                 }
             }
-            _ => bail!("{} has no output {slot}", cell.name()),
+            _ => bail!(Internal, "{} has no output {slot}", cell.name()),
         };
         outs.push(Value::Tensor(t));
     }

@@ -21,11 +21,15 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 .map(|i| x.tensor(i).cloned())
                 .collect::<Result<_>>()?;
             let Some(first) = items.first() else {
-                bail!("SequenceConstruct needs at least one input")
+                bail!(InvalidModel, "SequenceConstruct needs at least one input")
             };
             let dtype = first.dtype();
             if let Some(t) = items.iter().find(|t| t.dtype() != dtype) {
-                bail!("SequenceConstruct: inputs mix {dtype} and {}", t.dtype());
+                bail!(
+                    InvalidModel,
+                    "SequenceConstruct: inputs mix {dtype} and {}",
+                    t.dtype()
+                );
             }
             let elem = Some(ValueType::Tensor { dtype, shape: None });
             Ok(vec![Value::Sequence(Sequence {
@@ -53,14 +57,15 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         }
         SequenceAt => {
             let s = seq(x, 0)?;
-            let p = position(x, 1)?.ok_or_else(|| err!("SequenceAt needs a position"))?;
+            let p =
+                position(x, 1)?.ok_or_else(|| err!(InvalidModel, "SequenceAt needs a position"))?;
             let pos = norm_position(p, s.items.len(), false)?;
             Ok(vec![s.items[pos].clone()])
         }
         SequenceErase => {
             let mut s = seq(x, 0)?.clone();
             let n = s.items.len();
-            ensure!(n > 0, "SequenceErase on an empty sequence");
+            ensure!(n > 0, InvalidInput, "SequenceErase on an empty sequence");
             let pos = match position(x, 1)? {
                 None => n - 1,
                 Some(p) => norm_position(p, n, false)?,
@@ -73,7 +78,11 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         ConcatFromSequence { axis, new_axis } => {
             let s = seq(x, 0)?;
             let parts: Vec<&Tensor> = s.items.iter().map(Value::tensor).collect::<Result<_>>()?;
-            ensure!(!parts.is_empty(), "ConcatFromSequence of an empty sequence");
+            ensure!(
+                !parts.is_empty(),
+                InvalidInput,
+                "ConcatFromSequence of an empty sequence"
+            );
             if *new_axis {
                 one(stack(&parts, *axis)?)
             } else {
@@ -104,10 +113,10 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             one(Tensor::from_bools(vec![], vec![has])?)
         }
         OptionalGetElement => match x.value(0) {
-            None => bail!("OptionalGetElement needs an input"),
+            None => bail!(InvalidModel, "OptionalGetElement needs an input"),
             Some(Value::Optional(o)) => match &o.value {
                 Some(v) => Ok(vec![(**v).clone()]),
-                None => bail!("OptionalGetElement of an empty optional"),
+                None => bail!(InvalidInput, "OptionalGetElement of an empty optional"),
             },
             Some(v) => Ok(vec![v.clone()]),
         },
@@ -118,8 +127,12 @@ pub fn run(op: &SequenceOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 fn seq<'a>(x: &Inputs<'a>, i: usize) -> Result<&'a Sequence> {
     match x.value(i) {
         Some(Value::Sequence(s)) => Ok(s),
-        Some(v) => bail!("input {i}: expected a sequence, got {}", v.kind()),
-        None => bail!("input {i} (a sequence) is required"),
+        Some(v) => bail!(
+            InvalidModel,
+            "input {i}: expected a sequence, got {}",
+            v.kind()
+        ),
+        None => bail!(InvalidModel, "input {i} (a sequence) is required"),
     }
 }
 
@@ -130,6 +143,7 @@ fn position(x: &Inputs, i: usize) -> Result<Option<i64>> {
         Some(v) => match v.as_slice() {
             [p] => Ok(Some(*p)),
             _ => bail!(
+                InvalidModel,
                 "input {i}: a position should hold one value, got {}",
                 v.len()
             ),
@@ -143,6 +157,7 @@ fn norm_position(p: i64, n: usize, end_ok: bool) -> Result<usize> {
     let hi = if end_ok { n } else { n - 1 };
     ensure!(
         p >= -n && p <= hi,
+        InvalidInput,
         "position {p} is out of range for a sequence of {n} items"
     );
     Ok(if p < 0 { p + n } else { p } as usize)
@@ -156,6 +171,7 @@ fn check_elem_dtype(s: &Sequence, t: &Tensor) -> Result<()> {
     };
     match known {
         Some(d) if d != t.dtype() => bail!(
+            InvalidModel,
             "cannot insert a {} tensor into a sequence of {d}",
             t.dtype()
         ),
@@ -173,11 +189,12 @@ fn split_to_sequence(x: &Inputs, axis: i64, keepdims: bool) -> Result<Vec<Value>
             let v = s.to_i64()?;
             ensure!(
                 v.iter().all(|&l| l >= 0),
+                InvalidModel,
                 "split lengths must be non-negative, got {v:?}"
             );
             if s.rank() == 0 {
                 let l = v[0] as usize;
-                ensure!(l > 0, "the split size must be positive");
+                ensure!(l > 0, InvalidModel, "the split size must be positive");
                 let mut lens = vec![l; dim / l];
                 if dim % l != 0 {
                     lens.push(dim % l);
@@ -187,6 +204,7 @@ fn split_to_sequence(x: &Inputs, axis: i64, keepdims: bool) -> Result<Vec<Value>
                 let lens: Vec<usize> = v.iter().map(|&l| l as usize).collect();
                 ensure!(
                     lens.iter().sum::<usize>() == dim,
+                    InvalidModel,
                     "split lengths {v:?} do not add up to the axis size {dim}"
                 );
                 (lens, false)
@@ -219,6 +237,7 @@ fn sequence_map(body: &smelt_ir::Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Valu
         if let Some(Value::Sequence(s)) = x.value(i) {
             ensure!(
                 s.items.len() == n,
+                InvalidInput,
                 "SequenceMap: input {i} has {} items, input 0 has {n}",
                 s.items.len()
             );
@@ -231,7 +250,7 @@ fn sequence_map(body: &smelt_ir::Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Valu
             inputs.push(match x.value(i) {
                 Some(Value::Sequence(s)) => s.items[k].clone(),
                 Some(v) => v.clone(),
-                None => bail!("SequenceMap: input {i} is missing"),
+                None => bail!(InvalidModel, "SequenceMap: input {i} is missing"),
             });
         }
         let r = cx
@@ -239,6 +258,7 @@ fn sequence_map(body: &smelt_ir::Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Valu
             .map_err(|e| e.context(format!("SequenceMap item {k}")))?;
         ensure!(
             r.len() == outs.len(),
+            InvalidModel,
             "SequenceMap: body returned {} values, expected {}",
             r.len(),
             outs.len()
@@ -266,6 +286,7 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     ensure!(
         axis >= -r && axis < r,
+        InvalidModel,
         "axis {axis} is out of range for rank {rank}"
     );
     Ok(if axis < 0 { axis + r } else { axis } as usize)
@@ -276,12 +297,14 @@ pub(crate) fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> R
     let shape = t.shape();
     ensure!(
         axis < shape.len(),
+        InvalidModel,
         "axis {axis} is out of range for rank {}",
         shape.len()
     );
     let dim = shape[axis];
     ensure!(
         start + len <= dim,
+        InvalidModel,
         "slice {start}..{} is out of range for an axis of size {dim}",
         start + len
     );
@@ -308,17 +331,19 @@ pub(crate) fn select_axis(t: &Tensor, axis: usize, i: usize) -> Result<Tensor> {
 /// Concatenation along `axis`; every other dimension and the element type must agree.
 pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
     let Some(first) = parts.first() else {
-        bail!("concatenation of no tensors")
+        bail!(InvalidModel, "concatenation of no tensors")
     };
     let shape = first.shape();
     ensure!(
         axis < shape.len(),
+        InvalidModel,
         "axis {axis} is out of range for rank {}",
         shape.len()
     );
     for p in parts {
         ensure!(
             p.dtype() == first.dtype(),
+            InvalidModel,
             "cannot concatenate {} and {} tensors",
             first.dtype(),
             p.dtype()
@@ -331,6 +356,7 @@ pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
                 .all(|(d, (a, b))| d == axis || a == b);
         ensure!(
             same,
+            InvalidModel,
             "cannot concatenate shapes {:?} and {:?} along axis {axis}",
             shape,
             p.shape()
@@ -356,7 +382,7 @@ pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
 /// Stacks equal-shaped tensors along a new axis (negative counts from the end of the output).
 pub(crate) fn stack(parts: &[&Tensor], axis: i64) -> Result<Tensor> {
     let Some(first) = parts.first() else {
-        bail!("stacking of no tensors")
+        bail!(InvalidModel, "stacking of no tensors")
     };
     let ax = norm_axis(axis, first.rank() + 1)?;
     let expanded: Vec<Tensor> = parts
@@ -364,6 +390,7 @@ pub(crate) fn stack(parts: &[&Tensor], axis: i64) -> Result<Tensor> {
         .map(|p| {
             ensure!(
                 p.shape() == first.shape(),
+                InvalidModel,
                 "cannot stack shapes {:?} and {:?}",
                 first.shape(),
                 p.shape()

@@ -10,6 +10,7 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
         if !sig.iter().any(|s| &s.name == name) {
             let known: Vec<&str> = sig.iter().map(|s| s.name.as_str()).collect();
             bail!(
+                InvalidInput,
                 "the model has no input named '{name}' (inputs: {})",
                 known.join(", ")
             );
@@ -19,15 +20,31 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
     for s in sig {
         let Some(v) = inputs.get(&s.name) else {
             if s.required {
-                bail!("missing required input '{}'", s.name);
+                bail!(InvalidInput, "missing required input '{}'", s.name);
             }
             continue;
         };
-        let (Some(ValueType::Tensor { dtype, shape }), Value::Tensor(t)) = (&s.ty, v) else {
-            continue;
+        let (dtype, shape, t) = match (&s.ty, v) {
+            (Some(ValueType::Tensor { dtype, shape }), Value::Tensor(t)) => (dtype, shape, t),
+            (Some(ValueType::Tensor { .. }), _)
+            | (Some(ValueType::Sequence(_)), Value::Tensor(_)) => {
+                let want = if matches!(s.ty, Some(ValueType::Tensor { .. })) {
+                    "tensor"
+                } else {
+                    "sequence"
+                };
+                bail!(
+                    InvalidInput,
+                    "input '{}': expected a {want}, got a {}",
+                    s.name,
+                    v.kind()
+                );
+            }
+            _ => continue,
         };
         if t.dtype() != *dtype {
             bail!(
+                InvalidInput,
                 "input '{}': expected {dtype} elements, got {}",
                 s.name,
                 t.dtype()
@@ -36,6 +53,7 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
         let Some(shape) = shape else { continue };
         if shape.len() != t.rank() {
             bail!(
+                InvalidInput,
                 "input '{}': expected rank {} ({}), got shape {:?}",
                 s.name,
                 shape.len(),
@@ -45,13 +63,13 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
         }
         for (i, (d, &n)) in shape.iter().zip(t.shape()).enumerate() {
             match d {
-                Dim::Known(k) if *k as usize != n => bail!(
+                Dim::Known(k) if *k as usize != n => bail!(InvalidInput,
                     "input '{}': dimension {i} must be {k}, got {n} (shape {:?})",
                     s.name,
                     t.shape()
                 ),
                 Dim::Sym(smelt_ir::DimExpr::Sym(sym)) => match symbols.get(sym) {
-                    Some((prev, who)) if *prev != n => bail!(
+                    Some((prev, who)) if *prev != n => bail!(InvalidInput,
                         "input '{}': dimension {i} ('{sym}') is {n}, but input '{who}' has {sym} = {prev}",
                         s.name
                     ),

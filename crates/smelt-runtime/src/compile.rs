@@ -45,13 +45,12 @@ pub fn compile(
     })?;
     // Passes that add nodes (composite recognition) leave their outputs untyped.
     smelt_passes::infer_shapes::infer_types(&mut g)?;
-    let stopped = options.stop_after.is_some();
-    let execution = match smelt_passes::lower::unplannable(&g) {
-        _ if stopped => Execution::Reference {
-            reason: "the pipeline was stopped early (--stop-after)".into(),
+    let execution = match (&options.stop_after, smelt_passes::lower::unplannable(&g)) {
+        (Some(pass), _) => Execution::Reference {
+            reason: format!("the pipeline was stopped after pass {pass}"),
         },
-        Some(reason) => Execution::Reference { reason },
-        None => {
+        (None, Some(reason)) => Execution::Reference { reason },
+        (None, None) => {
             let kp = smelt_passes::lower::lower(&mut g)?;
             let cpu = smelt_cpu::fused::CpuOptions {
                 threads: options.threads,

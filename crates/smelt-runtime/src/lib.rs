@@ -108,7 +108,10 @@ impl Session {
         let given: HashMap<String, Vec<u64>> = options.input_shapes.iter().cloned().collect();
         for name in given.keys() {
             if !s.inputs().iter().any(|i| &i.name == name) {
-                smelt_ir::bail!("--shape names '{name}', which is not an input of the model");
+                smelt_ir::bail!(
+                    InvalidInput,
+                    "a shape is given for '{name}', which is not an input of the model"
+                );
             }
         }
         if let Ok(key) = s.key_from_shapes(&given) {
@@ -219,7 +222,7 @@ impl Session {
         let mut c = self
             .cache
             .lock()
-            .map_err(|_| smelt_ir::err!("a compilation panicked in another thread"))?;
+            .map_err(|_| smelt_ir::err!(Internal, "a compilation panicked in another thread"))?;
         if let Some(p) = c.get(&key) {
             return Ok(p);
         }
@@ -284,14 +287,16 @@ impl Session {
                         .collect();
                     let dims = dims.ok_or_else(|| {
                         smelt_ir::err!(
-                            "input '{name}' has symbolic dimensions: give its shape (--shape {name}=DIMS)"
+                            InvalidInput,
+                            "no shape given for input '{name}' (it has symbolic dimensions)"
                         )
                     })?;
                     key.push((name.to_string(), dims));
                 }
                 Some(ValueType::Tensor { shape: None, .. }) | None => {
                     smelt_ir::bail!(
-                        "input '{name}' has an unknown shape: give it (--shape {name}=DIMS)"
+                        InvalidInput,
+                        "no shape given for input '{name}' (its shape is unknown)"
                     )
                 }
                 Some(_) => {}

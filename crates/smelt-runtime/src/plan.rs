@@ -114,7 +114,7 @@ impl Plan {
             Execution::Kernels(p) => p,
             Execution::Reference { .. } => {
                 let consts = self.consts.as_ref().ok_or_else(|| {
-                    smelt_ir::err!("internal: a reference plan without constants")
+                    smelt_ir::err!(Internal, "a reference plan without constants")
                 })?;
                 let t = std::time::Instant::now();
                 let out = smelt_reference::run_graph_prepared(&self.graph, consts, inputs)?;
@@ -153,9 +153,9 @@ impl Plan {
             .iter()
             .zip(&given)
             .map(|(i, t)| {
-                t.as_ref()
-                    .or(i.default.as_ref())
-                    .ok_or_else(|| smelt_ir::err!("missing required input '{}'", g.name_of(i.id)))
+                t.as_ref().or(i.default.as_ref()).ok_or_else(|| {
+                    smelt_ir::err!(InvalidInput, "missing required input '{}'", g.name_of(i.id))
+                })
             })
             .collect::<Result<_>>()?;
         let mut arena = self

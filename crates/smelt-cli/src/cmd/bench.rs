@@ -10,7 +10,7 @@ use smelt_bench::roofline::Roofline;
 use smelt_bench::scenario::{self, Budget, Plan, Runner};
 use smelt_bench::stats::Summary;
 use smelt_bench::svg::cdf_svg;
-use smelt_ir::{bail, err, Data, Dim, Result, Tensor, Value, ValueType};
+use smelt_ir::{bail, err, Data, Dim, ErrorKind, Result, Tensor, Value, ValueType};
 use smelt_runtime::Session;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +92,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         return roofline(&a, threads);
     }
     let Some(model) = a.model.clone() else {
-        bail!("give a MODEL to benchmark (or --roofline)");
+        bail!(InvalidInput, "give a MODEL to benchmark (or --roofline)");
     };
     check_args(&a)?;
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
@@ -165,7 +165,8 @@ pub fn main(a: Args) -> Result<ExitCode> {
         eprintln!("wrote {}", path.display());
     }
     if let Some(dir) = &a.report {
-        std::fs::create_dir_all(dir).map_err(|e| err!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| err!(Io, "cannot create {}: {e}", dir.display()))?;
         write(&dir.join("summary.md"), &result.markdown())?;
         let title = format!("{} ({}) latency CDF", file_name(&model), result.scenario);
         write(
@@ -185,40 +186,50 @@ fn check_args(a: &Args) -> Result<()> {
     for rt in &a.vs {
         if !smelt_bench::baseline::RUNTIMES.contains(&rt.as_str()) {
             bail!(
+                InvalidInput,
                 "--vs {rt}: unknown runtime (known: {})",
                 smelt_bench::baseline::RUNTIMES.join(", ")
             );
         }
     }
     if a.iterations == Some(0) {
-        bail!("--iterations must be at least 1");
+        bail!(InvalidInput, "--iterations must be at least 1");
     }
     if let Some(d) = a.duration {
         if !(d.is_finite() && d > 0.0) {
-            bail!("--duration must be a positive number of seconds");
+            bail!(
+                InvalidInput,
+                "--duration must be a positive number of seconds"
+            );
         }
     }
     if a.batch == Some(0) {
-        bail!("--batch must be at least 1");
+        bail!(InvalidInput, "--batch must be at least 1");
     }
     if a.batch.is_some_and(|b| b > 1) && a.scenario != ScenarioArg::Offline {
-        bail!("--batch applies to --scenario offline");
+        bail!(InvalidInput, "--batch applies to --scenario offline");
     }
     if a.scenario == ScenarioArg::Server {
         if !a.find_max_qps && a.qps.is_none() {
-            bail!("--scenario server needs --qps Q (or --latency-bound-ms B --find-max-qps)");
+            bail!(
+                InvalidInput,
+                "--scenario server needs --qps Q (or --latency-bound-ms B --find-max-qps)"
+            );
         }
         if let Some(q) = a.qps {
             if !(q.is_finite() && q > 0.0) {
-                bail!("--qps must be positive");
+                bail!(InvalidInput, "--qps must be positive");
             }
         }
     } else if a.qps.is_some() || a.find_max_qps {
-        bail!("--qps and --find-max-qps apply to --scenario server");
+        bail!(
+            InvalidInput,
+            "--qps and --find-max-qps apply to --scenario server"
+        );
     }
     if let Some(b) = a.latency_bound_ms {
         if !(b.is_finite() && b > 0.0) {
-            bail!("--latency-bound-ms must be positive");
+            bail!(InvalidInput, "--latency-bound-ms must be positive");
         }
     }
     Ok(())
@@ -245,6 +256,7 @@ fn make_inputs(
     if batch > 1 {
         if batched.is_empty() {
             bail!(
+                InvalidInput,
                 "--batch {batch}: the model has no input with a symbolic batch (first) dimension"
             );
         }
@@ -289,6 +301,7 @@ fn make_inputs(
                             shapes.insert(s.name.clone(), dims);
                         }
                         None => bail!(
+                            InvalidInput,
                             "input '{}' has other symbolic dimensions; give --shape {}=DIMS",
                             s.name,
                             s.name
@@ -346,7 +359,7 @@ fn samples_per_run(session: &Session, inputs: &HashMap<String, Value>) -> usize 
 
 fn tile_batch(t: &Tensor, batch: usize, name: &str) -> Result<Tensor> {
     if t.shape().first() != Some(&1) {
-        bail!(
+        bail!(InvalidInput,
             "--batch {batch}: input '{name}' from a file must have batch 1 to be re-batched (its shape is {:?})",
             t.shape()
         );
@@ -368,14 +381,14 @@ impl Runner for SmeltRunner<'_> {
         "smelt"
     }
 
-    fn run_block(&mut self, n: usize) -> std::result::Result<Vec<f64>, String> {
+    fn run_block(&mut self, n: usize) -> Result<Vec<f64>> {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let inputs = self.inputs.clone(); // outside the timed region
             let t = Instant::now();
             let r = self.session.run(inputs);
             let ns = t.elapsed().as_nanos() as f64;
-            r.map_err(|e| e.to_string())?;
+            r?;
             out.push(ns);
         }
         Ok(out)
@@ -412,8 +425,15 @@ fn run_interleaved(
         }
         for rt in &a.vs {
             eprintln!("starting {rt} with {} ...", python.display());
-            let w = Worker::spawn(&python, rt, model, &files, threads, &tmp.0)
-                .map_err(|e| err!("{e}"))?;
+            let w = Worker::spawn(&python, rt, model, &files, threads, &tmp.0).map_err(|e| {
+                let e = match e.kind() {
+                    ErrorKind::Io | ErrorKind::Unsupported => {
+                        crate::hint::append(e, " (or choose the Python with --python PATH)")
+                    }
+                    _ => e,
+                };
+                e.context(format!("--vs {rt}"))
+            })?;
             eprintln!("{rt} {} loaded in {:.1} ms", w.version, w.load_ms);
             workers.push(w);
         }
@@ -428,7 +448,7 @@ fn run_interleaved(
             warmup: a.warmup,
             budget: budget(a),
         };
-        scenario::interleaved(&mut runners, &plan).map_err(|e| err!("{e}"))?
+        scenario::interleaved(&mut runners, &plan)?
     };
     let mut blocks = blocks.into_iter();
     result.smelt.blocks = blocks.next().unwrap_or_default();
@@ -455,17 +475,12 @@ fn run_server(
         );
     }
     let threads = a.compile.thread_count();
-    let run = || -> std::result::Result<(), String> {
-        session
-            .run(inputs.clone())
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let run = || -> Result<()> { session.run(inputs.clone()).map(|_| ()) };
     // Warm up and estimate the service time.
     let mut times = Vec::new();
     for _ in 0..a.warmup.max(1) {
         let t = Instant::now();
-        run().map_err(|e| err!("{e}"))?;
+        run()?;
         times.push(t.elapsed().as_secs_f64());
     }
     let service = Summary::of(&times).map_or(1.0, |s| s.p50).max(1e-6);
@@ -479,8 +494,7 @@ fn run_server(
         let guess = a.qps.unwrap_or(threads as f64 / service * 0.8);
         eprintln!("searching the highest rate with p99 <= {bound} ms (start {guess:.2} qps)");
         let (best, probes) =
-            scenario::find_max_qps(&run, bound, guess, threads, &requests_for, a.seed)
-                .map_err(|e| err!("{e}"))?;
+            scenario::find_max_qps(&run, bound, guess, threads, &requests_for, a.seed)?;
         result.server = best;
         result.search = Some((bound, probes));
     } else {
@@ -490,7 +504,7 @@ fn run_server(
             "serving {n} requests at {q} qps (Poisson) with {} callers",
             threads
         );
-        let r = scenario::server(&run, q, n, threads, a.seed).map_err(|e| err!("{e}"))?;
+        let r = scenario::server(&run, q, n, threads, a.seed)?;
         result.server = Some(r);
     }
     Ok(())
@@ -535,14 +549,15 @@ fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {
         write(p, &text)?;
     }
     if let Some(dir) = &a.report {
-        std::fs::create_dir_all(dir).map_err(|e| err!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| err!(Io, "cannot create {}: {e}", dir.display()))?;
         write(&dir.join("roofline.json"), &text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| err!("cannot write {}: {e}", path.display()))
+    std::fs::write(path, text).map_err(|e| err!(Io, "cannot write {}: {e}", path.display()))
 }
 
 fn file_name(p: &Path) -> String {
@@ -569,7 +584,7 @@ impl TempDir {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let p = std::env::temp_dir().join(format!("smelt-bench-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| err!("cannot create {}: {e}", p.display()))?;
+        std::fs::create_dir_all(&p).map_err(|e| err!(Io, "cannot create {}: {e}", p.display()))?;
         Ok(TempDir(p))
     }
 }

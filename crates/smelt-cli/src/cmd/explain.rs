@@ -44,9 +44,9 @@ pub fn main(a: Args) -> Result<ExitCode> {
     print_text(&report, &plan, a.buffers);
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| smelt_ir::err!("cannot encode the explanation: {e}"))?;
+            .map_err(|e| smelt_ir::err!(Internal, "cannot encode the explanation: {e}"))?;
         std::fs::write(path, text + "\n")
-            .map_err(|e| smelt_ir::err!("cannot write {}: {e}", path.display()))?;
+            .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -120,7 +120,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         .map_err(|e| e.context(a.model.display().to_string()))?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir)
-            .map_err(|e| smelt_ir::err!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|e| smelt_ir::err!(Io, "cannot create {}: {e}", dir.display()))?;
     }
     for (name, v) in &outputs {
         println!("{}", describe(name, v));
@@ -155,7 +155,7 @@ fn run_repeated(
     if let Some(path) = profile {
         let trace = smelt_runtime::profile::chrome_trace(&runs);
         std::fs::write(path, trace)
-            .map_err(|e| smelt_ir::err!("cannot write {}: {e}", path.display()))?;
+            .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
         eprintln!("profile: {} ({repeat} runs)", path.display());
     }
     Ok(outputs)

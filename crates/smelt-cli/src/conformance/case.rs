@@ -1,7 +1,7 @@
 //! One backend-test case: discovery on disk, and running it in this process.
 
 use super::compare::{compare, Tolerance};
-use smelt_ir::{err, Result, Value};
+use smelt_ir::{err, Error, Result, Value};
 use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if !p.exists() {
-            return Err(err!("{}: no such file or folder", p.display()));
+            return Err(err!(Io, "{}: no such file or folder", p.display()));
         }
         walk(p, &mut out)?;
     }
@@ -33,7 +33,7 @@ fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         out.push(p.to_path_buf());
         return Ok(());
     }
-    let rd = std::fs::read_dir(p).map_err(|e| err!("{}: {e}", p.display()))?;
+    let rd = std::fs::read_dir(p).map_err(|e| err!(Io, "{}: {e}", p.display()))?;
     let mut entries: Vec<PathBuf> = rd
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
@@ -49,24 +49,22 @@ fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 pub enum Outcome {
     /// Every data set matched.
     Pass,
-    /// A reason to show.
-    Fail(String),
+    /// An output differs from the expected one.
+    Mismatch(String),
+    /// smelt stopped with an error (of some kind).
+    Error(Error),
     /// Nothing to compare (no data sets).
     Skip(String),
 }
 
 /// Runs every data set of a case and compares the outputs.
 pub fn run_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Outcome {
-    match try_case(dir, tol, options) {
-        Ok(Some(())) => Outcome::Pass,
-        Ok(None) => Outcome::Skip("no test_data_set folders".into()),
-        Err(e) => Outcome::Fail(e.to_string()),
-    }
+    try_case(dir, tol, options).unwrap_or_else(Outcome::Error)
 }
 
-fn try_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Result<Option<()>> {
+fn try_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Result<Outcome> {
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| err!("{}: {e}", dir.display()))?
+        .map_err(|e| err!(Io, "{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.is_dir()
@@ -76,7 +74,7 @@ fn try_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Result<Opti
         .collect();
     sets.sort();
     if sets.is_empty() {
-        return Ok(None);
+        return Ok(Outcome::Skip("no test_data_set folders".into()));
     }
     let session = Session::load_with(&dir.join("model.onnx"), options)?;
     let inputs_sig = session.inputs();
@@ -90,14 +88,19 @@ fn try_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Result<Opti
         let mut inputs = HashMap::new();
         for (j, path) in numbered(set, "input_")?.into_iter().enumerate() {
             // Positional: the j-th input without a default (backend-test convention), or by name.
-            let bytes = std::fs::read(&path).map_err(|e| err!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(|e| err!(Io, "{}: {e}", path.display()))?;
             let name = pb_name(&bytes);
             let info = inputs_sig
                 .iter()
                 .find(|i| Some(i.name.as_str()) == name.as_deref())
                 .or_else(|| required.get(j).copied())
                 .or_else(|| inputs_sig.get(j))
-                .ok_or_else(|| err!("{set_name}: input_{j}.pb has no matching model input"))?;
+                .ok_or_else(|| {
+                    err!(
+                        InvalidInput,
+                        "{set_name}: input_{j}.pb has no matching model input"
+                    )
+                })?;
             let v = smelt_onnx::decode_value_file(&bytes, info.ty.as_ref())
                 .map_err(|e| e.context(path.display().to_string()))?;
             inputs.insert(info.name.clone(), v);
@@ -107,25 +110,29 @@ fn try_case(dir: &Path, tol: Tolerance, options: &SessionOptions) -> Result<Opti
             .map_err(|e| e.context(set_name.clone()))?;
         let expected = numbered(set, "output_")?;
         if expected.len() != outputs.len() {
-            return Err(err!(
+            return Ok(Outcome::Mismatch(format!(
                 "{set_name}: model has {} outputs, data set has {}",
                 outputs.len(),
                 expected.len()
-            ));
+            )));
         }
         for (j, path) in expected.iter().enumerate() {
-            let bytes = std::fs::read(path).map_err(|e| err!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(path).map_err(|e| err!(Io, "{}: {e}", path.display()))?;
             let want: Value = smelt_onnx::decode_value_file(&bytes, outputs_sig[j].ty.as_ref())?;
-            compare(&outputs[j].1, &want, tol)
-                .map_err(|e| e.context(format!("{set_name} output '{}'", outputs[j].0)))?;
+            if let Err(m) = compare(&outputs[j].1, &want, tol) {
+                let name = &outputs[j].0;
+                return Ok(Outcome::Mismatch(format!(
+                    "{set_name} output '{name}': {m}"
+                )));
+            }
         }
     }
-    Ok(Some(()))
+    Ok(Outcome::Pass)
 }
 
 fn numbered(set: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
     let mut v: Vec<(usize, PathBuf)> = std::fs::read_dir(set)
-        .map_err(|e| err!("{}: {e}", set.display()))?
+        .map_err(|e| err!(Io, "{}: {e}", set.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter_map(|p| {
             let n = p.file_name()?.to_string_lossy().into_owned();

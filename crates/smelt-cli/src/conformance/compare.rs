@@ -1,6 +1,16 @@
 //! Comparing computed values with expected ones, with tolerances for floats.
 
-use smelt_ir::{bail, Data, Result, Tensor, Value};
+use smelt_ir::{Data, Tensor, Value};
+
+/// How an output differs from the expected one: a test's verdict, not an error of smelt.
+pub type Mismatch = String;
+
+/// Returns early with a formatted [`Mismatch`].
+macro_rules! differ {
+    ($($arg:tt)+) => {
+        return Err(format!($($arg)+))
+    };
+}
 
 /// Tolerances for float comparisons: |actual - expected| <= atol + rtol * |expected|.
 #[derive(Debug, Clone, Copy)]
@@ -11,27 +21,27 @@ pub struct Tolerance {
     pub atol: f64,
 }
 
-/// Checks that `actual` matches `expected`; the error says where and by how much it differs.
-pub fn compare(actual: &Value, expected: &Value, tol: Tolerance) -> Result<()> {
+/// Checks that `actual` matches `expected`; the mismatch says where and by how much.
+pub fn compare(actual: &Value, expected: &Value, tol: Tolerance) -> Result<(), Mismatch> {
     match (actual, expected) {
         (Value::Tensor(a), Value::Tensor(e)) => compare_tensors(a, e, tol),
         (Value::Sequence(a), Value::Sequence(e)) => {
             if a.items.len() != e.items.len() {
-                bail!(
+                differ!(
                     "sequence has {} items, expected {}",
                     a.items.len(),
                     e.items.len()
                 );
             }
             for (i, (x, y)) in a.items.iter().zip(&e.items).enumerate() {
-                compare(x, y, tol).map_err(|err| err.context(format!("sequence item {i}")))?;
+                compare(x, y, tol).map_err(|m| format!("sequence item {i}: {m}"))?;
             }
             Ok(())
         }
         (Value::Optional(a), Value::Optional(e)) => match (&a.value, &e.value) {
             (None, None) => Ok(()),
             (Some(x), Some(y)) => compare(x, y, tol),
-            (x, _) => bail!(
+            (x, _) => differ!(
                 "optional is {}, expected {}",
                 if x.is_some() { "present" } else { "empty" },
                 if x.is_some() { "empty" } else { "present" }
@@ -40,24 +50,24 @@ pub fn compare(actual: &Value, expected: &Value, tol: Tolerance) -> Result<()> {
         // An optional output may be compared with its plain contents.
         (Value::Optional(a), e) => match &a.value {
             Some(x) => compare(x, e, tol),
-            None => bail!("optional is empty, expected a {}", e.kind()),
+            None => differ!("optional is empty, expected a {}", e.kind()),
         },
-        (a, e) => bail!("got a {}, expected a {}", a.kind(), e.kind()),
+        (a, e) => differ!("got a {}, expected a {}", a.kind(), e.kind()),
     }
 }
 
-fn compare_tensors(a: &Tensor, e: &Tensor, tol: Tolerance) -> Result<()> {
+fn compare_tensors(a: &Tensor, e: &Tensor, tol: Tolerance) -> Result<(), Mismatch> {
     if a.dtype() != e.dtype() {
-        bail!("element type {} , expected {}", a.dtype(), e.dtype());
+        differ!("element type {} , expected {}", a.dtype(), e.dtype());
     }
     if a.shape() != e.shape() {
-        bail!("shape {:?}, expected {:?}", a.shape(), e.shape());
+        differ!("shape {:?}, expected {:?}", a.shape(), e.shape());
     }
     let float = a.dtype().is_float();
     match (a.data(), e.data()) {
         (Data::Str(x), Data::Str(y)) => {
             if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
-                bail!("element {i} is {:?}, expected {:?}", x[i], y[i]);
+                differ!("element {i} is {:?}, expected {:?}", x[i], y[i]);
             }
             Ok(())
         }
@@ -71,11 +81,11 @@ fn compare_tensors(a: &Tensor, e: &Tensor, tol: Tolerance) -> Result<()> {
             y.iter().flatten().copied().collect(),
             tol,
         ),
-        _ if float => close_all(a.to_f64()?, e.to_f64()?, tol),
+        _ if float => close_all(values(a)?, values(e)?, tol),
         _ => {
-            let (x, y) = (a.to_i64()?, e.to_i64()?);
+            let (x, y) = (ints(a)?, ints(e)?);
             if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
-                bail!(
+                differ!(
                     "element {i} is {}, expected {} (exact match required)",
                     x[i],
                     y[i]
@@ -86,7 +96,7 @@ fn compare_tensors(a: &Tensor, e: &Tensor, tol: Tolerance) -> Result<()> {
     }
 }
 
-fn close_all(x: Vec<f64>, y: Vec<f64>, tol: Tolerance) -> Result<()> {
+fn close_all(x: Vec<f64>, y: Vec<f64>, tol: Tolerance) -> Result<(), Mismatch> {
     let mut worst: Option<(usize, f64)> = None;
     let mut bad = 0usize;
     for (i, (&a, &e)) in x.iter().zip(&y).enumerate() {
@@ -110,7 +120,7 @@ fn close_all(x: Vec<f64>, y: Vec<f64>, tol: Tolerance) -> Result<()> {
         }
     }
     if let Some((i, d)) = worst {
-        bail!(
+        differ!(
             "{bad} of {} elements differ; worst at {i}: got {}, expected {} (|diff| {d:.3e})",
             x.len(),
             x[i],
@@ -118,4 +128,12 @@ fn close_all(x: Vec<f64>, y: Vec<f64>, tol: Tolerance) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn values(t: &Tensor) -> Result<Vec<f64>, Mismatch> {
+    t.to_f64().map_err(|e| e.to_string())
+}
+
+fn ints(t: &Tensor) -> Result<Vec<i64>, Mismatch> {
+    t.to_i64().map_err(|e| e.to_string())
 }

@@ -1,12 +1,14 @@
 //! `smelt conformance`: runs ONNX backend-test cases in worker processes (so a crash or a
-//! hang fails one case, not the run) and compares with the expected-failures list.
+//! hang fails one case, not the run) and compares with the expected-failures list. A case
+//! that fails with an internal error (or a panic) is a bug in smelt: it fails the run even
+//! when the list names it.
 
 mod case;
 mod compare;
 mod pool;
 
 use compare::Tolerance;
-use smelt_ir::{err, Result};
+use smelt_ir::{err, ErrorKind, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -54,6 +56,9 @@ pub struct CaseResult {
     pub status: &'static str,
     /// Why it failed or was skipped.
     pub reason: String,
+    /// The kind of the error it failed with (`invalid_model`, ...; `internal` for a panic),
+    /// or None when it did not fail with an error (a mismatch, a crash, a time-out).
+    pub kind: Option<String>,
     /// Seconds it took.
     pub seconds: f64,
 }
@@ -74,6 +79,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let cases = case::discover(&a.paths)?;
     if cases.is_empty() {
         return Err(err!(
+            InvalidInput,
             "no cases (folders with model.onnx) found under the given paths"
         ));
     }
@@ -87,46 +93,9 @@ pub fn main(a: Args) -> Result<ExitCode> {
         .max(1);
     let started = Instant::now();
     let results = pool::run_all(&cases, jobs, &a, a.timeout)?;
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    let mut failed_names = BTreeSet::new();
-    for r in &results {
-        match r.status {
-            "pass" => passed += 1,
-            "skip" => skipped += 1,
-            _ => {
-                failed += 1;
-                failed_names.insert(r.name.clone());
-                let tag = match &expected {
-                    Some(e) if e.contains_key(&r.name) => "xfail",
-                    _ => "FAIL",
-                };
-                println!("{tag} {}: {}", r.name, one_line(&r.reason));
-            }
-        }
-    }
-    let mut ok = failed == 0;
-    if let Some(exp) = &expected {
-        let run: BTreeSet<&String> = results.iter().map(|r| &r.name).collect();
-        let unexpected_pass: Vec<&String> = exp
-            .keys()
-            .filter(|n| run.contains(n) && !failed_names.contains(*n))
-            .collect();
-        let unexpected_fail: Vec<&String> = failed_names
-            .iter()
-            .filter(|n| !exp.contains_key(*n))
-            .collect();
-        for n in &unexpected_pass {
-            println!(
-                "XPASS {n}: listed as an expected failure but passed (remove it from the list)"
-            );
-        }
-        ok = unexpected_pass.is_empty() && unexpected_fail.is_empty();
-        println!(
-            "expected failures: {} listed, {} unexpected failures, {} unexpected passes",
-            exp.len(),
-            unexpected_fail.len(),
-            unexpected_pass.len()
-        );
+    let verdict = judge(&results, expected.as_ref());
+    for line in &verdict.lines {
+        println!("{line}");
     }
     if let Some(p) = &a.json {
         write_json(p, &results, a.rtol, a.atol)?;
@@ -136,12 +105,98 @@ pub fn main(a: Args) -> Result<ExitCode> {
         results.len(),
         started.elapsed().as_secs_f64()
     );
+    let Verdict {
+        passed,
+        failed,
+        skipped,
+        ok,
+        ..
+    } = verdict;
     println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The results set against the expected-failures list.
+struct Verdict {
+    /// One line per failure, then the unexpected passes and the list's summary.
+    lines: Vec<String>,
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    /// Whether the run matches the list (or, without a list, nothing failed).
+    ok: bool,
+}
+
+/// Counts the results and checks them against the expected failures. A failure with an
+/// internal error (a panic included) is a bug in smelt: no entry of the list covers it.
+fn judge(results: &[CaseResult], expected: Option<&BTreeMap<String, String>>) -> Verdict {
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut lines = Vec::new();
+    let mut failed_names = BTreeSet::new();
+    let mut unexpected_fail = 0;
+    for r in results {
+        match r.status {
+            "pass" => passed += 1,
+            "skip" => skipped += 1,
+            _ => {
+                failed += 1;
+                failed_names.insert(r.name.as_str());
+                let internal = r.kind.as_deref() == Some(ErrorKind::Internal.name());
+                let listed = expected.is_some_and(|e| e.contains_key(&r.name));
+                let kind = r
+                    .kind
+                    .as_deref()
+                    .map(|k| format!("[{k}] "))
+                    .unwrap_or_default();
+                let (tag, note) = match (listed, internal) {
+                    (true, false) => ("xfail", ""),
+                    (true, true) => (
+                        "FAIL",
+                        " (listed as an expected failure, but an internal error is a bug, never expected)",
+                    ),
+                    (false, _) => ("FAIL", ""),
+                };
+                if tag == "FAIL" {
+                    unexpected_fail += 1;
+                }
+                lines.push(format!(
+                    "{tag} {}: {kind}{}{note}",
+                    r.name,
+                    one_line(&r.reason)
+                ));
+            }
+        }
+    }
+    let mut ok = failed == 0;
+    if let Some(exp) = expected {
+        let run: BTreeSet<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        let unexpected_pass: Vec<&String> = exp
+            .keys()
+            .filter(|n| run.contains(n.as_str()) && !failed_names.contains(n.as_str()))
+            .collect();
+        for n in &unexpected_pass {
+            lines.push(format!(
+                "XPASS {n}: listed as an expected failure but passed (remove it from the list)"
+            ));
+        }
+        ok = unexpected_pass.is_empty() && unexpected_fail == 0;
+        lines.push(format!(
+            "expected failures: {} listed, {unexpected_fail} unexpected failures, {} unexpected passes",
+            exp.len(),
+            unexpected_pass.len()
+        ));
+    }
+    Verdict {
+        lines,
+        passed,
+        failed,
+        skipped,
+        ok,
+    }
 }
 
 fn one_line(s: &str) -> String {
@@ -155,7 +210,7 @@ fn one_line(s: &str) -> String {
 
 /// Reads an expected-failures file: `name  reason` per line; `#` starts a comment line.
 pub fn read_expected(p: &PathBuf) -> Result<BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(p).map_err(|e| err!("{}: {e}", p.display()))?;
+    let text = std::fs::read_to_string(p).map_err(|e| err!(Io, "{}: {e}", p.display()))?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();
@@ -171,7 +226,7 @@ pub fn read_expected(p: &PathBuf) -> Result<BTreeMap<String, String>> {
 fn write_json(p: &PathBuf, results: &[CaseResult], rtol: f64, atol: f64) -> Result<()> {
     let cases: Vec<serde_json::Value> = results
         .iter()
-        .map(|r| serde_json::json!({"name": r.name, "status": r.status, "reason": r.reason, "seconds": r.seconds}))
+        .map(|r| serde_json::json!({"name": r.name, "status": r.status, "kind": r.kind, "reason": r.reason, "seconds": r.seconds}))
         .collect();
     let count = |s: &str| results.iter().filter(|r| r.status == s).count();
     let doc = serde_json::json!({
@@ -179,11 +234,12 @@ fn write_json(p: &PathBuf, results: &[CaseResult], rtol: f64, atol: f64) -> Resu
         "summary": {"passed": count("pass"), "failed": count("fail"), "skipped": count("skip")},
         "cases": cases,
     });
-    let text = serde_json::to_string_pretty(&doc).map_err(|e| err!("{e}"))?;
-    std::fs::write(p, text).map_err(|e| err!("{}: {e}", p.display()))
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| err!(Internal, "{e}"))?;
+    std::fs::write(p, text).map_err(|e| err!(Io, "{}: {e}", p.display()))
 }
 
-/// Worker side: one case folder per stdin line, one result line per case on stdout.
+/// Worker side: one case folder per stdin line, one result line per case on stdout:
+/// `status TAB seconds TAB kind TAB reason`, the kind `-` unless the case failed with an error.
 fn worker(tol: Tolerance, opt_level: u8) -> Result<ExitCode> {
     let options = smelt_runtime::SessionOptions {
         opt_level,
@@ -203,20 +259,71 @@ fn worker(tol: Tolerance, opt_level: u8) -> Result<ExitCode> {
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_default();
-                case::Outcome::Fail(format!("panic: {msg}"))
+                // A panic is a bug, as an internal error is.
+                case::Outcome::Error(err!(Internal, "panic: {msg}"))
             });
-        let (status, reason) = match outcome {
-            case::Outcome::Pass => ("pass", String::new()),
-            case::Outcome::Fail(r) => ("fail", r),
-            case::Outcome::Skip(r) => ("skip", r),
+        let (status, kind, reason) = match outcome {
+            case::Outcome::Pass => ("pass", "-", String::new()),
+            case::Outcome::Mismatch(r) => ("fail", "-", r),
+            case::Outcome::Error(e) => ("fail", e.kind().name(), e.to_string()),
+            case::Outcome::Skip(r) => ("skip", "-", r),
         };
         writeln!(
             out,
-            "{status}\t{:.4}\t{}",
+            "{status}\t{:.4}\t{kind}\t{}",
             t.elapsed().as_secs_f64(),
             one_line(&reason)
         )?;
         out.flush()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, status: &'static str, kind: Option<ErrorKind>) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            status,
+            reason: "why".into(),
+            kind: kind.map(|k| k.name().to_string()),
+            seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn an_internal_error_fails_even_when_listed() {
+        let listed: BTreeMap<String, String> = ["mismatch", "unsupported", "bug"]
+            .iter()
+            .map(|n| (n.to_string(), "reason".to_string()))
+            .collect();
+        let mut results = vec![
+            result("ok", "pass", None),
+            result("mismatch", "fail", None),
+            result("unsupported", "fail", Some(ErrorKind::Unsupported)),
+        ];
+        let v = judge(&results, Some(&listed));
+        assert!(v.ok, "{:?}", v.lines);
+        assert_eq!((v.passed, v.failed, v.skipped), (1, 2, 0));
+        assert!(v.lines[1].starts_with("xfail unsupported: [unsupported] why"));
+        results.push(result("bug", "fail", Some(ErrorKind::Internal)));
+        let v = judge(&results, Some(&listed));
+        assert!(!v.ok, "{:?}", v.lines);
+        assert!(
+            v.lines
+                .iter()
+                .any(|l| l.starts_with("FAIL bug: [internal] why (listed")),
+            "{:?}",
+            v.lines
+        );
+        assert!(v.lines.iter().any(|l| l.contains("1 unexpected failures")));
+        // Without a list every failure fails the run.
+        assert!(!judge(&results[..1], None)
+            .lines
+            .iter()
+            .any(|l| l.contains("FAIL")));
+        assert!(!judge(&results, None).ok);
+    }
 }

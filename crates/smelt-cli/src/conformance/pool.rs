@@ -19,7 +19,8 @@ struct Worker {
 type Msg = (usize, Option<String>);
 
 fn spawn(slot: usize, a: &Args, tx: Sender<Msg>) -> Result<Worker> {
-    let exe = std::env::current_exe().map_err(|e| err!("cannot find the smelt executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| err!(Io, "cannot find the smelt executable: {e}"))?;
     let mut child = Command::new(exe)
         .args([
             "conformance",
@@ -35,15 +36,15 @@ fn spawn(slot: usize, a: &Args, tx: Sender<Msg>) -> Result<Worker> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| err!("cannot start a conformance worker: {e}"))?;
+        .map_err(|e| err!(Io, "cannot start a conformance worker: {e}"))?;
     let stdin = child
         .stdin
         .take()
-        .ok_or_else(|| err!("worker has no stdin"))?;
+        .ok_or_else(|| err!(Internal, "worker has no stdin"))?;
     let stdout = child
         .stdout
         .take()
-        .ok_or_else(|| err!("worker has no stdout"))?;
+        .ok_or_else(|| err!(Internal, "worker has no stdout"))?;
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             match line {
@@ -129,6 +130,7 @@ pub fn run_all(cases: &[PathBuf], jobs: usize, a: &Args, timeout: f64) -> Result
                                     name: name_of(&cases[idx]),
                                     status: "fail",
                                     reason: format!("the worker crashed ({status})"),
+                                    kind: None,
                                     seconds: t.elapsed().as_secs_f64(),
                                 }
                             }
@@ -160,6 +162,7 @@ pub fn run_all(cases: &[PathBuf], jobs: usize, a: &Args, timeout: f64) -> Result
                     name: name_of(&cases[idx]),
                     status: "fail",
                     reason: format!("timed out after {timeout}s"),
+                    kind: None,
                     seconds: t.elapsed().as_secs_f64(),
                 });
                 done += 1;
@@ -175,19 +178,25 @@ pub fn run_all(cases: &[PathBuf], jobs: usize, a: &Args, timeout: f64) -> Result
     Ok(results.into_iter().flatten().collect())
 }
 
+/// Reads a worker's `status TAB seconds TAB kind TAB reason` line.
 fn parse_line(name: &str, l: &str) -> CaseResult {
-    let mut parts = l.splitn(3, '\t');
+    let mut parts = l.splitn(4, '\t');
     let status = match parts.next() {
         Some("pass") => "pass",
         Some("skip") => "skip",
         _ => "fail",
     };
     let seconds = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0.0);
+    let kind = parts
+        .next()
+        .filter(|k| !k.is_empty() && *k != "-")
+        .map(str::to_string);
     let reason = parts.next().unwrap_or("").to_string();
     CaseResult {
         name: name.to_string(),
         status,
         reason,
+        kind,
         seconds,
     }
 }

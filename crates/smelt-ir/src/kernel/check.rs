@@ -2,6 +2,10 @@
 //! everything raw-pointer execution relies on is proved here once (buffers fit their
 //! storage, windows fit their buffers, bodies only read earlier ops, parallel splits do not
 //! race).
+//!
+//! A plan that fails them was built wrong by smelt's own lowering: the errors are internal
+//! (but for buffers too large to address). A loader of plans from files should make them
+//! invalid-model errors at its boundary (`Error::with_kind`).
 
 use super::{BufferKind, KernelPlan, ScalarOp, TensorRef, ARENA_ALIGN};
 use crate::{bail, ensure, err, DType, Result, Tensor};
@@ -45,20 +49,22 @@ impl<'a> Checker<'a> {
             let bytes = len
                 .checked_mul(b.dtype.storage_size())
                 .filter(|&n| n <= isize::MAX as usize)
-                .ok_or_else(|| err!("{}: too large", what()))?;
+                .ok_or_else(|| err!(ResourceExhausted, "{}: too large", what()))?;
             match b.kind {
                 BufferKind::Input(i) => ensure!(
                     i < plan.inputs.len(),
+                    Internal,
                     "{}: input {i} of {}",
                     what(),
                     plan.inputs.len()
                 ),
                 BufferKind::Weight(i) => {
-                    let w = weights
-                        .get(i)
-                        .ok_or_else(|| err!("{}: weight {i} of {}", what(), weights.len()))?;
+                    let w = weights.get(i).ok_or_else(|| {
+                        err!(Internal, "{}: weight {i} of {}", what(), weights.len())
+                    })?;
                     ensure!(
                         w.dtype() == b.dtype && w.shape() == b.shape.as_slice(),
+                        Internal,
                         "{}: weight {i} is {} {:?}, the buffer {} {:?}",
                         what(),
                         w.dtype(),
@@ -69,17 +75,20 @@ impl<'a> Checker<'a> {
                 }
                 BufferKind::Output(i) => ensure!(
                     plan.outputs.get(i).map(|o| o.1 .0 as usize) == Some(id),
+                    Internal,
                     "{}: output {i} does not name this buffer",
                     what()
                 ),
                 BufferKind::Arena { offset } => {
                     ensure!(
                         b.dtype != DType::Str,
+                        Internal,
                         "{}: strings cannot live in the arena",
                         what()
                     );
                     ensure!(
                         offset % ARENA_ALIGN == 0,
+                        Internal,
                         "{}: offset {offset} is not aligned",
                         what()
                     );
@@ -87,6 +96,7 @@ impl<'a> Checker<'a> {
                         offset
                             .checked_add(bytes)
                             .is_some_and(|end| end <= plan.memory.arena_bytes),
+                        Internal,
                         "{}: {bytes} bytes at {offset} exceed the arena ({} bytes)",
                         what(),
                         plan.memory.arena_bytes
@@ -98,6 +108,7 @@ impl<'a> Checker<'a> {
         for (name, id) in &plan.outputs {
             ensure!(
                 (id.0 as usize) < plan.buffers.len(),
+                Internal,
                 "output '{name}': no buffer {}",
                 id.0
             );
@@ -112,9 +123,10 @@ impl<'a> Checker<'a> {
             .plan
             .buffers
             .get(id)
-            .ok_or_else(|| err!("{what}: no buffer {id}"))?;
+            .ok_or_else(|| err!(Internal, "{what}: no buffer {id}"))?;
         ensure!(
             r.shape.len() == r.strides.len(),
+            Internal,
             "{what}: {} extents but {} strides",
             r.shape.len(),
             r.strides.len()
@@ -123,6 +135,7 @@ impl<'a> Checker<'a> {
         if writes {
             ensure!(
                 matches!(b.kind, BufferKind::Output(_) | BufferKind::Arena { .. }),
+                Internal,
                 "{what}: buffer '{}' is read only",
                 b.name
             );
@@ -130,6 +143,7 @@ impl<'a> Checker<'a> {
         if matches!(u, Use::Load | Use::Store) {
             ensure!(
                 converts_to_f32(b.dtype),
+                Internal,
                 "{what}: {} elements do not convert to f32",
                 b.dtype
             );
@@ -137,6 +151,7 @@ impl<'a> Checker<'a> {
         if b.dtype == DType::Str {
             ensure!(
                 matches!(u, Use::OpInput | Use::OpOutput) && self.whole(r),
+                Internal,
                 "{what}: strings are only read or written whole by single ops"
             );
         }
@@ -154,6 +169,7 @@ impl<'a> Checker<'a> {
         }
         ensure!(
             lo >= 0 && hi < self.lens[id] as i128,
+            Internal,
             "{what}: window [{lo}, {hi}] is outside buffer '{}' of {} elements",
             b.name,
             self.lens[id]
@@ -172,15 +188,25 @@ impl<'a> Checker<'a> {
 pub fn body(ops: &[ScalarOp], n_loads: usize, acc: bool, n_stages: usize) -> Result<()> {
     for (i, op) in ops.iter().enumerate() {
         let earlier = |k: usize| -> Result<()> {
-            ensure!(k < i, "op {i} ({op:?}) reads op {k}, which is not earlier");
+            ensure!(
+                k < i,
+                Internal,
+                "op {i} ({op:?}) reads op {k}, which is not earlier"
+            );
             Ok(())
         };
         match *op {
-            ScalarOp::Load(k) => ensure!(k < n_loads, "op {i} reads load {k} of {n_loads}"),
+            ScalarOp::Load(k) => {
+                ensure!(k < n_loads, Internal, "op {i} reads load {k} of {n_loads}")
+            }
             ScalarOp::Const(_) => {}
-            ScalarOp::Acc => ensure!(acc, "op {i}: Acc outside an anchor epilogue"),
+            ScalarOp::Acc => ensure!(acc, Internal, "op {i}: Acc outside an anchor epilogue"),
             ScalarOp::Reduced(k) => {
-                ensure!(k < n_stages, "op {i} reads stage {k} of {n_stages}")
+                ensure!(
+                    k < n_stages,
+                    Internal,
+                    "op {i} reads stage {k} of {n_stages}"
+                )
             }
             ScalarOp::Unary(_, a) => earlier(a)?,
             ScalarOp::Binary(_, a, b) => {
@@ -227,7 +253,7 @@ pub fn deps(ops: &[ScalarOp], roots: &[usize]) -> Vec<usize> {
 /// Checks that an op index exists.
 pub fn op_index(ops: &[ScalarOp], i: usize, what: &str) -> Result<()> {
     if i >= ops.len() {
-        bail!("{what} is op {i} of {}", ops.len());
+        bail!(Internal, "{what} is op {i} of {}", ops.len());
     }
     Ok(())
 }

@@ -170,7 +170,7 @@ impl Op {
             serde_json::json!({ name: attrs })
         };
         fn de<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> crate::Result<T> {
-            serde_json::from_value(v).map_err(|e| crate::err!("{e}"))
+            serde_json::from_value(v).map_err(|e| crate::err!(InvalidModel, "{e}"))
         }
         Ok(match family {
             "elementwise" => Op::Elementwise(de(tagged)?),
@@ -184,7 +184,7 @@ impl Op {
             "loss" => Op::Loss(de(tagged)?),
             "llm" => Op::Llm(de(tagged)?),
             "misc" => Op::Misc(de(tagged)?),
-            _ => crate::bail!("unknown op family '{family}'"),
+            _ => crate::bail!(InvalidModel, "unknown op family '{family}'"),
         })
     }
 }

@@ -15,6 +15,7 @@ impl NodeCtx<'_, '_> {
             None => Ok(None),
             Some(a) if a.r#type == want || a.r#type == at::UNDEFINED => Ok(Some(a)),
             Some(a) => bail!(
+                InvalidModel,
                 "attribute '{name}' should be {what}, but has type code {}",
                 a.r#type
             ),
@@ -90,7 +91,7 @@ impl NodeCtx<'_, '_> {
             Some(a) => {
                 let t =
                     a.t.as_ref()
-                        .ok_or_else(|| err!("attribute '{name}' has no tensor"))?;
+                        .ok_or_else(|| err!(InvalidModel, "attribute '{name}' has no tensor"))?;
                 Ok(Some(crate::tensor::decode_tensor(
                     t,
                     self.importer.base_dir.as_deref(),
@@ -104,7 +105,12 @@ impl NodeCtx<'_, '_> {
     pub fn opt_dtype(&self, name: &str) -> Result<Option<DType>> {
         match self.opt_i(name)? {
             Some(code) => Ok(Some(DType::from_onnx_code(code as i32).ok_or_else(
-                || err!("attribute '{name}': unknown data type code {code}"),
+                || {
+                    err!(
+                        Unsupported,
+                        "attribute '{name}': unknown data type code {code}"
+                    )
+                },
             )?)),
             None => Ok(None),
         }
@@ -114,10 +120,10 @@ impl NodeCtx<'_, '_> {
     pub fn graph(&mut self, name: &str) -> Result<Graph> {
         let a = self
             .typed(name, at::GRAPH, "a graph")?
-            .ok_or_else(|| err!("missing graph attribute '{name}'"))?;
+            .ok_or_else(|| err!(InvalidModel, "missing graph attribute '{name}'"))?;
         let g =
             a.g.as_ref()
-                .ok_or_else(|| err!("attribute '{name}' has no graph"))?
+                .ok_or_else(|| err!(InvalidModel, "attribute '{name}' has no graph"))?
                 .clone();
         self.importer
             .import_subgraph(&g)

@@ -15,6 +15,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let else_branch = Box::new(n.graph("else_branch")?);
             if then_branch.outputs.len() != else_branch.outputs.len() {
                 bail!(
+                    InvalidModel,
                     "If: then_branch has {} outputs but else_branch has {}",
                     then_branch.outputs.len(),
                     else_branch.outputs.len()
@@ -22,6 +23,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             }
             if then_branch.outputs.len() < n.n_outputs() {
                 bail!(
+                    InvalidModel,
                     "If: the node has {} outputs but the branches only {}",
                     n.n_outputs(),
                     then_branch.outputs.len()
@@ -37,24 +39,28 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let carried = n.n_inputs().saturating_sub(2);
             if n.n_inputs() < 2 {
                 bail!(
+                    InvalidModel,
                     "Loop needs at least the M and cond inputs (possibly empty), got {}",
                     n.n_inputs()
                 );
             }
             if body.inputs.len() != carried + 2 {
                 bail!(
+                    InvalidModel,
                     "Loop: body takes {} inputs, expected 2 + {carried} loop-carried values",
                     body.inputs.len()
                 );
             }
             if body.outputs.len() < carried + 1 {
                 bail!(
+                    InvalidModel,
                     "Loop: body returns {} outputs, expected at least 1 + {carried}",
                     body.outputs.len()
                 );
             }
             if n.n_outputs() > body.outputs.len() - 1 {
                 bail!(
+                    InvalidModel,
                     "Loop: the node has {} outputs but the body only {}",
                     n.n_outputs(),
                     body.outputs.len() - 1
@@ -64,27 +70,35 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         }
         "Scan" => {
             let body = Box::new(n.graph("body")?);
-            let m = n
-                .opt_i("num_scan_inputs")?
-                .ok_or_else(|| smelt_ir::err!("Scan needs the 'num_scan_inputs' attribute"))?;
+            let m = n.opt_i("num_scan_inputs")?.ok_or_else(|| {
+                smelt_ir::err!(InvalidModel, "Scan needs the 'num_scan_inputs' attribute")
+            })?;
             if m < 1 {
-                bail!("Scan: num_scan_inputs must be at least 1, got {m}");
+                bail!(
+                    InvalidModel,
+                    "Scan: num_scan_inputs must be at least 1, got {m}"
+                );
             }
             let m = m as usize;
             let batched = n.opset < 9;
             let n_in = n.n_inputs().saturating_sub(usize::from(batched));
             if n_in < m {
-                bail!("Scan: {m} scan inputs declared but only {n_in} inputs given");
+                bail!(
+                    InvalidModel,
+                    "Scan: {m} scan inputs declared but only {n_in} inputs given"
+                );
             }
             let n_state = n_in - m;
             if body.inputs.len() != n_in {
                 bail!(
+                    InvalidModel,
                     "Scan: body takes {} inputs, expected {n_in}",
                     body.inputs.len()
                 );
             }
             if body.outputs.len() < n_state {
                 bail!(
+                    InvalidModel,
                     "Scan: body returns {} outputs, fewer than the {n_state} state variables",
                     body.outputs.len()
                 );
@@ -97,7 +111,10 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                         Ok(v.iter().map(|&d| d == 1).collect())
                     }
                     Some(v) => {
-                        bail!("Scan: '{name}' should have {len} entries of 0 or 1, got {v:?}")
+                        bail!(
+                            InvalidModel,
+                            "Scan: '{name}' should have {len} entries of 0 or 1, got {v:?}"
+                        )
                     }
                 }
             };
@@ -105,7 +122,10 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 match n.opt_ints(name)? {
                     None => Ok(vec![0; len]),
                     Some(v) if v.len() == len => Ok(v),
-                    Some(v) => bail!("Scan: '{name}' should have {len} entries, got {v:?}"),
+                    Some(v) => bail!(
+                        InvalidModel,
+                        "Scan: '{name}' should have {len} entries, got {v:?}"
+                    ),
                 }
             };
             if batched {

@@ -69,7 +69,10 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             approximate: match n.s("approximate", "none")?.as_str() {
                 "none" => GeluApprox::None,
                 "tanh" => GeluApprox::Tanh,
-                s => bail!("Gelu: unknown approximate '{s}' (expected 'none' or 'tanh')"),
+                s => bail!(
+                    InvalidModel,
+                    "Gelu: unknown approximate '{s}' (expected 'none' or 'tanh')"
+                ),
             },
         },
         "Shrink" => E::Shrink {
@@ -88,8 +91,11 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             direction: match n.opt_s("direction")?.as_deref() {
                 Some("LEFT") => ShiftDirection::Left,
                 Some("RIGHT") => ShiftDirection::Right,
-                Some(s) => bail!("BitShift: unknown direction '{s}' (expected 'LEFT' or 'RIGHT')"),
-                None => bail!("BitShift: missing attribute 'direction'"),
+                Some(s) => bail!(
+                    InvalidModel,
+                    "BitShift: unknown direction '{s}' (expected 'LEFT' or 'RIGHT')"
+                ),
+                None => bail!(InvalidModel, "BitShift: missing attribute 'direction'"),
             },
         },
         "BitwiseAnd" => E::BitwiseAnd,
@@ -136,7 +142,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "BitCast" => E::BitCast {
             to: n
                 .opt_dtype("to")?
-                .ok_or_else(|| err!("BitCast: missing attribute 'to'"))?,
+                .ok_or_else(|| err!(InvalidModel, "BitCast: missing attribute 'to'"))?,
         },
         "CastLike" => E::CastLike {
             saturate: n.flag("saturate", true)?,
@@ -167,7 +173,10 @@ fn round_mode(n: &NodeCtx) -> Result<E8M0Rounding> {
         "up" => E8M0Rounding::Up,
         "down" => E8M0Rounding::Down,
         "nearest" => E8M0Rounding::Nearest,
-        s => bail!("Cast: unknown round_mode '{s}' (expected 'up', 'down' or 'nearest')"),
+        s => bail!(
+            InvalidModel,
+            "Cast: unknown round_mode '{s}' (expected 'up', 'down' or 'nearest')"
+        ),
     })
 }
 
@@ -175,13 +184,14 @@ fn round_mode(n: &NodeCtx) -> Result<E8M0Rounding> {
 fn cast_to(n: &NodeCtx) -> Result<DType> {
     let a = n
         .attr("to")
-        .ok_or_else(|| err!("Cast: missing attribute 'to'"))?;
+        .ok_or_else(|| err!(InvalidModel, "Cast: missing attribute 'to'"))?;
     if a.r#type == at::STRING || (a.r#type == at::UNDEFINED && !a.s.is_empty()) {
         let name = String::from_utf8_lossy(&a.s).to_ascii_uppercase();
-        return dtype_from_onnx_name(&name).ok_or_else(|| err!("Cast: unknown type name '{name}'"));
+        return dtype_from_onnx_name(&name)
+            .ok_or_else(|| err!(Unsupported, "Cast: unknown type name '{name}'"));
     }
     n.opt_dtype("to")?
-        .ok_or_else(|| err!("Cast: missing attribute 'to'"))
+        .ok_or_else(|| err!(InvalidModel, "Cast: missing attribute 'to'"))
 }
 
 fn dtype_from_onnx_name(s: &str) -> Option<DType> {

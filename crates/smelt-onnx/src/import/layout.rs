@@ -12,7 +12,10 @@ fn reduction(n: &NodeCtx) -> Result<ScatterReduction> {
         "mul" => ScatterReduction::Mul,
         "max" => ScatterReduction::Max,
         "min" => ScatterReduction::Min,
-        other => bail!("unknown reduction '{other}' (expected none, add, mul, max or min)"),
+        other => bail!(
+            InvalidModel,
+            "unknown reduction '{other}' (expected none, add, mul, max or min)"
+        ),
     })
 }
 
@@ -20,15 +23,15 @@ fn block_mode(n: &NodeCtx) -> Result<BlockMode> {
     Ok(match n.s("mode", "DCR")?.as_str() {
         "DCR" => BlockMode::Dcr,
         "CRD" => BlockMode::Crd,
-        other => bail!("unknown mode '{other}' (expected DCR or CRD)"),
+        other => bail!(InvalidModel, "unknown mode '{other}' (expected DCR or CRD)"),
     })
 }
 
 fn blocksize(n: &NodeCtx) -> Result<i64> {
     let b = n
         .opt_i("blocksize")?
-        .ok_or_else(|| smelt_ir::err!("missing required attribute 'blocksize'"))?;
-    ensure!(b > 0, "blocksize must be positive, got {b}");
+        .ok_or_else(|| smelt_ir::err!(InvalidModel, "missing required attribute 'blocksize'"))?;
+    ensure!(b > 0, InvalidModel, "blocksize must be positive, got {b}");
     Ok(b)
 }
 
@@ -42,10 +45,9 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "Identity" => L::Identity,
         "Reshape" => {
             let shape = if v < 5 {
-                Some(
-                    n.opt_ints("shape")?
-                        .ok_or_else(|| smelt_ir::err!("Reshape-1 needs the 'shape' attribute"))?,
-                )
+                Some(n.opt_ints("shape")?.ok_or_else(|| {
+                    smelt_ir::err!(InvalidModel, "Reshape-1 needs the 'shape' attribute")
+                })?)
             } else {
                 None
             };
@@ -63,7 +65,10 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "Unsqueeze" => {
             let axes = if v < 13 {
                 Some(n.opt_ints("axes")?.ok_or_else(|| {
-                    smelt_ir::err!("Unsqueeze needs the 'axes' attribute before opset 13")
+                    smelt_ir::err!(
+                        InvalidModel,
+                        "Unsqueeze needs the 'axes' attribute before opset 13"
+                    )
                 })?)
             } else {
                 None
@@ -77,7 +82,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let axis = match n.opt_i("axis")? {
                 Some(a) => a,
                 None if v < 4 => 1,
-                None => bail!("Concat needs the 'axis' attribute"),
+                None => bail!(InvalidModel, "Concat needs the 'axis' attribute"),
             };
             L::Concat { axis }
         }
@@ -89,7 +94,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 None
             };
             if let Some(k) = num_outputs {
-                ensure!(k > 0, "num_outputs must be positive, got {k}");
+                ensure!(k > 0, InvalidModel, "num_outputs must be positive, got {k}");
             }
             L::Split {
                 axis: n.i("axis", 0)?,
@@ -101,18 +106,20 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             if v < 10 {
                 let starts = n
                     .opt_ints("starts")?
-                    .ok_or_else(|| smelt_ir::err!("Slice-1 needs 'starts'"))?;
+                    .ok_or_else(|| smelt_ir::err!(InvalidModel, "Slice-1 needs 'starts'"))?;
                 let ends = n
                     .opt_ints("ends")?
-                    .ok_or_else(|| smelt_ir::err!("Slice-1 needs 'ends'"))?;
+                    .ok_or_else(|| smelt_ir::err!(InvalidModel, "Slice-1 needs 'ends'"))?;
                 ensure!(
                     starts.len() == ends.len(),
+                    InvalidModel,
                     "starts and ends have different lengths"
                 );
                 let axes = n.opt_ints("axes")?;
                 if let Some(a) = &axes {
                     ensure!(
                         a.len() == starts.len(),
+                        InvalidModel,
                         "axes and starts have different lengths"
                     );
                 }
@@ -153,13 +160,13 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 "reflect" => PadMode::Reflect,
                 "edge" => PadMode::Edge,
                 "wrap" => PadMode::Wrap,
-                other => bail!("unknown pad mode '{other}'"),
+                other => bail!(InvalidModel, "unknown pad mode '{other}'"),
             };
             if v < 11 {
                 let name = if v < 2 { "paddings" } else { "pads" };
-                let pads = n
-                    .opt_ints(name)?
-                    .ok_or_else(|| smelt_ir::err!("Pad needs the '{name}' attribute"))?;
+                let pads = n.opt_ints(name)?.ok_or_else(|| {
+                    smelt_ir::err!(InvalidModel, "Pad needs the '{name}' attribute")
+                })?;
                 L::Pad {
                     mode,
                     pads: Some(pads),
@@ -183,6 +190,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             if let Some(t) = &value {
                 ensure!(
                     t.len() == 1,
+                    InvalidModel,
                     "ConstantOfShape 'value' must have one element, got {}",
                     t.len()
                 );

@@ -24,6 +24,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
     };
     if n.n_inputs() < 2 {
         bail!(
+            InvalidModel,
             "{} needs at least 2 inputs, got {}",
             n.op_type(),
             n.n_inputs()
@@ -37,6 +38,9 @@ fn reduction(n: &NodeCtx) -> Result<LossReduction> {
         "none" => LossReduction::None,
         "sum" => LossReduction::Sum,
         "mean" => LossReduction::Mean,
-        other => bail!("attribute 'reduction' must be none, sum or mean, got '{other}'"),
+        other => bail!(
+            InvalidModel,
+            "attribute 'reduction' must be none, sum or mean, got '{other}'"
+        ),
     })
 }

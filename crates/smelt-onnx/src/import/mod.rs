@@ -43,9 +43,15 @@ pub fn load_model_lenient(path: &Path) -> Result<Imported> {
 
 fn load(path: &Path, lenient: bool) -> Result<Imported> {
     let ctx = || format!("{}", path.display());
-    let bytes = std::fs::read(path).map_err(|e| err!("cannot read model: {e}").context(ctx()))?;
-    let proto = <ModelProto as prost::Message>::decode(bytes.as_slice())
-        .map_err(|e| err!("not a valid ONNX model (protobuf decode failed: {e})").context(ctx()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| err!(Io, "cannot read model: {e}").context(ctx()))?;
+    let proto = <ModelProto as prost::Message>::decode(bytes.as_slice()).map_err(|e| {
+        err!(
+            InvalidModel,
+            "not a valid ONNX model (protobuf decode failed: {e})"
+        )
+        .context(ctx())
+    })?;
     let base = path
         .parent()
         .map(|p| {
@@ -66,7 +72,7 @@ pub fn import_model(
     lenient: bool,
 ) -> Result<Imported> {
     let Some(graph) = proto.graph.as_ref() else {
-        bail!("the model has no graph")
+        bail!(InvalidModel, "the model has no graph")
     };
     let mut opsets = HashMap::new();
     for o in &proto.opset_import {
@@ -186,7 +192,7 @@ impl Importer {
             inits.insert(t.name.as_str(), tensor);
         }
         if !g.sparse_initializer.is_empty() {
-            bail!("sparse initializers are not supported");
+            bail!(Unsupported, "sparse initializers are not supported");
         }
         for vi in &g.input {
             let id = self.define(&vi.name);
@@ -222,7 +228,7 @@ impl Importer {
         for vi in &g.output {
             let id = self
                 .resolve_at(level, &vi.name)
-                .ok_or_else(|| err!("graph output '{}' is never defined", vi.name))?;
+                .ok_or_else(|| err!(InvalidModel, "graph output '{}' is never defined", vi.name))?;
             self.scope().graph.outputs.push(id);
         }
         let s = self.scope();
@@ -244,9 +250,12 @@ impl Importer {
             if name.is_empty() {
                 inputs.push(None);
             } else {
-                let id = self
-                    .resolve_at(level, name)
-                    .ok_or_else(|| err!("input '{name}' is not defined before this node"))?;
+                let id = self.resolve_at(level, name).ok_or_else(|| {
+                    err!(
+                        InvalidModel,
+                        "input '{name}' is not defined before this node"
+                    )
+                })?;
                 inputs.push(Some(id));
             }
         }
@@ -263,7 +272,10 @@ impl Importer {
             {
                 1
             }
-            None => bail!("domain '{domain}' is not imported by the model"),
+            None => bail!(
+                InvalidModel,
+                "domain '{domain}' is not imported by the model"
+            ),
         };
         let name = if node.name.is_empty() {
             format!("{}_{}", node.op_type, index)
@@ -275,7 +287,7 @@ impl Importer {
             let out = node
                 .output
                 .first()
-                .ok_or_else(|| err!("Constant has no output"))?;
+                .ok_or_else(|| err!(InvalidModel, "Constant has no output"))?;
             let id = self.define(out);
             self.scope()
                 .graph
@@ -301,6 +313,7 @@ impl Importer {
                 );
                 if !self.lenient {
                     return Err(err!(
+                        Unsupported,
                         "unsupported op {} (domain '{}', opset {})",
                         node.op_type,
                         if domain.is_empty() { "ai.onnx" } else { domain },
@@ -365,9 +378,9 @@ fn constant_value(node: &NodeProto, imp: &mut Importer) -> Result<Tensor> {
         return Tensor::from_strings(vec![v.len()], v);
     }
     if ctx.attr("sparse_value").is_some() {
-        bail!("sparse Constant values are not supported");
+        bail!(Unsupported, "sparse Constant values are not supported");
     }
-    bail!("Constant has no value attribute")
+    bail!(InvalidModel, "Constant has no value attribute")
 }
 
 /// What a family importer sees of one node: its type, domain, opset and attributes.

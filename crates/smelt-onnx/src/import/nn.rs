@@ -44,7 +44,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             offset_group: {
                 let g = n.i("offset_group", 1)?;
                 if g < 1 {
-                    bail!("offset_group must be positive, got {g}");
+                    bail!(InvalidModel, "offset_group must be positive, got {g}");
                 }
                 g
             },
@@ -89,9 +89,12 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "MaxRoiPool" => {
             let pooled_shape = n
                 .opt_ints("pooled_shape")?
-                .ok_or_else(|| err!("MaxRoiPool needs 'pooled_shape'"))?;
+                .ok_or_else(|| err!(InvalidModel, "MaxRoiPool needs 'pooled_shape'"))?;
             if pooled_shape.len() != 2 || pooled_shape.iter().any(|&d| d < 1) {
-                bail!("pooled_shape must be two positive sizes, got {pooled_shape:?}");
+                bail!(
+                    InvalidModel,
+                    "pooled_shape must be two positive sizes, got {pooled_shape:?}"
+                );
             }
             NnOp::MaxRoiPool {
                 pooled_shape,
@@ -129,9 +132,12 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "GroupNormalization" => {
             let num_groups = n
                 .opt_i("num_groups")?
-                .ok_or_else(|| err!("GroupNormalization needs 'num_groups'"))?;
+                .ok_or_else(|| err!(InvalidModel, "GroupNormalization needs 'num_groups'"))?;
             if num_groups < 1 {
-                bail!("num_groups must be positive, got {num_groups}");
+                bail!(
+                    InvalidModel,
+                    "num_groups must be positive, got {num_groups}"
+                );
             }
             NnOp::GroupNormalization {
                 epsilon: n.f("epsilon", 1e-5)?,
@@ -150,7 +156,10 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
                 // opset 1 (experimental): across_channels / normalize_variance.
                 let across = n.flag("across_channels", false)?;
                 if !n.flag("normalize_variance", true)? {
-                    bail!("MeanVarianceNormalization with normalize_variance=0 is not supported");
+                    bail!(
+                        Unsupported,
+                        "MeanVarianceNormalization with normalize_variance=0 is not supported"
+                    );
                 }
                 NnOp::MeanVarianceNormalization {
                     axes: if across {
@@ -168,7 +177,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "LpNormalization" => {
             let p = n.i("p", 2)?;
             if p != 1 && p != 2 {
-                bail!("LpNormalization supports p = 1 or 2, got {p}");
+                bail!(InvalidModel, "LpNormalization supports p = 1 or 2, got {p}");
             }
             NnOp::LpNormalization {
                 axis: n.i("axis", -1)?,
@@ -176,9 +185,11 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             }
         }
         "LRN" => {
-            let size = n.opt_i("size")?.ok_or_else(|| err!("LRN needs 'size'"))?;
+            let size = n
+                .opt_i("size")?
+                .ok_or_else(|| err!(InvalidModel, "LRN needs 'size'"))?;
             if size < 1 {
-                bail!("LRN size must be positive, got {size}");
+                bail!(InvalidModel, "LRN size must be positive, got {size}");
             }
             NnOp::Lrn {
                 alpha: n.f("alpha", 1e-4)?,
@@ -208,17 +219,23 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "Einsum" => {
             let equation = n
                 .opt_s("equation")?
-                .ok_or_else(|| err!("Einsum needs 'equation'"))?;
+                .ok_or_else(|| err!(InvalidModel, "Einsum needs 'equation'"))?;
             NnOp::Einsum { equation }
         }
         "Attention" => {
             let mode = n.i("qk_matmul_output_mode", 0)?;
             if !(0..=3).contains(&mode) {
-                bail!("qk_matmul_output_mode must be 0..3, got {mode}");
+                bail!(
+                    InvalidModel,
+                    "qk_matmul_output_mode must be 0..3, got {mode}"
+                );
             }
             let (left, right) = (n.i("left_window_size", -1)?, n.i("right_window_size", -1)?);
             if left < -1 || right < -1 {
-                bail!("window sizes must be -1 or nonnegative, got {left} and {right}");
+                bail!(
+                    InvalidModel,
+                    "window sizes must be -1 or nonnegative, got {left} and {right}"
+                );
             }
             NnOp::Attention {
                 is_causal: n.flag("is_causal", false)?,
@@ -248,7 +265,7 @@ fn auto_pad(n: &NodeCtx) -> Result<AutoPad> {
         "SAME_UPPER" => AutoPad::SameUpper,
         "SAME_LOWER" => AutoPad::SameLower,
         "VALID" => AutoPad::Valid,
-        other => bail!("unknown auto_pad '{other}'"),
+        other => bail!(InvalidModel, "unknown auto_pad '{other}'"),
     })
 }
 
@@ -259,9 +276,12 @@ fn ints(n: &NodeCtx, name: &str) -> Result<Vec<i64>> {
 fn kernel(n: &NodeCtx) -> Result<Vec<i64>> {
     let k = n
         .opt_ints("kernel_shape")?
-        .ok_or_else(|| err!("{} needs 'kernel_shape'", n.op_type()))?;
+        .ok_or_else(|| err!(InvalidModel, "{} needs 'kernel_shape'", n.op_type()))?;
     if k.is_empty() || k.iter().any(|&d| d < 1) {
-        bail!("kernel_shape must hold positive sizes, got {k:?}");
+        bail!(
+            InvalidModel,
+            "kernel_shape must hold positive sizes, got {k:?}"
+        );
     }
     Ok(k)
 }
@@ -269,7 +289,7 @@ fn kernel(n: &NodeCtx) -> Result<Vec<i64>> {
 fn group(n: &NodeCtx) -> Result<i64> {
     let g = n.i("group", 1)?;
     if g < 1 {
-        bail!("group must be positive, got {g}");
+        bail!(InvalidModel, "group must be positive, got {g}");
     }
     Ok(g)
 }
@@ -284,5 +304,5 @@ fn p_attr(n: &NodeCtx) -> Result<f32> {
 
 fn stash(n: &NodeCtx) -> Result<DType> {
     let code = n.i("stash_type", 1)?;
-    DType::from_onnx_code(code as i32).ok_or_else(|| err!("unknown stash_type {code}"))
+    DType::from_onnx_code(code as i32).ok_or_else(|| err!(Unsupported, "unknown stash_type {code}"))
 }

@@ -16,13 +16,19 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let output_dtype = opt_type(n, "output_dtype")?;
             if let Some(d) = output_dtype {
                 if !quantized_type(d) {
-                    bail!("QuantizeLinear: output_dtype {d} is not a quantized type");
+                    bail!(
+                        InvalidModel,
+                        "QuantizeLinear: output_dtype {d} is not a quantized type"
+                    );
                 }
             }
             let precision = opt_type(n, "precision")?;
             if let Some(d) = precision {
                 if !matches!(d, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-                    bail!("QuantizeLinear: precision {d} is not a supported float type");
+                    bail!(
+                        Unsupported,
+                        "QuantizeLinear: precision {d} is not a supported float type"
+                    );
                 }
             }
             QuantOp::QuantizeLinear {
@@ -37,7 +43,10 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let output_dtype = opt_type(n, "output_dtype")?;
             if let Some(d) = output_dtype {
                 if !matches!(d, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-                    bail!("DequantizeLinear: output_dtype {d} is not a float type");
+                    bail!(
+                        InvalidModel,
+                        "DequantizeLinear: output_dtype {d} is not a float type"
+                    );
                 }
             }
             QuantOp::DequantizeLinear {
@@ -91,7 +100,7 @@ fn opt_type(n: &NodeCtx, name: &str) -> Result<Option<DType>> {
 fn block_size(n: &NodeCtx) -> Result<i64> {
     let b = n.i("block_size", 0)?;
     if b < 0 {
-        bail!("block_size must be >= 0, got {b}");
+        bail!(InvalidModel, "block_size must be >= 0, got {b}");
     }
     Ok(b)
 }
@@ -102,34 +111,37 @@ fn conv_attrs(n: &NodeCtx) -> Result<QConv> {
         "SAME_UPPER" => AutoPad::SameUpper,
         "SAME_LOWER" => AutoPad::SameLower,
         "VALID" => AutoPad::Valid,
-        other => bail!("unknown auto_pad '{other}'"),
+        other => bail!(InvalidModel, "unknown auto_pad '{other}'"),
     };
     let group = n.i("group", 1)?;
     if group < 1 {
-        bail!("group must be >= 1, got {group}");
+        bail!(InvalidModel, "group must be >= 1, got {group}");
     }
     let kernel_shape = n.opt_ints("kernel_shape")?;
     if let Some(k) = &kernel_shape {
         if k.iter().any(|&v| v < 1) {
-            bail!("kernel_shape must be positive, got {k:?}");
+            bail!(InvalidModel, "kernel_shape must be positive, got {k:?}");
         }
     }
     let pads = n.opt_ints("pads")?;
     if let Some(p) = &pads {
         if p.iter().any(|&v| v < 0) || p.len() % 2 != 0 {
-            bail!("pads must be non-negative begin/end pairs, got {p:?}");
+            bail!(
+                InvalidModel,
+                "pads must be non-negative begin/end pairs, got {p:?}"
+            );
         }
     }
     let strides = n.opt_ints("strides")?;
     if let Some(s) = &strides {
         if s.iter().any(|&v| v < 1) {
-            bail!("strides must be positive, got {s:?}");
+            bail!(InvalidModel, "strides must be positive, got {s:?}");
         }
     }
     let dilations = n.opt_ints("dilations")?;
     if let Some(d) = &dilations {
         if d.iter().any(|&v| v < 1) {
-            bail!("dilations must be positive, got {d:?}");
+            bail!(InvalidModel, "dilations must be positive, got {d:?}");
         }
     }
     Ok(QConv {

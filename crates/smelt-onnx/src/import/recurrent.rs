@@ -21,23 +21,29 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "forward" => RnnDirection::Forward,
         "reverse" => RnnDirection::Reverse,
         "bidirectional" => RnnDirection::Bidirectional,
-        other => bail!("direction must be forward, reverse or bidirectional, got '{other}'"),
+        other => bail!(
+            InvalidModel,
+            "direction must be forward, reverse or bidirectional, got '{other}'"
+        ),
     };
     let hidden_size = n.opt_i("hidden_size")?;
     if let Some(h) = hidden_size {
         if h < 1 {
-            bail!("hidden_size must be positive, got {h}");
+            bail!(InvalidModel, "hidden_size must be positive, got {h}");
         }
     }
     let batch_major = match n.i("layout", 0)? {
         0 => false,
         1 => true,
-        l => bail!("layout must be 0 or 1, got {l}"),
+        l => bail!(InvalidModel, "layout must be 0 or 1, got {l}"),
     };
     let clip = n.opt_f("clip")?;
     if let Some(c) = clip {
         if c.is_nan() || c < 0.0 {
-            bail!("clip must be a non-negative threshold, got {c}");
+            bail!(
+                InvalidModel,
+                "clip must be a non-negative threshold, got {c}"
+            );
         }
     }
     let activations = activations(n, defaults, direction.count())?;
@@ -85,6 +91,7 @@ fn activations(n: &NodeCtx, defaults: &[&str], dirs: usize) -> Result<Vec<Activa
         names.iter().cycle().take(per_dir * dirs).cloned().collect()
     } else {
         bail!(
+            InvalidModel,
             "{} expects {} activation functions ({} per direction), got {}",
             n.op_type(),
             per_dir * dirs,
@@ -138,7 +145,7 @@ fn activations(n: &NodeCtx, defaults: &[&str], dirs: usize) -> Result<Vec<Activa
             },
             "softsign" => Activation::Softsign,
             "softplus" => Activation::Softplus,
-            other => bail!("unknown activation function '{other}'"),
+            other => bail!(InvalidModel, "unknown activation function '{other}'"),
         };
         out.push(a);
     }

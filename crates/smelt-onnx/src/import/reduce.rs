@@ -51,7 +51,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let exclusive = n.flag("exclusive", false)?;
             let reverse = n.flag("reverse", false)?;
             if n.n_inputs() < 2 {
-                bail!("{} needs an axis input", n.op_type());
+                bail!(InvalidModel, "{} needs an axis input", n.op_type());
             }
             if n.op_type() == "CumSum" {
                 ReduceOp::CumSum { exclusive, reverse }
@@ -62,15 +62,19 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
         "TopK" => {
             let k = if n.opset < 10 {
                 let k = n.opt_i("k")?.ok_or_else(|| {
-                    smelt_ir::err!("TopK (opset {}) needs the 'k' attribute", n.opset)
+                    smelt_ir::err!(
+                        InvalidModel,
+                        "TopK (opset {}) needs the 'k' attribute",
+                        n.opset
+                    )
                 })?;
                 if k < 0 {
-                    bail!("TopK: k must be non-negative, got {k}");
+                    bail!(InvalidModel, "TopK: k must be non-negative, got {k}");
                 }
                 Some(k)
             } else {
                 if n.n_inputs() < 2 {
-                    bail!("TopK (opset {}) needs the K input", n.opset);
+                    bail!(InvalidModel, "TopK (opset {}) needs the K input", n.opset);
                 }
                 None
             };
@@ -96,6 +100,7 @@ fn reduction(n: &NodeCtx, axes_input_from: i64) -> Result<Reduction> {
     } else {
         if n.attr("axes").is_some() {
             bail!(
+                InvalidModel,
                 "{}: 'axes' is an input from opset {axes_input_from} on, not an attribute",
                 n.op_type()
             );

@@ -24,9 +24,12 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             keepdims: n.flag("keepdims", true)?,
         },
         "ConcatFromSequence" => {
-            let axis = n
-                .opt_i("axis")?
-                .ok_or_else(|| err!("ConcatFromSequence needs the 'axis' attribute"))?;
+            let axis = n.opt_i("axis")?.ok_or_else(|| {
+                err!(
+                    InvalidModel,
+                    "ConcatFromSequence needs the 'axis' attribute"
+                )
+            })?;
             SequenceOp::ConcatFromSequence {
                 axis,
                 new_axis: n.flag("new_axis", false)?,
@@ -36,6 +39,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             let body = Box::new(n.graph("body")?);
             if body.inputs.len() != n.n_inputs() {
                 bail!(
+                    InvalidModel,
                     "SequenceMap: body takes {} inputs but the node has {}",
                     body.inputs.len(),
                     n.n_inputs()
@@ -43,6 +47,7 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             }
             if body.outputs.len() != n.n_outputs() {
                 bail!(
+                    InvalidModel,
                     "SequenceMap: body returns {} outputs but the node has {}",
                     body.outputs.len(),
                     n.n_outputs()
@@ -51,21 +56,26 @@ pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
             SequenceOp::SequenceMap { body }
         }
         "Optional" => {
-            let elem =
-                match n.attr("type") {
-                    Some(a) => {
-                        let tp =
-                            a.tp.as_ref()
-                                .ok_or_else(|| err!("Optional: attribute 'type' holds no type"))?;
-                        Some(decode_type(tp).ok_or_else(|| {
-                            err!("Optional: attribute 'type' is not a usable type")
-                        })?)
-                    }
-                    None => None,
-                };
+            let elem = match n.attr("type") {
+                Some(a) => {
+                    let tp = a.tp.as_ref().ok_or_else(|| {
+                        err!(InvalidModel, "Optional: attribute 'type' holds no type")
+                    })?;
+                    Some(decode_type(tp).ok_or_else(|| {
+                        err!(
+                            Unsupported,
+                            "Optional: attribute 'type' is not a usable type"
+                        )
+                    })?)
+                }
+                None => None,
+            };
             let has_input = n.node.input.first().is_some_and(|s| !s.is_empty());
             if !has_input && elem.is_none() {
-                bail!("Optional with no input needs the 'type' attribute");
+                bail!(
+                    InvalidModel,
+                    "Optional with no input needs the 'type' attribute"
+                );
             }
             SequenceOp::Optional { elem }
         }

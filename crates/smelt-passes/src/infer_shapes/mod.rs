@@ -230,6 +230,7 @@ fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType>
                 (Some(a), Some(b)) => {
                     if a.len() != b.len() {
                         bail!(
+                            InvalidModel,
                             "declared rank {} ({}) but inferred rank {} ({})",
                             a.len(),
                             smelt_ir::dim::format_shape(a),
@@ -263,7 +264,7 @@ fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType>
 fn merge_dim(declared: &Dim, inferred: &Dim) -> Result<Dim> {
     Ok(match (declared, inferred) {
         (Dim::Known(a), Dim::Known(b)) if a != b => {
-            bail!("declared size {a} but inferred {b}")
+            bail!(InvalidModel, "declared size {a} but inferred {b}")
         }
         (Dim::Known(_), _) | (Dim::Sym(_), Dim::Unknown) => declared.clone(),
         (Dim::Sym(_), Dim::Sym(e)) if e.to_string().contains("max(") => declared.clone(),
@@ -288,16 +289,21 @@ pub fn set_input_shapes(g: &mut Graph, shapes: &HashMap<String, Vec<u64>>) -> Re
             .ok_or_else(|| {
                 let known: Vec<&str> = g.inputs.iter().map(|i| g.name_of(i.id)).collect();
                 err!(
+                    InvalidInput,
                     "the model has no input named '{name}' (inputs: {})",
                     known.join(", ")
                 )
             })?;
         let Some(ValueType::Tensor { dtype, shape }) = &g.value(input.id).ty else {
-            bail!("input '{name}' has no declared tensor type to give a shape to");
+            bail!(
+                InvalidInput,
+                "input '{name}' has no declared tensor type to give a shape to"
+            );
         };
         if let Some(declared) = shape {
             if declared.len() != dims.len() {
                 bail!(
+                    InvalidInput,
                     "input '{name}': declared rank {} ({}), but the shape given is {dims:?}",
                     declared.len(),
                     smelt_ir::dim::format_shape(declared)
@@ -306,12 +312,15 @@ pub fn set_input_shapes(g: &mut Graph, shapes: &HashMap<String, Vec<u64>>) -> Re
             for (i, (d, &n)) in declared.iter().zip(dims).enumerate() {
                 match d {
                     Dim::Known(k) if *k != n => {
-                        bail!("input '{name}': dimension {i} is {k}, but the shape given has {n}")
+                        bail!(
+                            InvalidInput,
+                            "input '{name}': dimension {i} is {k}, but the shape given has {n}"
+                        )
                     }
                     Dim::Sym(smelt_ir::DimExpr::Sym(s)) => {
                         if let Some(&prev) = env.get(s) {
                             if prev != n as i64 {
-                                bail!(
+                                bail!(InvalidInput,
                                     "input '{name}': dimension {i} ('{s}') is {n}, but input '{}' has {s} = {prev}",
                                     bound_by[s]
                                 );

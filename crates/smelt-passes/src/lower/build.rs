@@ -46,7 +46,7 @@ impl Builder<'_> {
         let t = self
             .consts
             .get(&v)
-            .ok_or_else(|| err!("value '{}' has no storage", self.g.name_of(v)))?;
+            .ok_or_else(|| err!(Internal, "value '{}' has no storage", self.g.name_of(v)))?;
         let shape = t.shape().to_vec();
         self.p.buffers.push(Buffer {
             name: self.g.name_of(v).to_string(),
@@ -80,6 +80,7 @@ impl Builder<'_> {
         let r = self.at(v)?;
         broadcast(&r, shape, map).ok_or_else(|| {
             err!(
+                InvalidModel,
                 "'{}' of shape {:?} does not broadcast to {shape:?}",
                 self.g.name_of(v),
                 r.shape
@@ -212,7 +213,8 @@ pub fn build(
                 let n = &g.nodes[*i];
                 match b.p.concats.get(i).cloned() {
                     Some(ConcatPlan::Pieces(pieces)) => {
-                        let out = n.outputs[0].ok_or_else(|| err!("Concat without output"))?;
+                        let out =
+                            n.outputs[0].ok_or_else(|| err!(Internal, "Concat without output"))?;
                         let whole = b.at(out)?;
                         let axis = concat_axis(g, *i, whole.shape.len())?;
                         let mut start = 0usize;
@@ -250,7 +252,7 @@ pub fn build(
             b.p.buffers
                 .iter()
                 .position(|x| x.kind == BufferKind::Output(i))
-                .ok_or_else(|| err!("output {i} has no buffer"))?;
+                .ok_or_else(|| err!(Internal, "output {i} has no buffer"))?;
         let shape = shape_of_value(g, v).unwrap_or_default();
         groups.push(KernelGroup {
             ops: vec!["Copy".into()],
@@ -299,10 +301,10 @@ pub fn build(
 
 fn concat_axis(g: &Graph, node: usize, rank: usize) -> Result<usize> {
     let smelt_ir::Op::Layout(smelt_ir::op::LayoutOp::Concat { axis }) = g.nodes[node].op else {
-        bail!("not a Concat");
+        bail!(Internal, "not a Concat");
     };
     let a = if axis < 0 { axis + rank as i64 } else { axis };
-    usize::try_from(a).map_err(|_| err!("Concat axis {axis} out of range"))
+    usize::try_from(a).map_err(|_| err!(InvalidModel, "Concat axis {axis} out of range"))
 }
 
 /// A window broadcast onto `shape` (None when the shapes do not broadcast).

@@ -79,7 +79,7 @@ pub fn unplannable(g: &Graph) -> Option<String> {
 /// left empty (zero elements).
 pub fn lower(g: &mut Graph) -> Result<KernelPlan> {
     if let Some(why) = unplannable(g) {
-        smelt_ir::bail!("cannot plan this graph: {why}");
+        smelt_ir::bail!(Unsupported, "cannot plan this graph: {why}");
     }
     let (mut plan, weight_ids) = {
         let consts: HashMap<ValueId, &Tensor> =
@@ -103,9 +103,9 @@ fn take_weights(g: &mut Graph, ids: &[ValueId]) -> Result<Vec<Tensor>> {
         .collect();
     ids.iter()
         .map(|id| {
-            let &i = index
-                .get(id)
-                .ok_or_else(|| smelt_ir::err!("weight '{}' is not a constant", g.name_of(*id)))?;
+            let &i = index.get(id).ok_or_else(|| {
+                smelt_ir::err!(Internal, "weight '{}' is not a constant", g.name_of(*id))
+            })?;
             let c = &mut g.constants[i];
             let empty = Tensor::zeros(c.tensor.dtype(), vec![0])?;
             Ok(std::mem::replace(&mut c.tensor, empty))

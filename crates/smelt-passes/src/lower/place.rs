@@ -41,9 +41,10 @@ fn new_buffer(
     v: ValueId,
     kind: BufferKind,
 ) -> Result<TensorRef> {
-    let shape =
-        shape_of_value(g, v).ok_or_else(|| err!("value '{}' has no shape", g.name_of(v)))?;
-    let dtype = dtype_of(g, v).ok_or_else(|| err!("value '{}' has no type", g.name_of(v)))?;
+    let shape = shape_of_value(g, v)
+        .ok_or_else(|| err!(Internal, "value '{}' has no shape", g.name_of(v)))?;
+    let dtype =
+        dtype_of(g, v).ok_or_else(|| err!(Internal, "value '{}' has no type", g.name_of(v)))?;
     buffers.push(Buffer {
         name: g.name_of(v).to_string(),
         dtype,

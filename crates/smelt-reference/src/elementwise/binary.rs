@@ -18,6 +18,7 @@ pub fn binary(op: &E, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         E::Equal | E::Less | E::LessOrEqual | E::Greater | E::GreaterOrEqual => {
             ensure!(
                 da == db,
+                InvalidModel,
                 "{} needs inputs of one type, got {da} and {db}",
                 op.name()
             );
@@ -27,6 +28,7 @@ pub fn binary(op: &E, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         E::And | E::Or | E::Xor => {
             ensure!(
                 da == DType::Bool && db == DType::Bool,
+                InvalidModel,
                 "{} expects bool inputs, got {da} and {db}",
                 op.name()
             );
@@ -42,6 +44,7 @@ pub fn binary(op: &E, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         _ => {
             ensure!(
                 da == db,
+                InvalidModel,
                 "{} needs inputs of one type, got {da} and {db}",
                 op.name()
             );
@@ -67,7 +70,12 @@ fn compare(op: &E, p: &Plan, a: &Tensor, b: &Tensor) -> Result<Vec<bool>> {
         (Data::F32(x), Data::F32(y)) => cmp!(x, y, map2),
         _ if is_intlike(a.dtype()) => cmp!(&ints(a)?, &ints(b)?, map2),
         _ if a.dtype().is_float() => cmp!(&a.to_f64()?, &b.to_f64()?, map2),
-        _ => bail!("{} is not defined for {} elements", op.name(), a.dtype()),
+        _ => bail!(
+            Unsupported,
+            "{} is not defined for {} elements",
+            op.name(),
+            a.dtype()
+        ),
     })
 }
 
@@ -123,7 +131,7 @@ fn arith(op: &E, p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                     x >> s
                 }
             }),
-            _ => bail!("{} is not defined for {d} elements", op.name()),
+            _ => bail!(Unsupported, "{} is not defined for {d} elements", op.name()),
         };
         return from_ints(d, shape, &v);
     }
@@ -135,12 +143,16 @@ fn arith(op: &E, p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             E::BitwiseAnd => map2(p, &x, &y, |x, y| x & y),
             E::BitwiseOr => map2(p, &x, &y, |x, y| x | y),
             E::BitwiseXor => map2(p, &x, &y, |x, y| x ^ y),
-            _ => bail!("{} is not defined for bool elements", op.name()),
+            _ => bail!(
+                Unsupported,
+                "{} is not defined for bool elements",
+                op.name()
+            ),
         };
         return from_ints(d, shape, &v);
     }
     if !d.is_float() {
-        bail!("{} is not defined for {d} elements", op.name());
+        bail!(Unsupported, "{} is not defined for {d} elements", op.name());
     }
     if let (Data::F32(x), Data::F32(y)) = (a.data(), b.data()) {
         let v = match op {
@@ -160,6 +172,7 @@ fn arith(op: &E, p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             op,
             E::Add | E::Sub | E::Mul | E::Div | E::Max | E::Min | E::Mod { .. }
         ),
+        Unsupported,
         "{} is not defined for {d} elements",
         op.name()
     );
@@ -228,7 +241,11 @@ fn pow(p: &Plan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let (x, y) = (a.to_f64()?, b.to_f64()?);
         return Tensor::from_f64(d, shape, &map2(p, &x, &y, f64::powf));
     }
-    ensure!(d.is_int(), "Pow is not defined for {d} elements");
+    ensure!(
+        d.is_int(),
+        Unsupported,
+        "Pow is not defined for {d} elements"
+    );
     let x = ints(a)?;
     let v = if is_intlike(b.dtype()) {
         let y = ints(b)?;
@@ -282,6 +299,7 @@ fn prelu(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let p = Plan::new(&[a.shape(), slope.shape()])?;
     ensure!(
         p.shape == a.shape(),
+        InvalidModel,
         "PRelu slope of shape {:?} does not broadcast to {:?}",
         b.shape(),
         a.shape()
@@ -301,7 +319,11 @@ fn prelu(a: &Tensor, b: &Tensor) -> Result<Tensor> {
             &map2(&p, &x, &s, |x, s| if x < 0 { x * s } else { x }),
         );
     }
-    ensure!(d.is_float(), "PRelu is not defined for {d} elements");
+    ensure!(
+        d.is_float(),
+        Unsupported,
+        "PRelu is not defined for {d} elements"
+    );
     let (x, s) = (a.to_f64()?, slope.to_f64()?);
     Tensor::from_f64(
         d,
@@ -314,7 +336,7 @@ fn prelu(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 pub fn variadic(op: &E, x: &Inputs) -> Result<Tensor> {
     let ts: Vec<&Tensor> = x.present().map(|v| v.tensor()).collect::<Result<_>>()?;
     let Some((first, rest)) = ts.split_first() else {
-        bail!("{} needs at least one input", op.name())
+        bail!(InvalidModel, "{} needs at least one input", op.name())
     };
     let pair = match op {
         E::Max => E::Max,
@@ -324,6 +346,7 @@ pub fn variadic(op: &E, x: &Inputs) -> Result<Tensor> {
     let d = first.dtype();
     ensure!(
         d.is_int() || d.is_float(),
+        Unsupported,
         "{} is not defined for {d} elements",
         op.name()
     );
@@ -355,6 +378,7 @@ pub fn variadic(op: &E, x: &Inputs) -> Result<Tensor> {
 pub fn where_(c: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     ensure!(
         x.dtype() == y.dtype(),
+        InvalidModel,
         "Where needs X and Y of one type, got {} and {}",
         x.dtype(),
         y.dtype()
@@ -368,7 +392,7 @@ pub fn where_(c: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
         ($($var:ident),*) => {
             match (x.data(), y.data()) {
                 $((Data::$var(a), Data::$var(b)) => Data::$var(select(&p, &cond, a, b)),)*
-                _ => bail!("Where: X and Y storages differ"),
+                _ => bail!(Internal, "Where: X and Y storages differ"),
             }
         };
     }

@@ -14,7 +14,7 @@ pub fn cast(t: &Tensor, to: DType, saturate: bool, round_mode: E8M0Rounding) -> 
         return Ok(t.clone());
     }
     if from.is_complex() || to.is_complex() {
-        bail!("Cast from {from} to {to} is not supported");
+        bail!(Unsupported, "Cast from {from} to {to} is not supported");
     }
     if to == DType::Str {
         return Tensor::from_strings(shape, to_strings(t)?);
@@ -56,7 +56,7 @@ pub fn cast(t: &Tensor, to: DType, saturate: bool, round_mode: E8M0Rounding) -> 
             DType::F64 => Data::F64(v.iter().map(|&x| x as f64).collect()),
             DType::F16 => Data::F16(v.iter().map(|&x| f16::from_f32(x as f32)).collect()),
             DType::BF16 => Data::BF16(v.iter().map(|&x| bf16::from_f32(x as f32)).collect()),
-            _ => bail!("Cast from {from} to {to} is not supported"),
+            _ => bail!(Unsupported, "Cast from {from} to {to} is not supported"),
         };
         return Tensor::new(to, shape, data);
     }
@@ -76,6 +76,7 @@ pub fn bitcast(t: &Tensor, to: DType) -> Result<Tensor> {
     let from = t.dtype();
     ensure!(
         from != DType::Str && to != DType::Str && from.bits() == to.bits(),
+        InvalidModel,
         "BitCast from {from} to {to}: both types must be non-string and of the same width"
     );
     if from == to {
@@ -104,7 +105,7 @@ pub fn bitcast(t: &Tensor, to: DType) -> Result<Tensor> {
             .iter()
             .map(|x| x[0].to_bits() as u128 | (x[1].to_bits() as u128) << 64)
             .collect(),
-        Data::Str(_) => bail!("BitCast of strings"),
+        Data::Str(_) => bail!(Internal, "BitCast of strings"),
     };
     let mask = if to.bits() >= 128 {
         u128::MAX
@@ -261,7 +262,7 @@ fn parse_f64(s: &str) -> Result<f64> {
         _ => {}
     }
     t.parse::<f64>()
-        .map_err(|_| err!("Cast: cannot parse '{s}' as a number"))
+        .map_err(|_| err!(InvalidInput, "Cast: cannot parse '{s}' as a number"))
 }
 
 fn from_strings(

@@ -44,6 +44,7 @@ pub fn run(op: &E, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
             let rb = b.rank() as i64;
             ensure!(
                 ax >= 0 && ax + rb <= ra,
+                InvalidModel,
                 "axis {axis} does not place a rank-{rb} operand inside rank {ra}"
             );
             let mut shape = b.shape().to_vec();
@@ -87,7 +88,7 @@ pub(crate) fn ints(t: &Tensor) -> Result<Vec<i128>> {
         Data::U32(v) => v.iter().map(|&x| x as i128).collect(),
         Data::U64(v) => v.iter().map(|&x| x as i128).collect(),
         Data::Bool(v) => v.iter().map(|&x| x as i128).collect(),
-        _ => bail!("expected integer elements, got {}", t.dtype()),
+        _ => bail!(Unsupported, "expected integer elements, got {}", t.dtype()),
     })
 }
 
@@ -125,7 +126,7 @@ pub(crate) fn from_ints(dtype: DType, shape: Vec<usize>, v: &[i128]) -> Result<T
         U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
         U64 => Data::U64(v.iter().map(|&x| x as u64).collect()),
         Bool => Data::Bool(v.iter().map(|&x| x != 0).collect()),
-        _ => bail!("cannot build {dtype} elements from integers"),
+        _ => bail!(Unsupported, "cannot build {dtype} elements from integers"),
     };
     Tensor::new(dtype, shape, data)
 }

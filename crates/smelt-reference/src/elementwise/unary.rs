@@ -46,14 +46,14 @@ pub fn unary(op: &E, a: &Tensor) -> Result<Tensor> {
                 let v: Vec<f64> = a.to_f64()?.into_iter().map(g).collect();
                 return Tensor::from_f64(d, shape, &v);
             }
-            _ => bail!("{} is not defined for {d} elements", op.name()),
+            _ => bail!(Unsupported, "{} is not defined for {d} elements", op.name()),
         };
         let v: Vec<i128> = ints(a)?.into_iter().map(f).collect();
         // Unsigned values are never negative, so Abs and Sign stay exact; Neg wraps.
         return from_ints(d, shape, &v);
     }
     if !d.is_float() {
-        bail!("{} is not defined for {d} elements", op.name());
+        bail!(Unsupported, "{} is not defined for {d} elements", op.name());
     }
     if let Data::F32(v) = a.data() {
         // f32 storage in and out; a few hot ops stay in f32 entirely.
@@ -84,7 +84,7 @@ pub fn unary(op: &E, a: &Tensor) -> Result<Tensor> {
 
 fn ensure_bool(op: &E, d: DType) -> Result<()> {
     if d != DType::Bool {
-        bail!("{} expects bool elements, got {d}", op.name());
+        bail!(Unsupported, "{} expects bool elements, got {d}", op.name());
     }
     Ok(())
 }
@@ -178,7 +178,11 @@ fn float_fn(op: &E) -> Result<Box<dyn Fn(f64) -> f64>> {
                 }
             })
         }
-        _ => bail!("{} is not defined for floating-point elements", op.name()),
+        _ => bail!(
+            Unsupported,
+            "{} is not defined for floating-point elements",
+            op.name()
+        ),
     })
 }
 
@@ -271,6 +275,7 @@ pub fn clip(x: &Inputs, amin: Option<f32>, amax: Option<f32>) -> Result<Tensor> 
             None => Ok(None),
             Some(t) if t.len() == 1 => Ok(Some(t)),
             Some(t) => bail!(
+                InvalidModel,
                 "Clip bound (input {i}) must have one element, got shape {:?}",
                 t.shape()
             ),
@@ -283,7 +288,7 @@ pub fn clip(x: &Inputs, amin: Option<f32>, amax: Option<f32>) -> Result<Tensor> 
                 (Some(t), _) => ints(t)?
                     .first()
                     .copied()
-                    .ok_or_else(|| err!("empty Clip bound")),
+                    .ok_or_else(|| err!(InvalidModel, "empty Clip bound")),
                 (None, Some(f)) if f.is_finite() => Ok(f as i128),
                 _ => Ok(dflt),
             }
@@ -293,7 +298,7 @@ pub fn clip(x: &Inputs, amin: Option<f32>, amax: Option<f32>) -> Result<Tensor> 
         return from_ints(d, shape, &v);
     }
     if !d.is_float() {
-        bail!("Clip is not defined for {d} elements");
+        bail!(Unsupported, "Clip is not defined for {d} elements");
     }
     let get = |t: Option<&Tensor>, attr: Option<f32>, dflt: f64| -> Result<f64> {
         match (t, attr) {
@@ -301,7 +306,7 @@ pub fn clip(x: &Inputs, amin: Option<f32>, amax: Option<f32>) -> Result<Tensor> 
                 .to_f64()?
                 .first()
                 .copied()
-                .ok_or_else(|| err!("empty Clip bound")),
+                .ok_or_else(|| err!(InvalidModel, "empty Clip bound")),
             (None, Some(f)) => Ok(f as f64),
             _ => Ok(dflt),
         }

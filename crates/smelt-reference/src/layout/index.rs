@@ -13,7 +13,7 @@ fn indices(t: &Tensor) -> Result<Vec<i64>> {
 
 pub(super) fn gather(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let (t, it) = (x.tensor(0)?, x.tensor(1)?);
-    ensure!(t.rank() > 0, "Gather needs data of rank >= 1");
+    ensure!(t.rank() > 0, InvalidModel, "Gather needs data of rank >= 1");
     let a = norm_axis(axis, t.rank())?;
     let dim = t.shape()[a];
     let ids = indices(it)?
@@ -45,6 +45,7 @@ fn element_targets(
 ) -> Result<Vec<usize>> {
     ensure!(
         dshape.len() == ishape.len(),
+        InvalidModel,
         "indices rank {} differs from data rank {}",
         ishape.len(),
         dshape.len()
@@ -52,6 +53,7 @@ fn element_targets(
     for d in 0..dshape.len() {
         ensure!(
             d == a || ishape[d] <= dshape[d],
+            InvalidModel,
             "indices shape {ishape:?} exceeds data shape {dshape:?} off the axis"
         );
     }
@@ -84,18 +86,21 @@ pub(super) fn gather_elements(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
 fn nd_targets(dshape: &[usize], it: &Tensor, batch_dims: usize) -> Result<(Vec<usize>, usize)> {
     let ishape = it.shape();
     let (r, q, b) = (dshape.len(), ishape.len(), batch_dims);
-    ensure!(q >= 1, "indices must have rank >= 1");
+    ensure!(q >= 1, InvalidModel, "indices must have rank >= 1");
     ensure!(
         b < q && b <= r,
+        InvalidModel,
         "batch_dims {b} is too large for ranks {r} and {q}"
     );
     ensure!(
         dshape[..b] == ishape[..b],
+        InvalidModel,
         "batch dims of data {dshape:?} and indices {ishape:?} differ"
     );
     let k = ishape[q - 1];
     ensure!(
         b + k <= r,
+        InvalidModel,
         "index tuples of length {k} are too long for data of rank {r} with {b} batch dims"
     );
     let ids = indices(it)?;
@@ -118,7 +123,11 @@ fn nd_targets(dshape: &[usize], it: &Tensor, batch_dims: usize) -> Result<(Vec<u
 
 pub(super) fn gather_nd(x: &Inputs, batch_dims: i64) -> Result<Vec<Value>> {
     let (t, it) = (x.tensor(0)?, x.tensor(1)?);
-    ensure!(batch_dims >= 0, "batch_dims must be non-negative");
+    ensure!(
+        batch_dims >= 0,
+        InvalidModel,
+        "batch_dims must be non-negative"
+    );
     let (offs, slice) = nd_targets(t.shape(), it, batch_dims as usize)?;
     let q = it.rank();
     let mut shape = it.shape()[..q - 1].to_vec();
@@ -168,12 +177,14 @@ fn scatter_into(
 ) -> Result<()> {
     ensure!(
         out.dtype() == upd.dtype(),
+        InvalidModel,
         "updates are {}, data is {}",
         upd.dtype(),
         out.dtype()
     );
     ensure!(
         idx.len() == upd.len(),
+        InvalidModel,
         "{} updates for {} positions",
         upd.len(),
         idx.len()
@@ -203,7 +214,10 @@ fn scatter_into(
             combine(&mut a, idx, &upd.to_f64()?, red, |x, y| x + y, |x, y| x * y);
             *out = Tensor::from_f64(dt, out.shape().to_vec(), &a)?;
         }
-        _ => bail!("scatter reduction {red:?} does not support {dt} elements"),
+        _ => bail!(
+            Unsupported,
+            "scatter reduction {red:?} does not support {dt} elements"
+        ),
     }
     Ok(())
 }
@@ -212,6 +226,7 @@ pub(super) fn scatter_elements(x: &Inputs, axis: i64, red: ScatterReduction) -> 
     let (t, it, upd) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
     ensure!(
         it.shape() == upd.shape(),
+        InvalidModel,
         "indices {:?} and updates {:?} differ in shape",
         it.shape(),
         upd.shape()
@@ -231,6 +246,7 @@ pub(super) fn scatter_nd(x: &Inputs, red: ScatterReduction) -> Result<Vec<Value>
     want.extend(&t.shape()[it.shape()[q - 1]..]);
     ensure!(
         upd.shape() == want.as_slice(),
+        InvalidModel,
         "updates shape {:?} should be {want:?}",
         upd.shape()
     );
@@ -244,13 +260,15 @@ pub(super) fn one_hot(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let (it, dt, vals) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
     ensure!(
         vals.len() == 2,
+        InvalidModel,
         "OneHot values must have 2 elements [off, on], got {}",
         vals.len()
     );
-    ensure!(dt.len() == 1, "OneHot depth must be a scalar");
+    ensure!(dt.len() == 1, InvalidModel, "OneHot depth must be a scalar");
     let depth = dt.to_f64()?[0];
     ensure!(
         depth >= 1.0 && depth <= (1u64 << 32) as f64,
+        InvalidModel,
         "OneHot depth {depth} is invalid"
     );
     let depth = depth as i64;
@@ -258,6 +276,7 @@ pub(super) fn one_hot(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let r = it.rank() as i64;
     ensure!(
         (-r - 1..=r).contains(&axis),
+        InvalidModel,
         "OneHot axis {axis} is out of range for rank {}",
         r + 1
     );
@@ -284,6 +303,7 @@ pub(super) fn compress(x: &Inputs, axis: Option<i64>) -> Result<Vec<Value>> {
     let (t, ct) = (x.tensor(0)?, x.tensor(1)?);
     ensure!(
         ct.rank() == 1,
+        InvalidModel,
         "Compress condition must be 1-D, got {:?}",
         ct.shape()
     );
@@ -302,6 +322,7 @@ pub(super) fn compress(x: &Inputs, axis: Option<i64>) -> Result<Vec<Value>> {
     if let Some(&last) = keep.last() {
         ensure!(
             last < dim,
+            InvalidInput,
             "Compress condition selects index {last} beyond the dim {dim}"
         );
     }

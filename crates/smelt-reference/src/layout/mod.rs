@@ -18,7 +18,9 @@ pub fn run(op: &LayoutOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     use LayoutOp as L;
     match op {
         L::Identity => {
-            let v = x.value(0).ok_or_else(|| err!("input 0 is required"))?;
+            let v = x
+                .value(0)
+                .ok_or_else(|| err!(InvalidModel, "input 0 is required"))?;
             Ok(vec![v.clone()])
         }
         L::Reshape { shape, allowzero } => shape::reshape(x, shape.as_deref(), *allowzero),
@@ -73,6 +75,7 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     ensure!(
         (-r..r).contains(&axis),
+        InvalidModel,
         "axis {axis} is out of range for rank {rank}"
     );
     Ok(if axis < 0 { axis + r } else { axis } as usize)
@@ -83,7 +86,11 @@ pub(crate) fn norm_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
     let mut out = Vec::with_capacity(axes.len());
     for &a in axes {
         let a = norm_axis(a, rank)?;
-        ensure!(!out.contains(&a), "axis {a} is repeated in {axes:?}");
+        ensure!(
+            !out.contains(&a),
+            InvalidModel,
+            "axis {a} is repeated in {axes:?}"
+        );
         out.push(a);
     }
     Ok(out)
@@ -94,6 +101,7 @@ pub(crate) fn wrap_index(i: i64, dim: usize) -> Result<usize> {
     let d = dim as i64;
     ensure!(
         (-d..d).contains(&i),
+        InvalidInput,
         "index {i} is out of range for a dimension of size {dim}"
     );
     Ok(if i < 0 { i + d } else { i } as usize)
@@ -101,7 +109,7 @@ pub(crate) fn wrap_index(i: i64, dim: usize) -> Result<usize> {
 
 /// A non-negative dimension from a user-supplied integer.
 pub(crate) fn to_dim(v: i64, what: &str) -> Result<usize> {
-    usize::try_from(v).map_err(|_| err!("{what} must be non-negative, got {v}"))
+    usize::try_from(v).map_err(|_| err!(InvalidModel, "{what} must be non-negative, got {v}"))
 }
 
 /// The element count of an output shape, or an error when it is too large to build.
@@ -109,6 +117,7 @@ pub(crate) fn check_size(shape: &[usize]) -> Result<usize> {
     let n = smelt_ir::numel(shape)?;
     ensure!(
         n <= shape::MAX_ELEMENTS,
+        ResourceExhausted,
         "output shape {shape:?} has too many elements ({n})"
     );
     Ok(n)
@@ -194,6 +203,7 @@ pub(crate) fn take_fill(
 ) -> Result<Tensor> {
     ensure!(
         fill.len() == 1,
+        InvalidModel,
         "the fill value must have one element, got {}",
         fill.len()
     );

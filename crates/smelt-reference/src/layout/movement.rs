@@ -16,7 +16,11 @@ pub(super) fn transpose(x: &Inputs, perm: Option<&[i64]>) -> Result<Vec<Value>> 
     let perm: Vec<usize> = match perm {
         None => (0..r).rev().collect(),
         Some(p) => {
-            ensure!(p.len() == r, "perm {p:?} does not match rank {r}");
+            ensure!(
+                p.len() == r,
+                InvalidModel,
+                "perm {p:?} does not match rank {r}"
+            );
             norm_axes(p, r).map_err(|e| e.context(format!("perm {p:?}")))?
         }
     };
@@ -28,20 +32,22 @@ pub(super) fn concat(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let ts: Vec<&Tensor> = x.present().map(|v| v.tensor()).collect::<Result<_>>()?;
     let first = *ts
         .first()
-        .ok_or_else(|| err!("Concat needs at least one input"))?;
+        .ok_or_else(|| err!(InvalidModel, "Concat needs at least one input"))?;
     let r = first.rank();
-    ensure!(r > 0, "Concat does not accept scalars");
+    ensure!(r > 0, InvalidModel, "Concat does not accept scalars");
     let a = norm_axis(axis, r)?;
     let mut total = 0usize;
     for t in &ts {
         ensure!(
             t.dtype() == first.dtype(),
+            InvalidModel,
             "Concat inputs have different types ({} and {})",
             first.dtype(),
             t.dtype()
         );
         ensure!(
             t.rank() == r,
+            InvalidModel,
             "Concat inputs have different ranks ({:?} and {:?})",
             first.shape(),
             t.shape()
@@ -49,6 +55,7 @@ pub(super) fn concat(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
         for d in 0..r {
             ensure!(
                 d == a || t.shape()[d] == first.shape()[d],
+                InvalidModel,
                 "Concat inputs {:?} and {:?} differ off the axis",
                 first.shape(),
                 t.shape()
@@ -77,6 +84,7 @@ pub(super) fn narrow(t: &Tensor, a: usize, start: usize, len: usize) -> Result<T
     let mut shape = t.shape().to_vec();
     ensure!(
         start + len <= shape[a],
+        InvalidModel,
         "range {start}..{} exceeds dim {a} of {shape:?}",
         start + len
     );
@@ -104,6 +112,7 @@ pub(super) fn split(
         Some(s) => {
             ensure!(
                 s.len() == cx.n_outputs,
+                InvalidModel,
                 "split {s:?} has {} parts for {} outputs",
                 s.len(),
                 cx.n_outputs
@@ -114,15 +123,17 @@ pub(super) fn split(
                 .collect::<Result<Vec<_>>>()?;
             ensure!(
                 s.iter().sum::<usize>() == dim,
+                InvalidModel,
                 "split {s:?} does not sum to the dim {dim}"
             );
             s
         }
         None => {
             let k = num_outputs.map(|k| k as usize).unwrap_or(cx.n_outputs);
-            ensure!(k > 0, "Split needs at least one output");
+            ensure!(k > 0, InvalidModel, "Split needs at least one output");
             ensure!(
                 k == cx.n_outputs,
+                InvalidModel,
                 "num_outputs {k} differs from the node's {} outputs",
                 cx.n_outputs
             );
@@ -130,7 +141,7 @@ pub(super) fn split(
             let mut s = vec![chunk; k];
             let last = dim
                 .checked_sub(chunk * (k - 1))
-                .ok_or_else(|| err!("cannot split a dim of {dim} into {k} parts"))?;
+                .ok_or_else(|| err!(InvalidModel, "cannot split a dim of {dim} into {k} parts"))?;
             s[k - 1] = last;
             s
         }
@@ -151,7 +162,7 @@ pub(crate) fn slice_params(
     end: i64,
     step: i64,
 ) -> Result<(usize, isize, usize)> {
-    ensure!(step != 0, "Slice step must not be zero");
+    ensure!(step != 0, InvalidModel, "Slice step must not be zero");
     let d = dim as i64;
     let fix = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
     let (s, e) = (fix(start), fix(end));
@@ -189,25 +200,28 @@ pub(super) fn slice(
         (Some(s), Some(e)) => (s.to_vec(), e.to_vec(), axes.map(|a| a.to_vec()), None),
         _ => (
             x.opt_ints(1)?
-                .ok_or_else(|| err!("Slice needs the starts input"))?,
+                .ok_or_else(|| err!(InvalidModel, "Slice needs the starts input"))?,
             x.opt_ints(2)?
-                .ok_or_else(|| err!("Slice needs the ends input"))?,
+                .ok_or_else(|| err!(InvalidModel, "Slice needs the ends input"))?,
             x.opt_ints(3)?,
             x.opt_ints(4)?,
         ),
     };
     ensure!(
         starts.len() == ends.len(),
+        InvalidModel,
         "Slice starts {starts:?} and ends {ends:?} differ in length"
     );
     let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
     ensure!(
         axes.len() == starts.len(),
+        InvalidModel,
         "Slice axes {axes:?} and starts {starts:?} differ in length"
     );
     let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
     ensure!(
         steps.len() == starts.len(),
+        InvalidModel,
         "Slice steps {steps:?} and starts {starts:?} differ in length"
     );
     let axes = norm_axes(&axes, r)?;
@@ -232,7 +246,7 @@ pub(super) fn expand(x: &Inputs) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let spec = x
         .opt_ints(1)?
-        .ok_or_else(|| err!("Expand needs the shape input"))?;
+        .ok_or_else(|| err!(InvalidModel, "Expand needs the shape input"))?;
     let spec = spec
         .iter()
         .map(|&d| to_dim(d, "Expand dims"))
@@ -250,26 +264,27 @@ pub(super) fn tile(x: &Inputs, legacy_axis: bool) -> Result<Vec<Value>> {
         let tiles = x
             .opt_ints(1)?
             .and_then(|v| v.first().copied())
-            .ok_or_else(|| err!("Tile-1 needs the tiles input"))?;
+            .ok_or_else(|| err!(InvalidModel, "Tile-1 needs the tiles input"))?;
         let axis = x
             .opt_ints(2)?
             .and_then(|v| v.first().copied())
-            .ok_or_else(|| err!("Tile-1 needs the axis input"))?;
+            .ok_or_else(|| err!(InvalidModel, "Tile-1 needs the axis input"))?;
         let a = norm_axis(axis, r)?;
         (0..r).map(|i| if i == a { tiles } else { 1 }).collect()
     } else {
         x.opt_ints(1)?
-            .ok_or_else(|| err!("Tile needs the repeats input"))?
+            .ok_or_else(|| err!(InvalidModel, "Tile needs the repeats input"))?
     };
     ensure!(
         reps.len() == r,
+        InvalidModel,
         "Tile repeats {reps:?} do not match rank {r}"
     );
     let mut shape = Vec::with_capacity(r);
     for (d, &rep) in t.shape().iter().zip(&reps) {
         shape.push(
             d.checked_mul(to_dim(rep, "Tile repeats")?)
-                .ok_or_else(|| err!("Tile output is too large"))?,
+                .ok_or_else(|| err!(ResourceExhausted, "Tile output is too large"))?,
         );
     }
     let n = check_size(&shape)?;
@@ -297,7 +312,7 @@ fn pad_source(i: i64, n: usize, mode: PadMode) -> Result<Option<usize>> {
     }
     Ok(match mode {
         PadMode::Constant => None,
-        _ if n == 0 => bail!("cannot pad an empty axis in {mode:?} mode"),
+        _ if n == 0 => bail!(InvalidModel, "cannot pad an empty axis in {mode:?} mode"),
         PadMode::Edge => Some(i.clamp(0, n - 1) as usize),
         PadMode::Wrap => Some(i.rem_euclid(n) as usize),
         PadMode::Reflect => {
@@ -324,7 +339,7 @@ pub(super) fn pad(
         Some(p) => p.to_vec(),
         None => x
             .opt_ints(1)?
-            .ok_or_else(|| err!("Pad needs the pads input"))?,
+            .ok_or_else(|| err!(InvalidModel, "Pad needs the pads input"))?,
     };
     let axes = match if attr.is_some() { None } else { x.opt_ints(3)? } {
         Some(a) => norm_axes(&a, r)?,
@@ -332,6 +347,7 @@ pub(super) fn pad(
     };
     ensure!(
         pads.len() == 2 * axes.len(),
+        InvalidModel,
         "pads {pads:?} should have {} values",
         2 * axes.len()
     );
@@ -349,6 +365,7 @@ pub(super) fn pad(
         (None, Some(c)) if !c.is_empty() => {
             ensure!(
                 c.dtype() == t.dtype(),
+                InvalidModel,
                 "Pad constant_value is {}, data is {}",
                 c.dtype(),
                 t.dtype()
@@ -362,10 +379,14 @@ pub(super) fn pad(
         let s = t.shape()[d] as i128 + begin[d] as i128 + end[d] as i128;
         ensure!(
             s >= 0,
+            InvalidModel,
             "pads {pads:?} make dim {d} of {:?} negative",
             t.shape()
         );
-        shape.push(usize::try_from(s).map_err(|_| err!("pads {pads:?} are too large"))?);
+        shape.push(
+            usize::try_from(s)
+                .map_err(|_| err!(ResourceExhausted, "pads {pads:?} are too large"))?,
+        );
     }
     // Per axis, the source position (or None) for each output position.
     let maps: Vec<Vec<Option<usize>>> = (0..r)
@@ -397,9 +418,16 @@ pub(super) fn pad(
 pub(super) fn trilu(x: &Inputs, upper: bool) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let r = t.rank();
-    ensure!(r >= 2, "Trilu needs rank >= 2, got shape {:?}", t.shape());
+    ensure!(
+        r >= 2,
+        InvalidModel,
+        "Trilu needs rank >= 2, got shape {:?}",
+        t.shape()
+    );
     let k = match x.opt_ints(1)? {
-        Some(v) => *v.first().ok_or_else(|| err!("Trilu k is empty"))?,
+        Some(v) => *v
+            .first()
+            .ok_or_else(|| err!(InvalidModel, "Trilu k is empty"))?,
         None => 0,
     };
     let (rows, cols) = (t.shape()[r - 2], t.shape()[r - 1]);
@@ -424,11 +452,13 @@ pub(super) fn trilu(x: &Inputs, upper: bool) -> Result<Vec<Value>> {
 fn block_args(t: &Tensor, blocksize: i64) -> Result<(usize, [usize; 4])> {
     ensure!(
         t.rank() == 4,
+        InvalidModel,
         "expected a 4-D NCHW input, got shape {:?}",
         t.shape()
     );
     ensure!(
         (1..=1 << 16).contains(&blocksize),
+        InvalidModel,
         "blocksize {blocksize} is out of range"
     );
     let s = t.shape();
@@ -440,6 +470,7 @@ pub(super) fn depth_to_space(x: &Inputs, blocksize: i64, mode: BlockMode) -> Res
     let (bs, [b, c, h, w]) = block_args(t, blocksize)?;
     ensure!(
         c % (bs * bs) == 0,
+        InvalidModel,
         "channels {c} are not divisible by blocksize^2 = {}",
         bs * bs
     );
@@ -457,6 +488,7 @@ pub(super) fn space_to_depth(x: &Inputs, blocksize: i64, mode: BlockMode) -> Res
     let (bs, [b, c, h, w]) = block_args(t, blocksize)?;
     ensure!(
         h % bs == 0 && w % bs == 0,
+        InvalidModel,
         "spatial dims {h}x{w} are not divisible by blocksize {bs}"
     );
     let tmp = [b, c, h / bs, bs, w / bs, bs];
@@ -470,18 +502,24 @@ pub(super) fn space_to_depth(x: &Inputs, blocksize: i64, mode: BlockMode) -> Res
 
 pub(super) fn reverse_sequence(x: &Inputs, batch_axis: i64, time_axis: i64) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
-    ensure!(t.rank() >= 2, "ReverseSequence needs rank >= 2");
+    ensure!(
+        t.rank() >= 2,
+        InvalidModel,
+        "ReverseSequence needs rank >= 2"
+    );
     ensure!(
         matches!((batch_axis, time_axis), (0, 1) | (1, 0)),
+        InvalidModel,
         "batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1 in some order"
     );
     let (ba, ta) = (batch_axis as usize, time_axis as usize);
     let lens = x
         .opt_ints(1)?
-        .ok_or_else(|| err!("ReverseSequence needs sequence_lens"))?;
+        .ok_or_else(|| err!(InvalidModel, "ReverseSequence needs sequence_lens"))?;
     let (nb, nt) = (t.shape()[ba], t.shape()[ta]);
     ensure!(
         lens.len() == nb,
+        InvalidModel,
         "sequence_lens has {} entries for a batch of {nb}",
         lens.len()
     );
@@ -490,6 +528,7 @@ pub(super) fn reverse_sequence(x: &Inputs, batch_axis: i64, time_axis: i64) -> R
         .map(|&l| {
             ensure!(
                 (0..=nt as i64).contains(&l),
+                InvalidInput,
                 "sequence length {l} is out of range [0, {nt}]"
             );
             Ok(l as usize)
@@ -517,13 +556,14 @@ pub(super) fn center_crop_pad(x: &Inputs, axes: Option<&[i64]>) -> Result<Vec<Va
     let r = t.rank();
     let target = x
         .opt_ints(1)?
-        .ok_or_else(|| err!("CenterCropPad needs the shape input"))?;
+        .ok_or_else(|| err!(InvalidModel, "CenterCropPad needs the shape input"))?;
     let axes = match axes {
         Some(a) => norm_axes(a, r)?,
         None => (0..r).collect(),
     };
     ensure!(
         target.len() == axes.len(),
+        InvalidModel,
         "shape {target:?} does not match the {} axes",
         axes.len()
     );
@@ -566,17 +606,19 @@ pub(super) fn col2im(
     let t = x.tensor(0)?;
     let image = x
         .opt_ints(1)?
-        .ok_or_else(|| err!("Col2Im needs image_shape"))?;
+        .ok_or_else(|| err!(InvalidModel, "Col2Im needs image_shape"))?;
     let block = x
         .opt_ints(2)?
-        .ok_or_else(|| err!("Col2Im needs block_shape"))?;
+        .ok_or_else(|| err!(InvalidModel, "Col2Im needs block_shape"))?;
     let nd = image.len();
     ensure!(
         block.len() == nd,
+        InvalidModel,
         "image_shape {image:?} and block_shape {block:?} differ in length"
     );
     ensure!(
         t.rank() == 3,
+        InvalidModel,
         "Col2Im needs a 3-D input, got {:?}",
         t.shape()
     );
@@ -597,10 +639,12 @@ pub(super) fn col2im(
     };
     ensure!(
         dil.len() == nd && strd.len() == nd && pads.len() == 2 * nd,
+        InvalidModel,
         "Col2Im attributes do not match {nd} spatial dims"
     );
     ensure!(
         dil.iter().chain(&strd).all(|&v| v > 0),
+        InvalidModel,
         "Col2Im strides and dilations must be positive"
     );
     let img = image
@@ -615,6 +659,7 @@ pub(super) fn col2im(
     let (n, ck, l) = (t.shape()[0], t.shape()[1], t.shape()[2]);
     ensure!(
         ksize > 0 && ck % ksize == 0,
+        InvalidModel,
         "input channels {ck} are not divisible by the block size {ksize}"
     );
     let c = ck / ksize;
@@ -624,12 +669,14 @@ pub(super) fn col2im(
             - (dil[i] as i128 * (blk[i] as i128 - 1) + 1);
         ensure!(
             (0..1 << 40).contains(&span),
+            InvalidModel,
             "Col2Im block does not fit the padded image in dim {i}"
         );
         ncol.push((span / strd[i] as i128 + 1) as usize);
     }
     ensure!(
         numel(&ncol)? == l,
+        InvalidModel,
         "Col2Im input has {l} blocks, expected {}",
         numel(&ncol)?
     );

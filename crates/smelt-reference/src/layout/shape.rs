@@ -19,13 +19,18 @@ pub(crate) fn reshape_dims(input: &[usize], spec: &[i64], allowzero: bool) -> Re
     for (i, &d) in spec.iter().enumerate() {
         match d {
             -1 => {
-                ensure!(infer.is_none(), "shape {spec:?} has more than one -1");
+                ensure!(
+                    infer.is_none(),
+                    InvalidModel,
+                    "shape {spec:?} has more than one -1"
+                );
                 infer = Some(i);
                 out.push(1);
             }
             0 if !allowzero => {
                 let d = *input.get(i).ok_or_else(|| {
                     err!(
+                        InvalidModel,
                         "shape {spec:?} copies dim {i}, but the input has rank {}",
                         input.len()
                     )
@@ -33,24 +38,27 @@ pub(crate) fn reshape_dims(input: &[usize], spec: &[i64], allowzero: bool) -> Re
                 out.push(d);
             }
             d if d >= 0 => out.push(d as usize),
-            d => bail!("invalid dimension {d} in shape {spec:?}"),
+            d => bail!(InvalidModel, "invalid dimension {d} in shape {spec:?}"),
         }
     }
     let n = numel(input)?;
     if let Some(i) = infer {
         ensure!(
             !(allowzero && spec.contains(&0)),
+            InvalidModel,
             "shape {spec:?} has both -1 and 0 with allowzero"
         );
         let rest = numel(&out)?;
         ensure!(
             rest != 0 && n % rest == 0,
+            InvalidModel,
             "cannot reshape {input:?} to {spec:?}"
         );
         out[i] = n / rest;
     }
     ensure!(
         numel(&out)? == n,
+        InvalidModel,
         "cannot reshape {input:?} ({n} elements) to {spec:?}"
     );
     Ok(out)
@@ -62,7 +70,7 @@ pub(super) fn reshape(x: &Inputs, attr: Option<&[i64]>, allowzero: bool) -> Resu
         Some(s) => s.to_vec(),
         None => x
             .opt_ints(1)?
-            .ok_or_else(|| err!("Reshape needs the shape input"))?,
+            .ok_or_else(|| err!(InvalidModel, "Reshape needs the shape input"))?,
     };
     with_shape(t, reshape_dims(t.shape(), &spec, allowzero)?)
 }
@@ -72,6 +80,7 @@ pub(super) fn flatten(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let r = t.rank() as i64;
     ensure!(
         (-r..=r).contains(&axis),
+        InvalidModel,
         "Flatten axis {axis} is out of range for rank {r}"
     );
     let a = if axis < 0 { axis + r } else { axis } as usize;
@@ -94,6 +103,7 @@ pub(super) fn squeeze(x: &Inputs, attr: Option<&[i64]>) -> Result<Vec<Value>> {
             for &i in &a {
                 ensure!(
                     shape[i] == 1,
+                    InvalidModel,
                     "cannot squeeze axis {i} of size {} (shape {shape:?})",
                     shape[i]
                 );
@@ -115,7 +125,7 @@ pub(super) fn unsqueeze(x: &Inputs, attr: Option<&[i64]>) -> Result<Vec<Value>> 
         Some(a) => a.to_vec(),
         None => x
             .opt_ints(1)?
-            .ok_or_else(|| err!("Unsqueeze needs the axes input"))?,
+            .ok_or_else(|| err!(InvalidModel, "Unsqueeze needs the axes input"))?,
     };
     let rank = t.rank() + axes.len();
     let a = norm_axes(&axes, rank)?;
@@ -149,7 +159,7 @@ pub(super) fn shape(x: &Inputs, start: i64, end: Option<i64>) -> Result<Vec<Valu
 pub(super) fn constant_of_shape(x: &Inputs, value: Option<&Tensor>) -> Result<Vec<Value>> {
     let spec = x
         .opt_ints(0)?
-        .ok_or_else(|| err!("ConstantOfShape needs the shape input"))?;
+        .ok_or_else(|| err!(InvalidModel, "ConstantOfShape needs the shape input"))?;
     let shape = spec
         .iter()
         .map(|&d| to_dim(d, "ConstantOfShape dims"))
@@ -157,11 +167,16 @@ pub(super) fn constant_of_shape(x: &Inputs, value: Option<&Tensor>) -> Result<Ve
     let n = numel(&shape)?;
     ensure!(
         n <= MAX_ELEMENTS,
+        ResourceExhausted,
         "ConstantOfShape of {shape:?} is too large"
     );
     let zero = Tensor::scalar_f32(0.0);
     let v = value.unwrap_or(&zero);
-    ensure!(v.len() == 1, "ConstantOfShape value must have one element");
+    ensure!(
+        v.len() == 1,
+        InvalidModel,
+        "ConstantOfShape value must have one element"
+    );
     let data = smelt_ir::map_data!(v.data(), d => d.iter().cycle().take(n).cloned().collect());
     one(Tensor::new(v.dtype(), shape, data)?)
 }
@@ -171,6 +186,7 @@ pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
     let dt = s.dtype();
     ensure!(
         l.dtype() == dt && d.dtype() == dt,
+        InvalidModel,
         "Range inputs must share one type ({}, {}, {})",
         dt,
         l.dtype(),
@@ -179,6 +195,7 @@ pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
     for t in [s, l, d] {
         ensure!(
             t.len() == 1,
+            InvalidModel,
             "Range inputs must be scalars, got shape {:?}",
             t.shape()
         );
@@ -189,7 +206,7 @@ pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
             l.to_i64()?[0] as i128,
             d.to_i64()?[0] as i128,
         );
-        ensure!(d != 0, "Range delta must not be zero");
+        ensure!(d != 0, InvalidModel, "Range delta must not be zero");
         let span = l - s;
         // ceil(span / d) for either sign of d.
         let q = span / d;
@@ -201,24 +218,30 @@ pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
         .max(0);
         ensure!(
             n as u128 <= MAX_ELEMENTS as u128,
+            ResourceExhausted,
             "Range would produce {n} elements"
         );
         let v: Vec<i64> = (0..n).map(|i| (s + i * d) as i64).collect();
         one(Tensor::from_i64(dt, vec![v.len()], &v)?)
     } else if dt.is_float() {
         let (s, l, d) = (s.to_f64()?[0], l.to_f64()?[0], d.to_f64()?[0]);
-        ensure!(d != 0.0, "Range delta must not be zero");
+        ensure!(d != 0.0, InvalidModel, "Range delta must not be zero");
         let n = ((l - s) / d).ceil();
         ensure!(
             !n.is_nan() && n != f64::INFINITY,
+            InvalidModel,
             "Range with start {s}, limit {l}, delta {d} is not finite"
         );
         let n = n.max(0.0);
-        ensure!(n <= MAX_ELEMENTS as f64, "Range would produce {n} elements");
+        ensure!(
+            n <= MAX_ELEMENTS as f64,
+            ResourceExhausted,
+            "Range would produce {n} elements"
+        );
         let v: Vec<f64> = (0..n as usize).map(|i| s + i as f64 * d).collect();
         one(Tensor::from_f64(dt, vec![v.len()], &v)?)
     } else {
-        bail!("Range does not support {dt} elements")
+        bail!(Unsupported, "Range does not support {dt} elements")
     }
 }
 
@@ -226,6 +249,7 @@ pub(super) fn eye_like(x: &Inputs, dtype: Option<DType>, k: i64) -> Result<Vec<V
     let t = x.tensor(0)?;
     ensure!(
         t.rank() == 2,
+        InvalidModel,
         "EyeLike needs a 2-D input, got shape {:?}",
         t.shape()
     );
@@ -233,6 +257,7 @@ pub(super) fn eye_like(x: &Inputs, dtype: Option<DType>, k: i64) -> Result<Vec<V
     let dt = dtype.unwrap_or(t.dtype());
     ensure!(
         dt != DType::Str && !dt.is_complex(),
+        Unsupported,
         "EyeLike does not support {dt} elements"
     );
     let mut v = vec![0i64; rows * cols];

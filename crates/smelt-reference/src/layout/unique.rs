@@ -61,7 +61,7 @@ pub(super) fn unique(x: &Inputs, cx: &Ctx, axis: Option<i64>, sorted: bool) -> R
         None => (vec![t.len()], 0),
         Some(ax) => {
             if t.rank() == 0 {
-                bail!("Unique with an axis needs rank >= 1");
+                bail!(InvalidModel, "Unique with an axis needs rank >= 1");
             }
             (t.shape().to_vec(), norm_axis(ax, t.rank())?)
         }

@@ -12,6 +12,7 @@ fn rank3(t: &Tensor, what: &str) -> Result<(usize, usize, usize)> {
     match *t.shape() {
         [b, n, l] => Ok((b, n, l)),
         _ => bail!(
+            InvalidModel,
             "{what} must have rank 3 (B, T, H*D), got shape {:?}",
             t.shape()
         ),
@@ -27,11 +28,14 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
         ..
     } = op
     else {
-        bail!("not a LinearAttention op")
+        bail!(Internal, "not a LinearAttention op")
     };
     let (hq, hkv) = (*q_num_heads, *kv_num_heads);
     if hq <= 0 || hkv <= 0 || hq % hkv != 0 {
-        bail!("q_num_heads ({hq}) must be a positive multiple of kv_num_heads ({hkv})");
+        bail!(
+            InvalidModel,
+            "q_num_heads ({hq}) must be a positive multiple of kv_num_heads ({hkv})"
+        );
     }
     let (hq, hkv) = (hq as usize, hkv as usize);
     let group = hq / hkv;
@@ -43,6 +47,7 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
     let (vb, vt, vl) = rank3(value, "value")?;
     if (kb, kt) != (b, t) || (vb, vt) != (b, t) {
         bail!(
+            InvalidModel,
             "query {:?}, key {:?} and value {:?} must agree in batch and sequence length",
             query.shape(),
             key.shape(),
@@ -50,11 +55,15 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
         );
     }
     if ql % hq != 0 || vl % hkv != 0 {
-        bail!("query's last dim {ql} or value's {vl} is not divisible by its head count");
+        bail!(
+            InvalidModel,
+            "query's last dim {ql} or value's {vl} is not divisible by its head count"
+        );
     }
     let (dk, dv) = (ql / hq, vl / hkv);
     if kl != hkv * dk {
         bail!(
+            InvalidModel,
             "key's last dim is {kl}; expected kv_num_heads * d_k = {}",
             hkv * dk
         );
@@ -71,12 +80,17 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
     let beta = x.opt_tensor(5)?;
     if gating != decay.is_some() {
         bail!(
+            InvalidModel,
             "update_rule {update_rule:?} {} the decay input",
             need(gating)
         );
     }
     if delta != beta.is_some() {
-        bail!("update_rule {update_rule:?} {} the beta input", need(delta));
+        bail!(
+            InvalidModel,
+            "update_rule {update_rule:?} {} the beta input",
+            need(delta)
+        );
     }
     // Decay per (b, t, head, key dim): stride 0 over key dims when given per head.
     let decay = match decay {
@@ -84,6 +98,7 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
             let (db, dt, dl) = rank3(d, "decay")?;
             if (db, dt) != (b, t) || (dl != hkv && dl != hkv * dk) {
                 bail!(
+                    InvalidModel,
                     "decay must have shape ({b}, {t}, {hkv}) or ({b}, {t}, {}), got {:?}",
                     hkv * dk,
                     d.shape()
@@ -98,6 +113,7 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
             let (bb, bt, bl) = rank3(d, "beta")?;
             if (bb, bt) != (b, t) || (bl != hkv && bl != 1) {
                 bail!(
+                    InvalidModel,
                     "beta must have shape ({b}, {t}, {hkv}) or ({b}, {t}, 1), got {:?}",
                     d.shape()
                 );
@@ -111,6 +127,7 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
         Some(p) => {
             if p.shape() != [b, hkv, dk, dv] {
                 bail!(
+                    InvalidModel,
                     "past_state must have shape [{b}, {hkv}, {dk}, {dv}], got {:?}",
                     p.shape()
                 );
@@ -181,7 +198,11 @@ fn need(yes: bool) -> &'static str {
 fn rank4(t: &Tensor, what: &str) -> Result<[usize; 4]> {
     match *t.shape() {
         [a, b, c, d] => Ok([a, b, c, d]),
-        _ => bail!("{what} must have rank 4, got shape {:?}", t.shape()),
+        _ => bail!(
+            InvalidModel,
+            "{what} must have rank 4, got shape {:?}",
+            t.shape()
+        ),
     }
 }
 
@@ -200,10 +221,14 @@ fn run_mod(
         .map_err(|e| e.context(format!("in {name}")))?;
     let out = outs
         .first()
-        .ok_or_else(|| err!("{name} produced no output"))?
+        .ok_or_else(|| err!(InvalidModel, "{name} produced no output"))?
         .tensor()?;
     if out.shape() != shape {
-        bail!("{name} changed the shape {shape:?} to {:?}", out.shape());
+        bail!(
+            InvalidModel,
+            "{name} changed the shape {shape:?} to {:?}",
+            out.shape()
+        );
     }
     let r = out.to_f64()?;
     Ok(r.into_iter().map(|e| round_to(dt, e)).collect())
@@ -217,7 +242,7 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
         softmax_precision,
     } = op
     else {
-        bail!("not a FlexAttention op")
+        bail!(Internal, "not a FlexAttention op")
     };
     let q = float_input(x.tensor(0)?, "Q")?;
     let k = x.tensor(1)?;
@@ -227,6 +252,7 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
     let [vb, vh, vs, ev] = rank4(v, "V")?;
     if kb != b || vb != b || vh != hkv || vs != s || ke != e {
         bail!(
+            InvalidModel,
             "Q {:?}, K {:?} and V {:?} do not fit (B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev)",
             q.shape(),
             k.shape(),
@@ -234,7 +260,10 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
         );
     }
     if hkv == 0 || hq % hkv != 0 {
-        bail!("Q's head count {hq} must be a multiple of K's {hkv}");
+        bail!(
+            InvalidModel,
+            "Q's head count {hq} must be a multiple of K's {hkv}"
+        );
     }
     let group = hq / hkv;
     let dt = q.dtype();

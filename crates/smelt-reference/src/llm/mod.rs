@@ -38,7 +38,11 @@ pub(crate) fn round_to(dt: DType, v: f64) -> f64 {
 /// Checks that a tensor has a float element type.
 pub(crate) fn float_input<'a>(t: &'a Tensor, what: &str) -> Result<&'a Tensor> {
     if !t.dtype().is_float() {
-        bail!("{what} must be a float tensor, got {}", t.dtype());
+        bail!(
+            Unsupported,
+            "{what} must be a float tensor, got {}",
+            t.dtype()
+        );
     }
     Ok(t)
 }
@@ -51,6 +55,7 @@ fn swiglu(a: &Tensor, b: &Tensor, alpha: f64) -> Result<Vec<Value>> {
     float_input(a, "A")?;
     if a.shape() != b.shape() || a.dtype() != b.dtype() {
         bail!(
+            InvalidModel,
             "A and B must have the same shape and type (no broadcasting): {} {:?} vs {} {:?}",
             a.dtype(),
             a.shape(),
@@ -83,6 +88,7 @@ fn tensor_scatter(
     let rank = ps.len();
     if past.dtype() != update.dtype() {
         bail!(
+            InvalidModel,
             "past_cache ({}) and update ({}) must have the same type",
             past.dtype(),
             update.dtype()
@@ -90,25 +96,39 @@ fn tensor_scatter(
     }
     let ax = if axis < 0 { axis + rank as i64 } else { axis };
     if ax <= 0 || ax >= rank as i64 {
-        bail!("axis {axis} is out of range for past_cache of rank {rank} (axis 0 is the batch)");
+        bail!(
+            InvalidModel,
+            "axis {axis} is out of range for past_cache of rank {rank} (axis 0 is the batch)"
+        );
     }
     let ax = ax as usize;
     if us.len() != rank {
-        bail!("update has rank {}, past_cache has rank {rank}", us.len());
+        bail!(
+            InvalidModel,
+            "update has rank {}, past_cache has rank {rank}",
+            us.len()
+        );
     }
     for i in 0..rank {
         if i != ax && ps[i] != us[i] {
-            bail!("past_cache {ps:?} and update {us:?} differ in dimension {i}");
+            bail!(
+                InvalidModel,
+                "past_cache {ps:?} and update {us:?} differ in dimension {i}"
+            );
         }
     }
     let (max_seq, seq) = (ps[ax], us[ax]);
     if seq > max_seq {
-        bail!("update's sequence length {seq} exceeds the cache's {max_seq}");
+        bail!(
+            InvalidInput,
+            "update's sequence length {seq} exceeds the cache's {max_seq}"
+        );
     }
     let batch = ps[0];
     if let Some(w) = write_indices {
         if w.len() != batch {
             bail!(
+                InvalidModel,
                 "write_indices has {} entries; batch size is {batch}",
                 w.len()
             );
@@ -128,6 +148,7 @@ fn tensor_scatter(
                 CacheWriteMode::Linear => {
                     if pos < 0 || pos >= max_seq as i64 {
                         bail!(
+                            InvalidInput,
                             "write index {start} for batch {b} with {seq} new positions runs \
                              outside the cache of length {max_seq} (linear mode)"
                         );
@@ -150,18 +171,21 @@ fn causal_conv(x: &Inputs, activation: ConvActivation) -> Result<Vec<Value>> {
     let dt = input.dtype();
     let &[b, c, l] = input.shape() else {
         bail!(
+            InvalidModel,
             "input must have shape (batch, channels, length), got {:?}",
             input.shape()
         )
     };
     let &[wc, 1, k] = weight.shape() else {
         bail!(
+            InvalidModel,
             "weight must have shape (channels, 1, k), got {:?}",
             weight.shape()
         )
     };
     if wc != c || k == 0 {
         bail!(
+            InvalidModel,
             "weight shape {:?} does not fit {c} channels",
             weight.shape()
         );
@@ -169,12 +193,17 @@ fn causal_conv(x: &Inputs, activation: ConvActivation) -> Result<Vec<Value>> {
     let w = weight.to_f64()?;
     let bias = match x.opt_tensor(2)? {
         Some(t) if t.shape() == [c] => Some(t.to_f64()?),
-        Some(t) => bail!("bias must have shape [{c}], got {:?}", t.shape()),
+        Some(t) => bail!(
+            InvalidModel,
+            "bias must have shape [{c}], got {:?}",
+            t.shape()
+        ),
         None => None,
     };
     let past = match x.opt_tensor(3)? {
         Some(t) if t.shape() == [b, c, k - 1] => Some(t.to_f64()?),
         Some(t) => bail!(
+            InvalidModel,
             "past_state must have shape [{b}, {c}, {}], got {:?}",
             k - 1,
             t.shape()

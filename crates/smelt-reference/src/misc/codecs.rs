@@ -27,14 +27,14 @@ fn keep_channels(src: &[u8], from: usize, keep: usize) -> Vec<u8> {
 /// Decode a WebP (lossy or lossless; the first frame of an animation) to RGB.
 pub(super) fn webp(b: &[u8]) -> Result<Image> {
     let mut d = image_webp::WebPDecoder::new(std::io::Cursor::new(b))
-        .map_err(|e| err!("ImageDecoder: WebP: {e}"))?;
+        .map_err(|e| err!(InvalidInput, "ImageDecoder: WebP: {e}"))?;
     let (w, h) = d.dimensions();
     let (w, h) = (w as usize, h as usize);
     check_size(w, h)?;
     let from = if d.has_alpha() { 4 } else { 3 };
     let mut buf = vec![0u8; w * h * from];
     d.read_image(&mut buf)
-        .map_err(|e| err!("ImageDecoder: WebP: {e}"))?;
+        .map_err(|e| err!(InvalidInput, "ImageDecoder: WebP: {e}"))?;
     Ok(Image {
         w,
         h,
@@ -47,7 +47,7 @@ pub(super) fn webp(b: &[u8]) -> Result<Image> {
 pub(super) fn jpeg2000(b: &[u8]) -> Result<Image> {
     use hayro_jpeg2000::{ColorSpace, DecodeSettings, DecoderContext, Image as J2k};
     let img = J2k::new(b, &DecodeSettings::default())
-        .map_err(|e| err!("ImageDecoder: JPEG 2000: {e:?}"))?;
+        .map_err(|e| err!(InvalidInput, "ImageDecoder: JPEG 2000: {e:?}"))?;
     let (w, h) = (img.width() as usize, img.height() as usize);
     check_size(w, h)?;
     let color = match img.color_space() {
@@ -56,16 +56,20 @@ pub(super) fn jpeg2000(b: &[u8]) -> Result<Image> {
         ColorSpace::Icc { num_channels, .. } if matches!(num_channels, 1 | 3) => {
             *num_channels as usize
         }
-        c => bail!("ImageDecoder: JPEG 2000: unsupported color space {c:?}"),
+        c => bail!(
+            Unsupported,
+            "ImageDecoder: JPEG 2000: unsupported color space {c:?}"
+        ),
     };
     let from = color + usize::from(img.has_alpha());
     let mut ctx = DecoderContext::default();
     let decoded = img
         .decode(&mut ctx)
-        .map_err(|e| err!("ImageDecoder: JPEG 2000: {e:?}"))?;
+        .map_err(|e| err!(InvalidInput, "ImageDecoder: JPEG 2000: {e:?}"))?;
     let data = decoded.data_u8();
     if data.len() != w * h * from {
         bail!(
+            InvalidInput,
             "ImageDecoder: JPEG 2000: decoded {} samples for a {w}x{h} image with {from} channels",
             data.len()
         );

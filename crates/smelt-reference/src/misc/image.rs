@@ -25,7 +25,11 @@ pub fn decode(x: &Inputs, fmt: PixelFormat) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let bytes = match t.data() {
         Data::U8(v) => v.as_slice(),
-        _ => bail!("ImageDecoder: input must be uint8 bytes, got {}", t.dtype()),
+        _ => bail!(
+            InvalidModel,
+            "ImageDecoder: input must be uint8 bytes, got {}",
+            t.dtype()
+        ),
     };
     let img = if bytes.starts_with(b"BM") {
         bmp(bytes)?
@@ -48,7 +52,7 @@ pub fn decode(x: &Inputs, fmt: PixelFormat) -> Result<Vec<Value>> {
     } else if super::codecs::is_jpeg2000(bytes) {
         super::codecs::jpeg2000(bytes)?
     } else {
-        bail!("ImageDecoder: unsupported image format (BMP, PNM, PNG, TIFF, baseline JPEG, WebP and JPEG 2000 are supported)")
+        bail!(Unsupported, "ImageDecoder: unsupported image format (BMP, PNM, PNG, TIFF, baseline JPEG, WebP and JPEG 2000 are supported)")
     };
     let (w, h) = (img.w, img.h);
     let (data, c) = match (fmt, img.channels) {
@@ -79,18 +83,19 @@ pub fn decode(x: &Inputs, fmt: PixelFormat) -> Result<Vec<Value>> {
 fn u16le(b: &[u8], o: usize) -> Result<u16> {
     b.get(o..o + 2)
         .map(|s| u16::from_le_bytes([s[0], s[1]]))
-        .ok_or_else(|| err!("ImageDecoder: truncated header"))
+        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated header"))
 }
 
 fn u32le(b: &[u8], o: usize) -> Result<u32> {
     b.get(o..o + 4)
         .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or_else(|| err!("ImageDecoder: truncated header"))
+        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated header"))
 }
 
 pub(super) fn check_size(w: usize, h: usize) -> Result<()> {
     ensure!(
         w > 0 && h > 0 && w.saturating_mul(h) <= MAX_PIXELS,
+        InvalidInput,
         "ImageDecoder: bad image size {w}x{h}"
     );
     Ok(())
@@ -105,9 +110,14 @@ fn bmp(b: &[u8]) -> Result<Image> {
     let comp = u32le(b, 30)?;
     ensure!(
         comp == 0 || (comp == 3 && bpp == 32),
+        Unsupported,
         "ImageDecoder: compressed BMP is not supported"
     );
-    ensure!(w > 0 && hraw != 0, "ImageDecoder: bad BMP size");
+    ensure!(
+        w > 0 && hraw != 0,
+        InvalidInput,
+        "ImageDecoder: bad BMP size"
+    );
     let (w, h) = (w as usize, hraw.unsigned_abs() as usize);
     check_size(w, h)?;
     let palette: Vec<[u8; 3]> = if bpp <= 8 {
@@ -120,7 +130,7 @@ fn bmp(b: &[u8]) -> Result<Image> {
             .map(|i| {
                 let p = b
                     .get(base + 4 * i..base + 4 * i + 3)
-                    .ok_or_else(|| err!("ImageDecoder: truncated BMP palette"))?;
+                    .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated BMP palette"))?;
                 Ok([p[2], p[1], p[0]])
             })
             .collect::<Result<_>>()?
@@ -129,6 +139,7 @@ fn bmp(b: &[u8]) -> Result<Image> {
     };
     ensure!(
         matches!(bpp, 1 | 4 | 8 | 24 | 32),
+        Unsupported,
         "ImageDecoder: {bpp}-bit BMP is not supported"
     );
     let stride = (w * bpp).div_ceil(32) * 4;
@@ -137,7 +148,7 @@ fn bmp(b: &[u8]) -> Result<Image> {
         let row = if hraw > 0 { h - 1 - y } else { y };
         let r = b
             .get(off + row * stride..off + row * stride + stride)
-            .ok_or_else(|| err!("ImageDecoder: truncated BMP"))?;
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated BMP"))?;
         for x in 0..w {
             match bpp {
                 24 | 32 => {
@@ -147,9 +158,9 @@ fn bmp(b: &[u8]) -> Result<Image> {
                 _ => {
                     let bit = x * bpp;
                     let v = (r[bit / 8] >> (8 - bpp - bit % 8)) & ((1u16 << bpp) - 1) as u8;
-                    let c = palette
-                        .get(v as usize)
-                        .ok_or_else(|| err!("ImageDecoder: BMP palette index out of range"))?;
+                    let c = palette.get(v as usize).ok_or_else(|| {
+                        err!(InvalidInput, "ImageDecoder: BMP palette index out of range")
+                    })?;
                     px.extend_from_slice(c);
                 }
             }
@@ -176,7 +187,7 @@ fn pnm(b: &[u8]) -> Result<Image> {
                     }
                 }
                 Some(_) => break,
-                None => bail!("ImageDecoder: truncated PNM header"),
+                None => bail!(InvalidInput, "ImageDecoder: truncated PNM header"),
             }
         }
         let st = i;
@@ -186,7 +197,7 @@ fn pnm(b: &[u8]) -> Result<Image> {
         std::str::from_utf8(&b[st..i])
             .ok()
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| err!("ImageDecoder: bad PNM header"))
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: bad PNM header"))
     };
     let (w, h) = (token()?, token()?);
     check_size(w, h)?;
@@ -197,6 +208,7 @@ fn pnm(b: &[u8]) -> Result<Image> {
     };
     ensure!(
         (1..=255).contains(&maxval),
+        Unsupported,
         "ImageDecoder: PNM maxval {maxval} is not supported"
     );
     let channels = if kind == b'3' || kind == b'6' { 3 } else { 1 };
@@ -207,7 +219,7 @@ fn pnm(b: &[u8]) -> Result<Image> {
             let st = i + 1;
             let d = b
                 .get(st..st + n)
-                .ok_or_else(|| err!("ImageDecoder: truncated PNM data"))?;
+                .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated PNM data"))?;
             d.iter().map(|&v| scale(v as usize)).collect()
         }
         b'2' | b'3' => (0..n).map(|_| token().map(scale)).collect::<Result<_>>()?,
@@ -223,7 +235,7 @@ fn pnm(b: &[u8]) -> Result<Image> {
                         return Ok(0);
                     }
                     Some(_) => i += 1,
-                    None => bail!("ImageDecoder: truncated PBM data"),
+                    None => bail!(InvalidInput, "ImageDecoder: truncated PBM data"),
                 }
             })
             .collect::<Result<_>>()?,
@@ -232,7 +244,7 @@ fn pnm(b: &[u8]) -> Result<Image> {
             let stride = w.div_ceil(8);
             let d = b
                 .get(st..st + stride * h)
-                .ok_or_else(|| err!("ImageDecoder: truncated PBM data"))?;
+                .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated PBM data"))?;
             (0..h)
                 .flat_map(|y| {
                     (0..w).map(move |x| {

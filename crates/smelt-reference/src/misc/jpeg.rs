@@ -94,12 +94,12 @@ impl Reader<'_> {
         while code > h.maxcode[l] {
             code = (code << 1) | self.bit()? as i32;
             l += 1;
-            ensure!(l <= 16, "ImageDecoder: bad JPEG Huffman code");
+            ensure!(l <= 16, InvalidInput, "ImageDecoder: bad JPEG Huffman code");
         }
         h.vals
             .get((code + h.valoff[l]) as usize)
             .copied()
-            .ok_or_else(|| err!("ImageDecoder: bad JPEG Huffman code"))
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: bad JPEG Huffman code"))
     }
 
     /// Skips to just after the next RSTn marker.
@@ -112,7 +112,7 @@ impl Reader<'_> {
             }
             self.pos += 1;
         }
-        bail!("ImageDecoder: missing JPEG restart marker")
+        bail!(InvalidInput, "ImageDecoder: missing JPEG restart marker")
     }
 }
 
@@ -143,7 +143,7 @@ struct Comp {
 fn be16(b: &[u8], o: usize) -> Result<usize> {
     b.get(o..o + 2)
         .map(|s| ((s[0] as usize) << 8) | s[1] as usize)
-        .ok_or_else(|| err!("ImageDecoder: truncated JPEG"))
+        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated JPEG"))
 }
 
 /// Decodes a baseline JPEG.
@@ -157,7 +157,11 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
     let mut p = 2;
     let mut adobe_transform: Option<u8> = None;
     loop {
-        ensure!(p + 4 <= b.len(), "ImageDecoder: truncated JPEG");
+        ensure!(
+            p + 4 <= b.len(),
+            InvalidInput,
+            "ImageDecoder: truncated JPEG"
+        );
         if b[p] != 0xff {
             p += 1;
             continue;
@@ -168,24 +172,28 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
             continue;
         }
         if m == 0xd9 {
-            bail!("ImageDecoder: JPEG has no scan");
+            bail!(InvalidInput, "ImageDecoder: JPEG has no scan");
         }
         let len = be16(b, p + 2)?;
-        ensure!(len >= 2, "ImageDecoder: bad JPEG segment");
+        ensure!(len >= 2, InvalidInput, "ImageDecoder: bad JPEG segment");
         let seg = b
             .get(p + 4..p + 2 + len)
-            .ok_or_else(|| err!("ImageDecoder: truncated JPEG segment"))?;
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated JPEG segment"))?;
         match m {
             0xdb => {
                 let mut i = 0;
                 while i < seg.len() {
                     let (pq, tq) = (seg[i] >> 4, (seg[i] & 15) as usize);
-                    ensure!(tq < 4, "ImageDecoder: bad JPEG quantization table");
+                    ensure!(
+                        tq < 4,
+                        InvalidInput,
+                        "ImageDecoder: bad JPEG quantization table"
+                    );
                     i += 1;
                     for k in 0..64 {
                         let v = if pq == 0 {
                             *seg.get(i + k)
-                                .ok_or_else(|| err!("ImageDecoder: truncated DQT"))?
+                                .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated DQT"))?
                                 as i32
                         } else {
                             be16(seg, i + 2 * k)? as i32
@@ -199,15 +207,19 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
                 let mut i = 0;
                 while i < seg.len() {
                     let (tc, th) = (seg[i] >> 4, (seg[i] & 15) as usize);
-                    ensure!(th < 4 && tc < 2, "ImageDecoder: bad JPEG Huffman table");
-                    let counts: [u8; 16] = seg
-                        .get(i + 1..i + 17)
-                        .and_then(|s| s.try_into().ok())
-                        .ok_or_else(|| err!("ImageDecoder: truncated DHT"))?;
+                    ensure!(
+                        th < 4 && tc < 2,
+                        InvalidInput,
+                        "ImageDecoder: bad JPEG Huffman table"
+                    );
+                    let counts: [u8; 16] =
+                        seg.get(i + 1..i + 17)
+                            .and_then(|s| s.try_into().ok())
+                            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated DHT"))?;
                     let n: usize = counts.iter().map(|&c| c as usize).sum();
                     let vals = seg
                         .get(i + 17..i + 17 + n)
-                        .ok_or_else(|| err!("ImageDecoder: truncated DHT"))?
+                        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated DHT"))?
                         .to_vec();
                     let t = Huff::new(&counts, vals);
                     if tc == 0 {
@@ -221,6 +233,7 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
             0xc0 | 0xc1 => {
                 ensure!(
                     seg.len() >= 6 && seg[0] == 8,
+                    InvalidInput,
                     "ImageDecoder: only 8-bit JPEG is supported"
                 );
                 h = be16(seg, 1)?;
@@ -228,18 +241,24 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
                 let n = seg[5] as usize;
                 ensure!(
                     n == 1 || n == 3,
+                    Unsupported,
                     "ImageDecoder: JPEG with {n} components is not supported"
                 );
                 for c in 0..n {
                     let s = seg
                         .get(6 + 3 * c..9 + 3 * c)
-                        .ok_or_else(|| err!("ImageDecoder: truncated SOF"))?;
+                        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated SOF"))?;
                     let (hs, vs) = ((s[1] >> 4) as usize, (s[1] & 15) as usize);
                     ensure!(
                         (1..=2).contains(&hs) && (1..=2).contains(&vs),
+                        Unsupported,
                         "ImageDecoder: unsupported JPEG sampling"
                     );
-                    ensure!(s[2] < 4, "ImageDecoder: bad JPEG quantization table index");
+                    ensure!(
+                        s[2] < 4,
+                        InvalidInput,
+                        "ImageDecoder: bad JPEG quantization table index"
+                    );
                     comps.push(Comp {
                         id: s[0],
                         h: hs,
@@ -256,6 +275,7 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
             }
             0xc2 | 0xc3 | 0xc5..=0xc7 | 0xc9..=0xcb | 0xcd..=0xcf => {
                 bail!(
+                    Unsupported,
                     "ImageDecoder: progressive, lossless or arithmetic-coded JPEG is not supported"
                 )
             }
@@ -264,22 +284,28 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
             0xda => {
                 ensure!(
                     !comps.is_empty() && w > 0 && h > 0,
+                    InvalidInput,
                     "ImageDecoder: JPEG scan before frame header"
                 );
-                ensure!(w * h <= 1 << 26, "ImageDecoder: JPEG too large");
+                ensure!(
+                    w * h <= 1 << 26,
+                    ResourceExhausted,
+                    "ImageDecoder: JPEG too large"
+                );
                 let ns = seg[0] as usize;
                 ensure!(
                     ns == comps.len(),
+                    Unsupported,
                     "ImageDecoder: multi-scan JPEG is not supported"
                 );
                 for k in 0..ns {
                     let s = seg
                         .get(1 + 2 * k..3 + 2 * k)
-                        .ok_or_else(|| err!("ImageDecoder: truncated SOS"))?;
+                        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated SOS"))?;
                     let c = comps
                         .iter_mut()
                         .find(|c| c.id == s[0])
-                        .ok_or_else(|| err!("ImageDecoder: bad SOS component"))?;
+                        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: bad SOS component"))?;
                     c.td = (s[1] >> 4) as usize & 3;
                     c.ta = (s[1] & 15) as usize & 3;
                 }
@@ -356,7 +382,7 @@ fn finish(
                     };
                     let mut blk = [0i32; 64];
                     let t = r.decode(&dc[c.td])? as u32;
-                    ensure!(t <= 16, "ImageDecoder: bad JPEG DC code");
+                    ensure!(t <= 16, InvalidInput, "ImageDecoder: bad JPEG DC code");
                     let diff = extend(r.bits(t)?, t);
                     c.pred += diff;
                     blk[0] = c.pred;
@@ -372,7 +398,7 @@ fn finish(
                             break;
                         }
                         k += run;
-                        ensure!(k < 64, "ImageDecoder: bad JPEG AC run");
+                        ensure!(k < 64, InvalidInput, "ImageDecoder: bad JPEG AC run");
                         blk[ZIGZAG[k]] = extend(r.bits(size)?, size);
                         k += 1;
                     }
@@ -541,7 +567,10 @@ fn upsample(
                 }
             }
         }
-        _ => bail!("ImageDecoder: JPEG chroma sampling {fx}x{fy} is not supported"),
+        _ => bail!(
+            Unsupported,
+            "ImageDecoder: JPEG chroma sampling {fx}x{fy} is not supported"
+        ),
     }
     Ok(out)
 }

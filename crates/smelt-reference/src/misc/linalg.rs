@@ -8,12 +8,17 @@ pub fn det(a: &Tensor) -> Result<Vec<Value>> {
     let r = a.rank();
     if r < 2 || a.shape()[r - 1] != a.shape()[r - 2] {
         bail!(
+            InvalidModel,
             "Det needs square matrices in the last two axes, got shape {:?}",
             a.shape()
         );
     }
     if !a.dtype().is_float() {
-        bail!("Det needs a floating-point tensor, got {}", a.dtype());
+        bail!(
+            Unsupported,
+            "Det needs a floating-point tensor, got {}",
+            a.dtype()
+        );
     }
     let n = a.shape()[r - 1];
     let v = a.to_f64()?;

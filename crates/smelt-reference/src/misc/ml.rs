@@ -42,6 +42,7 @@ pub fn label_encoder(
     let t = x.tensor(0)?;
     ensure!(
         (t.dtype() == smelt_ir::DType::Str) == (keys.dtype() == smelt_ir::DType::Str),
+        InvalidModel,
         "LabelEncoder: input of type {} does not match keys of type {}",
         t.dtype(),
         keys.dtype()
@@ -110,6 +111,7 @@ pub fn array_feature_extractor(x: &Inputs) -> Result<Vec<Value>> {
     let ind = x.tensor(1)?.to_i64()?;
     ensure!(
         t.rank() >= 1,
+        InvalidModel,
         "ArrayFeatureExtractor: X must have rank >= 1"
     );
     let last = t.shape()[t.rank() - 1];
@@ -117,6 +119,7 @@ pub fn array_feature_extractor(x: &Inputs) -> Result<Vec<Value>> {
     for &i in &ind {
         ensure!(
             i >= 0 && (i as usize) < last,
+            InvalidInput,
             "ArrayFeatureExtractor: index {i} out of range [0, {last})"
         );
     }
@@ -150,6 +153,7 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     ensure!(
         t.rank() == 2,
+        InvalidModel,
         "TreeEnsemble: X must be [N, F], got {:?}",
         t.shape()
     );
@@ -167,18 +171,22 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
     ];
     ensure!(
         lens.iter().all(|&l| l == nodes),
+        InvalidModel,
         "TreeEnsemble: node attributes differ in length"
     );
     ensure!(
         s.leaf_targets.len() == s.leaf_weights.len(),
+        InvalidModel,
         "TreeEnsemble: leaf attributes differ in length"
     );
     ensure!(
         s.n_targets >= 1 && s.leaf_targets.iter().all(|&t| t >= 0 && t < s.n_targets),
+        InvalidModel,
         "TreeEnsemble: leaf targets must lie in [0, n_targets)"
     );
     ensure!(
         s.membership.len() == nodes,
+        InvalidModel,
         "TreeEnsemble: membership sets do not match the nodes"
     );
     let sets = &s.membership;
@@ -194,7 +202,7 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
             .ok()
             .filter(|&i| i < s.leaf_weights.len());
         let Some(i) = i else {
-            bail!("TreeEnsemble: leaf index out of range")
+            bail!(InvalidModel, "TreeEnsemble: leaf index out of range")
         };
         Ok((s.leaf_targets[i] as usize, s.leaf_weights[i]))
     };
@@ -203,7 +211,7 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
         for &root in &s.roots {
             let ri = usize::try_from(root).ok().filter(|&i| i < nodes);
             let Some(ri) = ri else {
-                bail!("TreeEnsemble: root {root} out of range")
+                bail!(InvalidModel, "TreeEnsemble: root {root} out of range")
             };
             let (target, w) = if s.true_leafs[ri]
                 && s.false_leafs[ri]
@@ -217,11 +225,13 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
                     steps += 1;
                     ensure!(
                         steps <= nodes + 1,
+                        InvalidModel,
                         "TreeEnsemble: the trees contain a cycle"
                     );
                     let fi = s.feature_ids[cur];
                     ensure!(
                         fi >= 0 && (fi as usize) < f,
+                        InvalidModel,
                         "TreeEnsemble: feature {fi} out of range [0, {f})"
                     );
                     let v = row[fi as usize];
@@ -247,7 +257,9 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
                     cur = usize::try_from(next)
                         .ok()
                         .filter(|&i| i < nodes)
-                        .ok_or_else(|| smelt_ir::err!("TreeEnsemble: node {next} out of range"))?;
+                        .ok_or_else(|| {
+                            smelt_ir::err!(InvalidModel, "TreeEnsemble: node {next} out of range")
+                        })?;
                 }
             };
             let o = &mut out[r * nt + target];
@@ -268,7 +280,10 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
                 row.iter_mut().for_each(|v| *v = (*v - m).exp() / sum);
             }
             2 => row.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
-            p => bail!("TreeEnsemble: post_transform {p} is not supported"),
+            p => bail!(
+                Unsupported,
+                "TreeEnsemble: post_transform {p} is not supported"
+            ),
         }
     }
     one(Tensor::from_f64(t.dtype(), vec![n, nt], &out)?)
@@ -299,7 +314,7 @@ fn post_transform(row: &mut [f64], code: i64) -> Result<()> {
             row.iter_mut()
                 .for_each(|v| *v = if *v == 0.0 { 0.0 } else { (*v - m).exp() / sum });
         }
-        p => bail!("post_transform {p} is not supported"),
+        p => bail!(Unsupported, "post_transform {p} is not supported"),
     }
     Ok(())
 }
@@ -309,7 +324,10 @@ fn rows_cols(t: &Tensor, what: &str) -> Result<(usize, usize)> {
     match t.shape() {
         [c] => Ok((1, *c)),
         [n, c] => Ok((*n, *c)),
-        s => bail!("{what}: input must be [N, C] or [C], got {s:?}"),
+        s => bail!(
+            InvalidModel,
+            "{what}: input must be [N, C] or [C], got {s:?}"
+        ),
     }
 }
 
@@ -332,17 +350,24 @@ fn tree_scores(x: &Inputs, s: &TreeRegressorSpec) -> Result<(usize, Vec<RowScore
     ];
     ensure!(
         lens.iter().all(|&l| l == k),
+        InvalidModel,
         "TreeEnsembleRegressor: node attributes differ in length"
     );
     let nt = usize::try_from(s.n_targets)
         .ok()
         .filter(|&v| v >= 1)
-        .ok_or_else(|| smelt_ir::err!("TreeEnsembleRegressor: n_targets must be positive"))?;
+        .ok_or_else(|| {
+            smelt_ir::err!(
+                InvalidModel,
+                "TreeEnsembleRegressor: n_targets must be positive"
+            )
+        })?;
     ensure!(
         s.leaf_targets
             .iter()
             .flatten()
             .all(|&(t, _)| t >= 0 && (t as usize) < nt),
+        InvalidModel,
         "TreeEnsembleRegressor: bad leaf target"
     );
     let mut rows = Vec::with_capacity(n);
@@ -353,18 +378,24 @@ fn tree_scores(x: &Inputs, s: &TreeRegressorSpec) -> Result<(usize, Vec<RowScore
         score.iter_mut().for_each(|v| *v = 0.0);
         has.iter_mut().for_each(|v| *v = false);
         for &root in &s.roots {
-            ensure!(root < k, "TreeEnsembleRegressor: root {root} out of range");
+            ensure!(
+                root < k,
+                InvalidModel,
+                "TreeEnsembleRegressor: root {root} out of range"
+            );
             let mut cur = root;
             let mut steps = 0;
             while let Some(mode) = s.modes[cur] {
                 steps += 1;
                 ensure!(
                     steps <= k,
+                    InvalidModel,
                     "TreeEnsembleRegressor: the trees contain a cycle"
                 );
                 let fi = s.feature_ids[cur];
                 ensure!(
                     fi >= 0 && (fi as usize) < f,
+                    InvalidModel,
                     "TreeEnsembleRegressor: feature {fi} out of range [0, {f})"
                 );
                 let v = row[fi as usize];
@@ -384,7 +415,11 @@ fn tree_scores(x: &Inputs, s: &TreeRegressorSpec) -> Result<(usize, Vec<RowScore
                 } else {
                     s.false_next[cur]
                 };
-                ensure!(cur < k, "TreeEnsembleRegressor: node {cur} out of range");
+                ensure!(
+                    cur < k,
+                    InvalidModel,
+                    "TreeEnsembleRegressor: node {cur} out of range"
+                );
             }
             for &(tid, w) in &s.leaf_targets[cur] {
                 let (sc, h) = (&mut score[tid as usize], &mut has[tid as usize]);
@@ -430,6 +465,7 @@ pub fn tree_classifier(x: &Inputs, s: &TreeRegressorSpec, labels: &Tensor) -> Re
     let (nc, rows) = tree_scores(x, s)?;
     ensure!(
         nc == labels.len() && nc >= 2,
+        InvalidModel,
         "TreeEnsembleClassifier: needs 2 or more class labels"
     );
     let n = rows.len();
@@ -532,7 +568,7 @@ fn per_col<T: Copy>(v: &[T], c: usize, default: T, what: &str) -> Result<Vec<T>>
         0 => Ok(vec![default; c]),
         1 => Ok(vec![v[0]; c]),
         l if l == c => Ok(v.to_vec()),
-        l => bail!("{what}: {l} values for {c} features"),
+        l => bail!(InvalidModel, "{what}: {l} values for {c} features"),
     }
 }
 
@@ -587,9 +623,10 @@ pub fn linear_regressor(
     let nt = usize::try_from(targets)
         .ok()
         .filter(|&v| v >= 1)
-        .ok_or_else(|| smelt_ir::err!("LinearRegressor: bad targets"))?;
+        .ok_or_else(|| smelt_ir::err!(InvalidModel, "LinearRegressor: bad targets"))?;
     ensure!(
         coef.len() == nt * c,
+        InvalidModel,
         "LinearRegressor: {} coefficients for {nt} targets x {c} features",
         coef.len()
     );
@@ -618,17 +655,19 @@ pub fn linear_classifier(
     let (n, c) = rows_cols(t, "LinearClassifier")?;
     ensure!(
         c > 0 && coef.len().is_multiple_of(c),
+        InvalidModel,
         "LinearClassifier: {} coefficients for {c} features",
         coef.len()
     );
     let k = coef.len() / c;
-    ensure!(k >= 1, "LinearClassifier: no classes");
+    ensure!(k >= 1, InvalidModel, "LinearClassifier: no classes");
     let b = per_col(intercepts, k, 0.0, "LinearClassifier intercepts")?;
     let xv = t.to_f64()?;
     let nl = labels.len();
     let binary = k == 1;
     ensure!(
         binary || k == nl,
+        InvalidModel,
         "LinearClassifier: {k} score columns for {nl} labels"
     );
     let width = if binary { 2 } else { k };
@@ -719,6 +758,7 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
     let rest = x.len().saturating_sub(2);
     ensure!(
         rest > 0 && rest.is_multiple_of(groups),
+        InvalidModel,
         "{}: expected R, T and {groups} groups of tensors, got {} inputs",
         op.name(),
         x.len()
@@ -734,6 +774,7 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
         let (_, gv) = get(1, i)?;
         ensure!(
             gv.len() == xv.len(),
+            InvalidModel,
             "{}: gradient {i} does not match its tensor",
             op.name()
         );
@@ -749,6 +790,7 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 let (ht, hv) = get(2, i)?;
                 ensure!(
                     hv.len() == xv.len(),
+                    InvalidModel,
                     "{}: state tensor {i} does not match its tensor",
                     op.name()
                 );
@@ -773,6 +815,7 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 let (vt, vv) = get(2, i)?;
                 ensure!(
                     vv.len() == xv.len(),
+                    InvalidModel,
                     "{}: state tensor {i} does not match its tensor",
                     op.name()
                 );
@@ -802,12 +845,14 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 let (vt, vv) = get(2, i)?;
                 ensure!(
                     vv.len() == xv.len(),
+                    InvalidModel,
                     "{}: state tensor {i} does not match its tensor",
                     op.name()
                 );
                 let (ht, hv) = get(3, i)?;
                 ensure!(
                     hv.len() == xv.len(),
+                    InvalidModel,
                     "{}: state tensor {i} does not match its tensor",
                     op.name()
                 );
@@ -831,7 +876,7 @@ pub fn optimizer(op: &MiscOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 outs[1].push(mk(&vn, vt)?);
                 outs[2].push(mk(&hn, ht)?);
             }
-            _ => bail!("{} is not an optimizer", op.name()),
+            _ => bail!(Internal, "{} is not an optimizer", op.name()),
         }
     }
     Ok(outs.into_iter().flatten().collect())

@@ -114,6 +114,7 @@ fn out_numel(shape: &[usize]) -> Result<usize> {
     let n = numel(shape)?;
     ensure!(
         n <= MAX_ELEMS,
+        ResourceExhausted,
         "output of shape {shape:?} is too large ({n} elements)"
     );
     Ok(n)
@@ -127,7 +128,11 @@ fn scalar_i64(x: &Inputs, i: usize, what: &str) -> Result<i64> {
         .map_err(|e| e.context(what.to_string()))?;
     match v.as_slice() {
         [a] => Ok(*a),
-        _ => bail!("{what} must be a single integer, got {} elements", v.len()),
+        _ => bail!(
+            InvalidModel,
+            "{what} must be a single integer, got {} elements",
+            v.len()
+        ),
     }
 }
 
@@ -139,7 +144,11 @@ fn scalar_f64(x: &Inputs, i: usize, what: &str) -> Result<f64> {
         .map_err(|e| e.context(what.to_string()))?;
     match v.as_slice() {
         [a] => Ok(*a),
-        _ => bail!("{what} must be a single number, got {} elements", v.len()),
+        _ => bail!(
+            InvalidModel,
+            "{what} must be a single number, got {} elements",
+            v.len()
+        ),
     }
 }
 

@@ -16,7 +16,7 @@ impl Bits<'_> {
             let byte = *self
                 .b
                 .get(self.pos)
-                .ok_or_else(|| err!("ImageDecoder: truncated deflate stream"))?;
+                .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated deflate stream"))?;
             self.pos += 1;
             self.bit |= (byte as u32) << self.nbits;
             self.nbits += 8;
@@ -65,14 +65,14 @@ impl Huff {
                     .sym
                     .get((index + (code - first)) as usize)
                     .copied()
-                    .ok_or_else(|| err!("ImageDecoder: bad Huffman code"));
+                    .ok_or_else(|| err!(InvalidInput, "ImageDecoder: bad Huffman code"));
             }
             index += count;
             first += count;
             first <<= 1;
             code <<= 1;
         }
-        bail!("ImageDecoder: bad Huffman code")
+        bail!(InvalidInput, "ImageDecoder: bad Huffman code")
     }
 }
 
@@ -96,6 +96,7 @@ const DEXT: [u8; 30] = [
 pub(super) fn inflate(z: &[u8], limit: usize) -> Result<Vec<u8>> {
     ensure!(
         z.len() >= 2 && z[0] & 0x0f == 8,
+        InvalidInput,
         "ImageDecoder: not a zlib stream"
     );
     let mut bits = Bits {
@@ -115,12 +116,12 @@ pub(super) fn inflate(z: &[u8], limit: usize) -> Result<Vec<u8>> {
                 let hdr = bits
                     .b
                     .get(p..p + 4)
-                    .ok_or_else(|| err!("ImageDecoder: truncated stored block"))?;
+                    .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated stored block"))?;
                 let len = u16::from_le_bytes([hdr[0], hdr[1]]) as usize;
                 let d = bits
                     .b
                     .get(p + 4..p + 4 + len)
-                    .ok_or_else(|| err!("ImageDecoder: truncated stored block"))?;
+                    .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated stored block"))?;
                 out.extend_from_slice(d);
                 bits.pos = p + 4 + len;
             }
@@ -149,13 +150,17 @@ pub(super) fn inflate(z: &[u8], limit: usize) -> Result<Vec<u8>> {
                         let (val, rep) = match s {
                             0..=15 => (s as u8, 1),
                             16 => {
-                                ensure!(i > 0, "ImageDecoder: bad code lengths");
+                                ensure!(i > 0, InvalidInput, "ImageDecoder: bad code lengths");
                                 (lens[i - 1], 3 + bits.need(2)? as usize)
                             }
                             17 => (0, 3 + bits.need(3)? as usize),
                             _ => (0, 11 + bits.need(7)? as usize),
                         };
-                        ensure!(i + rep <= lens.len(), "ImageDecoder: bad code lengths");
+                        ensure!(
+                            i + rep <= lens.len(),
+                            InvalidInput,
+                            "ImageDecoder: bad code lengths"
+                        );
                         lens[i..i + rep].fill(val);
                         i += rep;
                     }
@@ -169,12 +174,16 @@ pub(super) fn inflate(z: &[u8], limit: usize) -> Result<Vec<u8>> {
                         break;
                     } else {
                         let k = s - 257;
-                        ensure!(k < 29, "ImageDecoder: bad length code");
+                        ensure!(k < 29, InvalidInput, "ImageDecoder: bad length code");
                         let len = LBASE[k] as usize + bits.need(LEXT[k] as u32)? as usize;
                         let d = dist.decode(&mut bits)? as usize;
-                        ensure!(d < 30, "ImageDecoder: bad distance code");
+                        ensure!(d < 30, InvalidInput, "ImageDecoder: bad distance code");
                         let dd = DBASE[d] as usize + bits.need(DEXT[d] as u32)? as usize;
-                        ensure!(dd <= out.len(), "ImageDecoder: distance too far back");
+                        ensure!(
+                            dd <= out.len(),
+                            InvalidInput,
+                            "ImageDecoder: distance too far back"
+                        );
                         let st = out.len() - dd;
                         for j in 0..len {
                             out.push(out[st + j]);
@@ -182,14 +191,16 @@ pub(super) fn inflate(z: &[u8], limit: usize) -> Result<Vec<u8>> {
                     }
                     ensure!(
                         out.len() <= limit,
+                        InvalidInput,
                         "ImageDecoder: image data larger than declared"
                     );
                 }
             }
-            _ => bail!("ImageDecoder: bad deflate block type"),
+            _ => bail!(InvalidInput, "ImageDecoder: bad deflate block type"),
         }
         ensure!(
             out.len() <= limit,
+            InvalidInput,
             "ImageDecoder: image data larger than declared"
         );
         if last == 1 {
@@ -201,7 +212,7 @@ pub(super) fn inflate(z: &[u8], limit: usize) -> Result<Vec<u8>> {
 fn be32(b: &[u8], o: usize) -> Result<u32> {
     b.get(o..o + 4)
         .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or_else(|| err!("ImageDecoder: truncated PNG"))
+        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated PNG"))
 }
 
 pub(super) fn png(b: &[u8]) -> Result<Image> {
@@ -214,10 +225,10 @@ pub(super) fn png(b: &[u8]) -> Result<Image> {
         let kind = &b[p + 4..p + 8];
         let d = b
             .get(p + 8..p + 8 + len)
-            .ok_or_else(|| err!("ImageDecoder: truncated PNG chunk"))?;
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated PNG chunk"))?;
         match kind {
             b"IHDR" => {
-                ensure!(len >= 13, "ImageDecoder: bad IHDR");
+                ensure!(len >= 13, InvalidInput, "ImageDecoder: bad IHDR");
                 w = be32(d, 0)? as usize;
                 h = be32(d, 4)? as usize;
                 depth = d[8];
@@ -234,6 +245,7 @@ pub(super) fn png(b: &[u8]) -> Result<Image> {
     check_size(w, h)?;
     ensure!(
         interlace == 0,
+        Unsupported,
         "ImageDecoder: interlaced PNG is not supported"
     );
     let spp = match ctype {
@@ -241,10 +253,11 @@ pub(super) fn png(b: &[u8]) -> Result<Image> {
         2 => 3,
         4 => 2,
         6 => 4,
-        _ => bail!("ImageDecoder: bad PNG color type {ctype}"),
+        _ => bail!(InvalidInput, "ImageDecoder: bad PNG color type {ctype}"),
     };
     ensure!(
         matches!(depth, 1 | 2 | 4 | 8 | 16),
+        InvalidInput,
         "ImageDecoder: bad PNG bit depth {depth}"
     );
     let bits_pp = spp * depth as usize;
@@ -253,6 +266,7 @@ pub(super) fn png(b: &[u8]) -> Result<Image> {
     let raw = inflate(&idat, (stride + 1) * h)?;
     ensure!(
         raw.len() == (stride + 1) * h,
+        InvalidInput,
         "ImageDecoder: PNG data has the wrong size"
     );
     let mut cur = vec![0u8; stride];
@@ -282,7 +296,7 @@ pub(super) fn png(b: &[u8]) -> Result<Image> {
                         c
                     }
                 }
-                _ => bail!("ImageDecoder: bad PNG filter {ft}"),
+                _ => bail!(InvalidInput, "ImageDecoder: bad PNG filter {ft}"),
             };
             cur[i] = line[1 + i].wrapping_add(pred as u8);
         }
@@ -306,9 +320,9 @@ pub(super) fn png(b: &[u8]) -> Result<Image> {
             match ctype {
                 0 | 4 => px.push(sample(0)),
                 3 => {
-                    let c = palette
-                        .get(sample(0) as usize)
-                        .ok_or_else(|| err!("ImageDecoder: PNG palette index out of range"))?;
+                    let c = palette.get(sample(0) as usize).ok_or_else(|| {
+                        err!(InvalidInput, "ImageDecoder: PNG palette index out of range")
+                    })?;
                     px.extend_from_slice(c);
                 }
                 _ => px.extend_from_slice(&[sample(0), sample(1), sample(2)]),

@@ -51,13 +51,18 @@ impl Rng {
 fn shape_of(shape: &[i64]) -> Result<Vec<usize>> {
     ensure!(
         shape.iter().all(|&d| d >= 0),
+        InvalidModel,
         "negative dimension in shape {shape:?}"
     );
     Ok(shape.iter().map(|&d| d as usize).collect())
 }
 
 fn float_type(d: DType) -> Result<DType> {
-    ensure!(d.is_float(), "random values need a float type, got {d}");
+    ensure!(
+        d.is_float(),
+        Unsupported,
+        "random values need a float type, got {d}"
+    );
     Ok(d)
 }
 
@@ -136,10 +141,15 @@ pub fn run(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             let t = x.tensor(0)?;
             ensure!(
                 t.rank() == 2,
+                InvalidModel,
                 "Multinomial: input must be [batch, classes], got {:?}",
                 t.shape()
             );
-            ensure!(*sample_size >= 0, "Multinomial: negative sample_size");
+            ensure!(
+                *sample_size >= 0,
+                InvalidModel,
+                "Multinomial: negative sample_size"
+            );
             let (b, k) = (t.shape()[0], t.shape()[1]);
             let ss = *sample_size as usize;
             let logits = t.to_f64()?;
@@ -167,7 +177,7 @@ pub fn run(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             }
             one(Tensor::from_i64(*dtype, vec![b, ss], &out)?)
         }
-        _ => bail!("{} is not a random op", op.name()),
+        _ => bail!(Internal, "{} is not a random op", op.name()),
     }
 }
 

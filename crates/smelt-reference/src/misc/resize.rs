@@ -169,6 +169,7 @@ fn plan_axis(
         let ratio = if is_int { 1.0 } else { x - fl };
         ensure!(
             !p.antialias || scale >= 1.0 || 4.0 / scale <= (1 << 20) as f64,
+            ResourceExhausted,
             "Resize: antialias filter for scale {scale} is too wide"
         );
         let mut c = match (p.mode, p.antialias) {
@@ -178,7 +179,11 @@ fn plan_axis(
             (_, true) => cubic_coeffs_antialias(ratio, scale, p.a),
         };
         let n = c.len();
-        ensure!(n <= 1 << 20, "Resize: filter of {n} taps is too wide");
+        ensure!(
+            n <= 1 << 20,
+            ResourceExhausted,
+            "Resize: filter of {n} taps is too wide"
+        );
         let pad = n.div_ceil(2) as f64;
         let xp = x + pad;
         let pp = xp.floor();
@@ -345,9 +350,14 @@ fn norm_axes(axes: &Option<Vec<i64>>, r: usize) -> Result<Vec<usize>> {
         let b = if a < 0 { a + r as i64 } else { a };
         ensure!(
             b >= 0 && (b as usize) < r,
+            InvalidModel,
             "axis {a} is out of range for rank {r}"
         );
-        ensure!(!out.contains(&(b as usize)), "axis {a} is repeated");
+        ensure!(
+            !out.contains(&(b as usize)),
+            InvalidModel,
+            "axis {a} is repeated"
+        );
         out.push(b as usize);
     }
     Ok(out)
@@ -371,7 +381,7 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         sizes_input,
     } = op
     else {
-        bail!("not a Resize")
+        bail!(Internal, "not a Resize")
     };
     let t = x.tensor(0)?;
     let shape = t.shape().to_vec();
@@ -401,11 +411,12 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let mut scale = vec![1.0f64; r];
     let mut out = shape.clone();
     match (&scales, &sizes) {
-        (Some(_), Some(_)) => bail!("Resize: give scales or sizes, not both"),
-        (None, None) => bail!("Resize: scales or sizes is required"),
+        (Some(_), Some(_)) => bail!(InvalidModel, "Resize: give scales or sizes, not both"),
+        (None, None) => bail!(InvalidModel, "Resize: scales or sizes is required"),
         (Some(s), None) => {
             ensure!(
                 s.len() == axes.len(),
+                InvalidModel,
                 "Resize: {} scales for {} axes",
                 s.len(),
                 axes.len()
@@ -413,18 +424,20 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             for (k, &a) in axes.iter().enumerate() {
                 ensure!(
                     s[k] > 0.0 && s[k].is_finite(),
+                    InvalidModel,
                     "Resize: scales must be positive, got {}",
                     s[k]
                 );
                 scale[a] = s[k];
                 let o = (s[k] * shape[a] as f64).floor();
-                ensure!(o < 1e12, "Resize: output too large");
+                ensure!(o < 1e12, ResourceExhausted, "Resize: output too large");
                 out[a] = o as usize;
             }
         }
         (None, Some(z)) => {
             ensure!(
                 z.len() == axes.len(),
+                InvalidModel,
                 "Resize: {} sizes for {} axes",
                 z.len(),
                 axes.len()
@@ -432,6 +445,7 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             for (k, &a) in axes.iter().enumerate() {
                 ensure!(
                     z[k] >= 0,
+                    InvalidModel,
                     "Resize: sizes must not be negative, got {}",
                     z[k]
                 );
@@ -454,9 +468,11 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     }
     let mut roi_full: Vec<(f64, f64)> = vec![(0.0, 1.0); r];
     if *coord == CoordMode::TfCropAndResize {
-        let roi = roi.ok_or_else(|| smelt_ir::err!("Resize: tf_crop_and_resize needs roi"))?;
+        let roi = roi
+            .ok_or_else(|| smelt_ir::err!(InvalidModel, "Resize: tf_crop_and_resize needs roi"))?;
         ensure!(
             roi.len() == 2 * axes.len(),
+            InvalidModel,
             "Resize: roi has {} values for {} axes",
             roi.len(),
             axes.len()

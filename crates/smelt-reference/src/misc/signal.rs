@@ -63,10 +63,15 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
     let t = x.tensor(0)?;
     let shape = t.shape().to_vec();
     let r = shape.len();
-    ensure!(r >= 2, "DFT: input must have rank >= 2, got {shape:?}");
+    ensure!(
+        r >= 2,
+        InvalidModel,
+        "DFT: input must have rank >= 2, got {shape:?}"
+    );
     let ch = shape[r - 1];
     ensure!(
         ch == 1 || ch == 2,
+        InvalidModel,
         "DFT: the last dimension must be 1 (real) or 2 (complex), got {ch}"
     );
     let axis = match axis {
@@ -79,6 +84,7 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
     let a = axis.rem_euclid(r as i64) as usize;
     ensure!(
         axis >= -(r as i64) && axis < r as i64 && a < r - 1,
+        InvalidModel,
         "DFT: axis {axis} is out of range for {shape:?}"
     );
     let n_in = shape[a];
@@ -87,6 +93,7 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
             let v = scalar_i64(x, 1, "DFT dft_length")?;
             ensure!(
                 (1..=1 << 26).contains(&v),
+                InvalidModel,
                 "DFT: dft_length must be in [1, 2^26], got {v}"
             );
             v as usize
@@ -94,7 +101,7 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
         _ if inverse && onesided => 2 * n_in.saturating_sub(1),
         _ => n_in,
     };
-    ensure!(n >= 1, "DFT: empty transform");
+    ensure!(n >= 1, InvalidModel, "DFT: empty transform");
     let v = t.to_f64()?;
     let outer: usize = shape[..a].iter().product();
     let inner: usize = shape[a + 1..r - 1].iter().product();
@@ -161,20 +168,27 @@ pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     ensure!(
         t.rank() == 3,
+        InvalidModel,
         "STFT: signal must be [batch, length, 1|2], got {:?}",
         t.shape()
     );
     let (b, l, ch) = (t.shape()[0], t.shape()[1], t.shape()[2]);
     ensure!(
         ch == 1 || ch == 2,
+        InvalidModel,
         "STFT: the last dimension must be 1 or 2, got {ch}"
     );
     let step = scalar_i64(x, 1, "STFT frame_step")?;
-    ensure!(step >= 1, "STFT: frame_step must be positive, got {step}");
+    ensure!(
+        step >= 1,
+        InvalidModel,
+        "STFT: frame_step must be positive, got {step}"
+    );
     let window = match x.opt_tensor(2)? {
         Some(w) => {
             ensure!(
                 w.rank() == 1,
+                InvalidModel,
                 "STFT: window must be 1-D, got {:?}",
                 w.shape()
             );
@@ -191,6 +205,7 @@ pub fn stft(x: &Inputs, onesided: bool) -> Result<Vec<Value>> {
     };
     ensure!(
         fl >= 1 && fl as usize <= l,
+        InvalidModel,
         "STFT: frame_length {fl} does not fit the signal length {l}"
     );
     let fl = fl as usize;
@@ -229,6 +244,7 @@ pub fn window(x: &Inputs, kind: u8, periodic: bool, dtype: DType) -> Result<Vec<
     let size = scalar_i64(x, 0, "window size")?;
     ensure!(
         (0..=1 << 28).contains(&size),
+        InvalidModel,
         "window size {size} is out of range"
     );
     let size = size as usize;
@@ -262,10 +278,12 @@ pub fn mel_weight_matrix(x: &Inputs, dtype: DType) -> Result<Vec<Value>> {
     let hi = scalar_f64(x, 4, "upper_edge_hertz")?;
     ensure!(
         nmel >= 1 && dft_len >= 1 && rate >= 1,
+        InvalidModel,
         "MelWeightMatrix: sizes and rate must be positive"
     );
     ensure!(
         nmel < 1 << 20 && dft_len < 1 << 24,
+        ResourceExhausted,
         "MelWeightMatrix: sizes too large"
     );
     let (nmel, nspec) = (nmel as usize, (dft_len / 2 + 1) as usize);
@@ -283,6 +301,7 @@ pub fn mel_weight_matrix(x: &Inputs, dtype: DType) -> Result<Vec<Value>> {
     let mut set = |j: i64, i: usize, v: f64| -> Result<()> {
         ensure!(
             j >= 0 && (j as usize) < nspec,
+            InvalidModel,
             "MelWeightMatrix: frequency bin {j} is outside [0, {nspec})"
         );
         out[j as usize * nmel + i] = v;

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 fn strings(t: &Tensor) -> Result<&[String]> {
     match t.data() {
         Data::Str(v) => Ok(v),
-        _ => bail!("expected a string tensor, got {}", t.dtype()),
+        _ => bail!(Unsupported, "expected a string tensor, got {}", t.dtype()),
     }
 }
 
@@ -25,6 +25,7 @@ pub fn string_normalizer(
     let s = strings(t)?;
     ensure!(
         t.rank() == 1 || t.rank() == 2,
+        InvalidModel,
         "StringNormalizer: input must be [C] or [1, C], got {:?}",
         t.shape()
     );
@@ -162,20 +163,28 @@ pub fn regex_full_match(x: &Inputs, pattern: &str) -> Result<Vec<Value>> {
     let t = x.tensor(0)?;
     let s = strings(t)?;
     let re = super::regex::Regex::new(pattern)
-        .map_err(|e| err!("RegexFullMatch: pattern '{pattern}': {e}"))?;
+        .map_err(|e| err!(InvalidModel, "RegexFullMatch: pattern '{pattern}': {e}"))?;
     ensure!(
         s.iter().all(|w| w.len() <= 100_000),
+        ResourceExhausted,
         "RegexFullMatch: strings longer than 100000 bytes are not supported"
     );
     // The matcher recurses once per consumed character: give it a deep stack.
-    let res: std::result::Result<Vec<bool>, String> = std::thread::scope(|sc| {
+    let out: std::result::Result<Vec<bool>, String> = std::thread::scope(|sc| {
         let h = std::thread::Builder::new()
             .stack_size(1 << 29)
             .spawn_scoped(sc, || s.iter().map(|w| re.full_match(w)).collect())
-            .map_err(|e| format!("cannot start the matcher thread: {e}"))?;
-        h.join().map_err(|_| "the matcher failed".to_string())?
-    });
-    let out = res.map_err(|e| err!("RegexFullMatch: {e}"))?;
+            .map_err(|e| {
+                err!(
+                    ResourceExhausted,
+                    "RegexFullMatch: cannot start the matcher thread: {e}"
+                )
+            })?;
+        h.join()
+            .map_err(|_| err!(Internal, "RegexFullMatch: the matcher panicked"))
+    })?;
+    // The matcher gives up on a pattern that backtracks too much on an input.
+    let out = out.map_err(|e| err!(ResourceExhausted, "RegexFullMatch: {e}"))?;
     one(Tensor::from_bools(t.shape().to_vec(), out)?)
 }
 
@@ -199,7 +208,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         weights,
     } = op
     else {
-        bail!("not a TfIdfVectorizer")
+        bail!(Internal, "not a TfIdfVectorizer")
     };
     let t = x.tensor(0)?;
     let keys: Vec<Key> = match t.data() {
@@ -220,6 +229,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         .max(0) as usize;
     ensure!(
         ngram_indexes.iter().all(|&i| (0..1 << 24).contains(&i)),
+        InvalidModel,
         "TfIdfVectorizer: ngram indexes must lie in [0, 2^24)"
     );
     // n-gram -> output column.
@@ -233,6 +243,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             .unwrap_or(pool.len() as i64);
         ensure!(
             0 <= start && start <= end && end as usize <= pool.len(),
+            InvalidModel,
             "TfIdfVectorizer: bad ngram_counts"
         );
         let items = (end - start) as usize;
@@ -240,7 +251,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             let s = start as usize + g * size;
             let col = *ngram_indexes
                 .get(id)
-                .ok_or_else(|| err!("TfIdfVectorizer: too few ngram_indexes"))?
+                .ok_or_else(|| err!(InvalidModel, "TfIdfVectorizer: too few ngram_indexes"))?
                 as usize;
             if (*min_gram_length as usize..=*max_gram_length as usize).contains(&size) {
                 map.entry(pool[s..s + size].to_vec()).or_insert(col);
@@ -253,6 +264,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         1 => (1, t.shape()[0], vec![out_size]),
         2 => (t.shape()[0], t.shape()[1], vec![t.shape()[0], out_size]),
         _ => bail!(
+            InvalidModel,
             "TfIdfVectorizer: input must be [C] or [B, C], got {:?}",
             t.shape()
         ),
@@ -260,6 +272,7 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let mut freq = vec![0f32; rows * out_size];
     ensure!(
         *min_gram_length >= 1 && *max_gram_length >= *min_gram_length,
+        InvalidModel,
         "TfIdfVectorizer: bad gram lengths {min_gram_length}..{max_gram_length}"
     );
     let (mn, mx) = (*min_gram_length as usize, *max_gram_length as usize);

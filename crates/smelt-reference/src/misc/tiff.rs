@@ -42,11 +42,12 @@ fn lzw(d: &[u8], limit: usize) -> Result<Vec<u8>> {
             e.push(table[p][0]);
             e
         } else {
-            bail!("ImageDecoder: bad TIFF LZW code");
+            bail!(InvalidInput, "ImageDecoder: bad TIFF LZW code");
         };
         out.extend_from_slice(&entry);
         ensure!(
             out.len() <= limit,
+            InvalidInput,
             "ImageDecoder: TIFF strip larger than declared"
         );
         if let Some(p) = prev {
@@ -71,13 +72,13 @@ fn packbits(d: &[u8], limit: usize) -> Result<Vec<u8>> {
             let k = n as usize + 1;
             out.extend_from_slice(
                 d.get(i..i + k)
-                    .ok_or_else(|| err!("ImageDecoder: truncated PackBits data"))?,
+                    .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated PackBits data"))?,
             );
             i += k;
         } else if n != -128 {
             let v = *d
                 .get(i)
-                .ok_or_else(|| err!("ImageDecoder: truncated PackBits data"))?;
+                .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated PackBits data"))?;
             i += 1;
             out.extend(std::iter::repeat_n(v, (1 - n as isize) as usize));
         }
@@ -90,7 +91,7 @@ pub(super) fn tiff(b: &[u8]) -> Result<Image> {
     let u16at = |o: usize| -> Result<u32> {
         let s = b
             .get(o..o + 2)
-            .ok_or_else(|| err!("ImageDecoder: truncated TIFF"))?;
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated TIFF"))?;
         Ok(if le {
             u16::from_le_bytes([s[0], s[1]])
         } else {
@@ -100,7 +101,7 @@ pub(super) fn tiff(b: &[u8]) -> Result<Image> {
     let u32at = |o: usize| -> Result<u32> {
         let s = b
             .get(o..o + 4)
-            .ok_or_else(|| err!("ImageDecoder: truncated TIFF"))?;
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated TIFF"))?;
         Ok(if le {
             u32::from_le_bytes([s[0], s[1], s[2], s[3]])
         } else {
@@ -118,7 +119,11 @@ pub(super) fn tiff(b: &[u8]) -> Result<Image> {
             4 => 4,
             _ => continue,
         };
-        ensure!(count <= 1 << 20, "ImageDecoder: TIFF tag too long");
+        ensure!(
+            count <= 1 << 20,
+            InvalidInput,
+            "ImageDecoder: TIFF tag too long"
+        );
         let base = if size * count <= 4 {
             o + 8
         } else {
@@ -139,17 +144,19 @@ pub(super) fn tiff(b: &[u8]) -> Result<Image> {
         tags.get(&t)
             .and_then(|v| v.first().copied())
             .or(default)
-            .ok_or_else(|| err!("ImageDecoder: TIFF is missing tag {t}"))
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: TIFF is missing tag {t}"))
     };
     let (w, h) = (one_tag(256, None)? as usize, one_tag(257, None)? as usize);
     check_size(w, h)?;
     let spp = one_tag(277, Some(1))? as usize;
     ensure!(
         tags.get(&258).is_none_or(|v| v.iter().all(|&b| b == 8)),
+        InvalidInput,
         "ImageDecoder: only 8-bit TIFF is supported"
     );
     ensure!(
         one_tag(284, Some(1))? == 1,
+        Unsupported,
         "ImageDecoder: planar TIFF is not supported"
     );
     let comp = one_tag(259, Some(1))?;
@@ -157,31 +164,36 @@ pub(super) fn tiff(b: &[u8]) -> Result<Image> {
     let pred = one_tag(317, Some(1))?;
     ensure!(
         matches!(spp, 1 | 3 | 4) && matches!(photo, 0..=2),
+        Unsupported,
         "ImageDecoder: unsupported TIFF color layout"
     );
     let offs = tags
         .get(&273)
-        .ok_or_else(|| err!("ImageDecoder: TIFF has no strips"))?;
+        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: TIFF has no strips"))?;
     let counts = tags
         .get(&279)
-        .ok_or_else(|| err!("ImageDecoder: TIFF has no strip sizes"))?;
+        .ok_or_else(|| err!(InvalidInput, "ImageDecoder: TIFF has no strip sizes"))?;
     let need = w * h * spp;
     let mut raw = Vec::with_capacity(need);
     for (&o, &c) in offs.iter().zip(counts) {
         let d = b
             .get(o as usize..o as usize + c as usize)
-            .ok_or_else(|| err!("ImageDecoder: truncated TIFF strip"))?;
+            .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated TIFF strip"))?;
         let left = need.saturating_sub(raw.len());
         match comp {
             1 => raw.extend_from_slice(d),
             5 => raw.extend(lzw(d, left)?),
             8 | 32946 => raw.extend(inflate(d, left)?),
             32773 => raw.extend(packbits(d, left)?),
-            c => bail!("ImageDecoder: TIFF compression {c} is not supported"),
+            c => bail!(
+                Unsupported,
+                "ImageDecoder: TIFF compression {c} is not supported"
+            ),
         }
     }
     ensure!(
         raw.len() >= need,
+        InvalidInput,
         "ImageDecoder: TIFF has too little pixel data"
     );
     raw.truncate(need);

@@ -14,11 +14,13 @@ pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
     let scores = x.tensor(1)?;
     ensure!(
         boxes.rank() == 3 && boxes.shape()[2] == 4,
+        InvalidModel,
         "NonMaxSuppression: boxes must be [B, N, 4], got {:?}",
         boxes.shape()
     );
     ensure!(
         scores.rank() == 3,
+        InvalidModel,
         "NonMaxSuppression: scores must be [B, C, N], got {:?}",
         scores.shape()
     );
@@ -26,6 +28,7 @@ pub fn nms(x: &Inputs, center: bool) -> Result<Vec<Value>> {
     let nc = scores.shape()[1];
     ensure!(
         scores.shape()[0] == b && scores.shape()[2] == nb,
+        InvalidModel,
         "NonMaxSuppression: scores {:?} do not match boxes {:?}",
         scores.shape(),
         boxes.shape()
@@ -120,30 +123,34 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         spatial_scale,
     } = op
     else {
-        bail!("not a RoiAlign")
+        bail!(Internal, "not a RoiAlign")
     };
     let xt = x.tensor(0)?;
     let rois = x.tensor(1)?;
     let bidx = x.tensor(2)?.to_i64()?;
     ensure!(
         xt.rank() == 4,
+        InvalidModel,
         "RoiAlign: X must be 4-D, got {:?}",
         xt.shape()
     );
     ensure!(
         rois.rank() == 2 && rois.shape()[1] == 4,
+        InvalidModel,
         "RoiAlign: rois must be [R, 4], got {:?}",
         rois.shape()
     );
     let nr = rois.shape()[0];
     ensure!(
         bidx.len() == nr,
+        InvalidModel,
         "RoiAlign: {} batch indices for {nr} rois",
         bidx.len()
     );
     let (n, c, h, w) = (xt.shape()[0], xt.shape()[1], xt.shape()[2], xt.shape()[3]);
     ensure!(
         h > 0 && w > 0,
+        InvalidModel,
         "RoiAlign: X has an empty spatial size {:?}",
         xt.shape()
     );
@@ -156,6 +163,7 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         let b = bidx[ri];
         ensure!(
             b >= 0 && (b as usize) < n,
+            InvalidInput,
             "RoiAlign: batch index {b} out of range for batch {n}"
         );
         let b = b as usize;
@@ -185,6 +193,7 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         };
         ensure!(
             (gh as f64) * (gw as f64) * (ph * pw) as f64 <= (1u64 << 28) as f64,
+            ResourceExhausted,
             "RoiAlign: roi {ri} needs too many samples ({gh}x{gw} per bin)"
         );
         let count = (gh * gw).max(1) as f64;
@@ -306,12 +315,14 @@ pub fn grid_sample(
     let gt = x.tensor(1)?;
     ensure!(
         xt.rank() >= 3,
+        InvalidModel,
         "GridSample: X must have rank >= 3, got {:?}",
         xt.shape()
     );
     let k = xt.rank() - 2;
     ensure!(
         gt.rank() == k + 2 && gt.shape()[k + 1] == k && gt.shape()[0] == xt.shape()[0],
+        InvalidModel,
         "GridSample: grid {:?} does not fit X {:?}",
         gt.shape(),
         xt.shape()
@@ -320,11 +331,13 @@ pub fn grid_sample(
     let dims: Vec<usize> = xt.shape()[2..].to_vec();
     ensure!(
         dims.iter().all(|&d| d > 0),
+        InvalidModel,
         "GridSample: X has an empty spatial size {:?}",
         xt.shape()
     );
     ensure!(
         k <= 8,
+        Unsupported,
         "GridSample: at most 8 spatial dimensions are supported"
     );
     let odims: Vec<usize> = gt.shape()[1..=k].to_vec();
@@ -452,16 +465,19 @@ pub fn affine_grid(x: &Inputs, align: bool) -> Result<Vec<Value>> {
     let size = x.tensor(1)?.to_i64()?;
     ensure!(
         size.len() == 4 || size.len() == 5,
+        InvalidModel,
         "AffineGrid: size must have 4 or 5 values, got {size:?}"
     );
     ensure!(
         size.iter().all(|&s| s >= 0),
+        InvalidModel,
         "AffineGrid: negative size {size:?}"
     );
     let k = size.len() - 2;
     let n = size[0] as usize;
     ensure!(
         theta.shape() == [n, k, k + 1],
+        InvalidModel,
         "AffineGrid: theta must be [{n}, {k}, {}], got {:?}",
         k + 1,
         theta.shape()

@@ -44,10 +44,12 @@ impl Heads {
             }
             3 => {
                 let sh = t.shape();
-                let h = heads
-                    .ok_or_else(|| smelt_ir::err!("3-D {what} needs the num_heads attributes"))?;
+                let h = heads.ok_or_else(|| {
+                    smelt_ir::err!(InvalidModel, "3-D {what} needs the num_heads attributes")
+                })?;
                 ensure!(
                     h > 0 && sh[2].checked_rem(h as usize) == Some(0),
+                    InvalidModel,
                     "{what} hidden size {} is not divisible by {h} heads",
                     sh[2]
                 );
@@ -65,7 +67,7 @@ impl Heads {
                 }
                 Ok(Heads { v: out, b, h, s, d })
             }
-            r => bail!("{what} must be 3-D or 4-D, got rank {r}"),
+            r => bail!(InvalidModel, "{what} must be 3-D or 4-D, got rank {r}"),
         }
     }
 
@@ -73,6 +75,7 @@ impl Heads {
         let p = past.shape();
         ensure!(
             past.rank() == 4 && p[0] == self.b && p[1] == self.h && p[3] == self.d,
+            InvalidModel,
             "{what} shape {p:?} does not match"
         );
         let pv = past.to_f64()?;
@@ -111,13 +114,18 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         right_window_size,
     } = op
     else {
-        bail!("internal: not Attention")
+        bail!(Internal, "not Attention")
     };
     let (qt, kt, vt) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
     let dt = qt.dtype();
-    ensure!(dt.is_float(), "Attention needs float inputs, got {dt}");
+    ensure!(
+        dt.is_float(),
+        Unsupported,
+        "Attention needs float inputs, got {dt}"
+    );
     ensure!(
         qt.rank() == kt.rank() && kt.rank() == vt.rank(),
+        InvalidModel,
         "Q, K and V must have the same rank"
     );
     let three_d = qt.rank() == 3;
@@ -128,6 +136,7 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let (pk, pv) = (x.opt_tensor(4)?, x.opt_tensor(5)?);
     ensure!(
         pk.is_some() == pv.is_some(),
+        InvalidModel,
         "past_key and past_value must be given together"
     );
     let nonpad = x.opt_ints(6)?;
@@ -138,10 +147,12 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     }
     ensure!(
         k.b == q.b && v.b == q.b && k.h == v.h && k.s == v.s && k.d == q.d,
+        InvalidModel,
         "Q, K and V shapes do not match"
     );
     ensure!(
         k.h > 0 && q.h % k.h == 0,
+        InvalidModel,
         "q heads {} are not a multiple of kv heads {}",
         q.h,
         k.h
@@ -151,6 +162,7 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     if let Some(np) = &nonpad {
         ensure!(
             np.len() == b,
+            InvalidModel,
             "nonpad_kv_seqlen has {} values, expected {b}",
             np.len()
         );
@@ -167,6 +179,7 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         Some(m) => {
             ensure!(
                 m.rank() >= 1 && m.rank() <= 4,
+                InvalidModel,
                 "attn_mask must have rank 1..4, got {:?}",
                 m.shape()
             );
@@ -177,6 +190,7 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 let td = target[4 - ms.len() + i];
                 ensure!(
                     dd == td || dd == 1,
+                    InvalidModel,
                     "attn_mask shape {ms:?} does not broadcast to {target:?}"
                 );
             }
@@ -361,7 +375,7 @@ pub fn rotary(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         rotary_embedding_dim,
     } = op
     else {
-        bail!("internal: not RotaryEmbedding")
+        bail!(Internal, "not RotaryEmbedding")
     };
     let xt = x.tensor(0)?;
     let (cos_t, sin_t) = (x.tensor(1)?, x.tensor(2)?);
@@ -372,16 +386,21 @@ pub fn rotary(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let (b, s, h, d, four) = match xt.rank() {
         4 => (sh[0], sh[2], sh[1], sh[3], true),
         3 => {
-            let nh = num_heads
-                .ok_or_else(|| smelt_ir::err!("3-D RotaryEmbedding input needs num_heads"))?;
+            let nh = num_heads.ok_or_else(|| {
+                smelt_ir::err!(InvalidModel, "3-D RotaryEmbedding input needs num_heads")
+            })?;
             ensure!(
                 nh > 0 && sh[2] % nh as usize == 0,
+                InvalidModel,
                 "hidden size {} is not divisible by num_heads {nh}",
                 sh[2]
             );
             (sh[0], sh[1], nh as usize, sh[2] / nh as usize, false)
         }
-        r => bail!("RotaryEmbedding input must be 3-D or 4-D, got rank {r}"),
+        r => bail!(
+            InvalidModel,
+            "RotaryEmbedding input must be 3-D or 4-D, got rank {r}"
+        ),
     };
     let rd = if *rotary_embedding_dim > 0 {
         *rotary_embedding_dim as usize
@@ -390,23 +409,30 @@ pub fn rotary(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     };
     ensure!(
         rd <= d && rd % 2 == 0,
+        InvalidModel,
         "rotary_embedding_dim {rd} is invalid for head size {d}"
     );
     let half = rd / 2;
     let (cv, sv) = (cos_t.to_f64()?, sin_t.to_f64()?);
     ensure!(
         cos_t.shape().last() == Some(&half) && sin_t.shape() == cos_t.shape(),
+        InvalidModel,
         "cos/sin cache shapes {:?} do not match rotary dim {rd}",
         cos_t.shape()
     );
     let cache_row = |bi: usize, si: usize| -> Result<usize> {
         match &pos {
             Some(p) => {
-                ensure!(p.len() == b * s, "position_ids must have shape [{b}, {s}]");
+                ensure!(
+                    p.len() == b * s,
+                    InvalidModel,
+                    "position_ids must have shape [{b}, {s}]"
+                );
                 let id = p[bi * s + si];
                 let rows = cos_t.len() / half.max(1);
                 ensure!(
                     id >= 0 && (id as usize) < rows,
+                    InvalidInput,
                     "position id {id} is outside the cache of {rows} rows"
                 );
                 Ok(id as usize)
@@ -414,6 +440,7 @@ pub fn rotary(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             None => {
                 ensure!(
                     cos_t.len() == b * s * half,
+                    InvalidModel,
                     "cos cache must have shape [{b}, {s}, {half}] without position_ids"
                 );
                 Ok(bi * s + si)

@@ -179,6 +179,7 @@ fn check_kernel(kernel_shape: &[i64], w: &Tensor) -> Result<Vec<usize>> {
         ensure!(
             kernel_shape.len() == ks.len()
                 && kernel_shape.iter().zip(&ks).all(|(&a, &b)| a == b as i64),
+            InvalidModel,
             "kernel_shape {kernel_shape:?} does not match the weights {:?}",
             w.shape()
         );
@@ -197,7 +198,7 @@ pub fn conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         strides,
     } = op
     else {
-        bail!("internal: not Conv")
+        bail!(Internal, "not Conv")
     };
     let a = ConvAttrs {
         auto_pad,
@@ -218,11 +219,13 @@ pub fn conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
     ensure!(
         xt.rank() >= 3,
+        InvalidModel,
         "Conv input must have rank >= 3, got {:?}",
         xt.shape()
     );
     ensure!(
         w.rank() == xt.rank(),
+        InvalidModel,
         "Conv weights {:?} do not match the input {:?}",
         w.shape(),
         xt.shape()
@@ -233,11 +236,13 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     let grp = a.group as usize;
     ensure!(
         c % grp == 0 && m.checked_rem(grp) == Some(0),
+        InvalidModel,
         "channels {c} / {m} are not divisible by group {grp}"
     );
     let (cg, mg) = (c / grp, m / grp);
     ensure!(
         w.shape()[1] == cg,
+        InvalidModel,
         "Conv weights {:?} need {cg} input channels per group",
         w.shape()
     );
@@ -252,6 +257,7 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
         let span = ins[i] as i64 + pb[i] + pe[i] - eff;
         ensure!(
             span >= 0,
+            InvalidModel,
             "Conv kernel (dilated {eff}) is larger than the padded input on axis {i}"
         );
         outs.push((span / st[i] as i64) as usize + 1);
@@ -272,6 +278,7 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     if let Some(b) = b {
         ensure!(
             b.len() == m,
+            InvalidModel,
             "Conv bias has {} elements, expected {m}",
             b.len()
         );
@@ -301,7 +308,7 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
             }
             if let Some(b) = b {
                 let Num::F32(bv) = load(b, Kind::F32)? else {
-                    bail!("internal")
+                    bail!(Internal, "an F32 operand loaded as another kind")
                 };
                 for (i, ych) in y.chunks_mut(out_sp.max(1)).enumerate() {
                     let bias = bv[i % m];
@@ -331,7 +338,7 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
             }
             Num::F64(y)
         }
-        _ => bail!("internal: mismatched operand representations"),
+        _ => bail!(Internal, "mismatched operand representations"),
     };
     store(xt.dtype(), out_shape, out)
 }
@@ -349,16 +356,18 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         strides,
     } = op
     else {
-        bail!("internal: not ConvTranspose")
+        bail!(Internal, "not ConvTranspose")
     };
     let (xt, w, b) = (x.tensor(0)?, x.tensor(1)?, x.opt_tensor(2)?);
     ensure!(
         xt.rank() >= 3,
+        InvalidModel,
         "ConvTranspose input must have rank >= 3, got {:?}",
         xt.shape()
     );
     ensure!(
         w.rank() == xt.rank(),
+        InvalidModel,
         "ConvTranspose weights {:?} do not match the input {:?}",
         w.shape(),
         xt.shape()
@@ -368,11 +377,13 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let grp = *group as usize;
     ensure!(
         w.shape()[0] == c,
+        InvalidModel,
         "ConvTranspose weights {:?} need {c} input channels",
         w.shape()
     );
     ensure!(
         c % grp == 0,
+        InvalidModel,
         "channels {c} are not divisible by group {grp}"
     );
     let (cg, mg) = (c / grp, w.shape()[1]);
@@ -387,6 +398,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     };
     ensure!(
         opad.len() == nd,
+        InvalidModel,
         "output_padding has {} values, expected {nd}",
         opad.len()
     );
@@ -407,6 +419,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             };
             ensure!(
                 sp.len() == nd,
+                InvalidModel,
                 "output_shape {output_shape:?} does not have {nd} spatial sizes"
             );
             sp.to_vec()
@@ -414,11 +427,16 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             (0..nd).map(|i| ins[i] as i64 * st[i] as i64).collect()
         };
         for i in 0..nd {
-            ensure!(target[i] >= 0, "negative output_shape {target:?}");
+            ensure!(
+                target[i] >= 0,
+                InvalidModel,
+                "negative output_shape {target:?}"
+            );
             outs[i] = target[i] as usize;
             if !pads.is_empty() && !same {
                 ensure!(
                     pads.len() == 2 * nd,
+                    InvalidModel,
                     "pads has {} values, expected {}",
                     pads.len(),
                     2 * nd
@@ -440,6 +458,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         } else {
             ensure!(
                 pads.len() == 2 * nd,
+                InvalidModel,
                 "pads has {} values, expected {}",
                 pads.len(),
                 2 * nd
@@ -448,7 +467,11 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         };
         for i in 0..nd {
             let o = full(i) - b_[i] - e_[i];
-            ensure!(o >= 0, "ConvTranspose output size on axis {i} is negative");
+            ensure!(
+                o >= 0,
+                InvalidModel,
+                "ConvTranspose output size on axis {i} is negative"
+            );
             outs[i] = o as usize;
         }
         pb = b_;
@@ -470,6 +493,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     if let Some(b) = b {
         ensure!(
             b.len() == m,
+            InvalidModel,
             "ConvTranspose bias has {} elements, expected {m}",
             b.len()
         );
@@ -496,7 +520,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             }
             if let Some(b) = b {
                 let Num::F32(bv) = load(b, Kind::F32)? else {
-                    bail!("internal")
+                    bail!(Internal, "an F32 operand loaded as another kind")
                 };
                 for (i, ych) in y.chunks_mut(out_sp.max(1)).enumerate() {
                     let bias = bv[i % m];
@@ -527,7 +551,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             }
             Num::F64(y)
         }
-        _ => bail!("internal: mismatched operand representations"),
+        _ => bail!(Internal, "mismatched operand representations"),
     };
     one(store(xt.dtype(), out_shape_full, out)?)
 }
@@ -553,12 +577,13 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         strides,
     } = op
     else {
-        bail!("internal: not DeformConv")
+        bail!(Internal, "not DeformConv")
     };
     let (xt, w, off) = (x.tensor(0)?, x.tensor(1)?, x.tensor(2)?);
     let (b, mask) = (x.opt_tensor(3)?, x.opt_tensor(4)?);
     ensure!(
         xt.rank() >= 3 && w.rank() == xt.rank() && off.rank() == xt.rank(),
+        InvalidModel,
         "DeformConv input ranks do not match"
     );
     let nd = xt.rank() - 2;
@@ -568,10 +593,12 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let og = *offset_group as usize;
     ensure!(
         c % grp == 0 && m % grp == 0 && w.shape()[1] * grp == c,
+        InvalidModel,
         "DeformConv channels do not match group {grp}"
     );
     ensure!(
         c % og == 0,
+        InvalidModel,
         "channels {c} are not divisible by offset_group {og}"
     );
     let (cg, mg, cog) = (c / grp, m / grp, c / og);
@@ -586,6 +613,7 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         let span = ins[i] as i64 + pb[i] + pe[i] - eff;
         ensure!(
             span >= 0,
+            InvalidModel,
             "DeformConv kernel is larger than the padded input on axis {i}"
         );
         outs.push((span / st[i] as i64) as usize + 1);
@@ -599,6 +627,7 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     want_off.extend(&outs);
     ensure!(
         off.shape() == want_off.as_slice(),
+        InvalidModel,
         "offset shape {:?} should be {want_off:?}",
         off.shape()
     );
@@ -606,6 +635,7 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         Some(mk) => {
             ensure!(
                 mk.len() == n * og * k_sp * out_sp,
+                InvalidModel,
                 "mask shape {:?} does not match",
                 mk.shape()
             );
@@ -618,6 +648,7 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         Some(b) => {
             ensure!(
                 b.len() == m,
+                InvalidModel,
                 "DeformConv bias has {} elements, expected {m}",
                 b.len()
             );

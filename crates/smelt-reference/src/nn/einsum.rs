@@ -14,6 +14,7 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
     let has_ell = term.contains("...");
     ensure!(
         term.matches("...").count() <= 1,
+        InvalidModel,
         "einsum term '{term}' has several ellipses"
     );
     let ell = if has_ell {
@@ -21,6 +22,7 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
             Some(r) => {
                 ensure!(
                     r >= letters,
+                    InvalidModel,
                     "einsum term '{term}' has more labels than the operand's rank {r}"
                 );
                 r - letters
@@ -35,6 +37,7 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
         if !has_ell {
             ensure!(
                 rank == Some(letters),
+                InvalidModel,
                 "einsum term '{term}' does not match the operand's rank {}",
                 rank.unwrap_or(0)
             );
@@ -53,6 +56,7 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
         let c = rest.chars().next().unwrap_or(' ');
         ensure!(
             c.is_ascii_alphabetic() || c == ' ',
+            InvalidModel,
             "invalid character '{c}' in einsum equation"
         );
         if c != ' ' {
@@ -66,7 +70,11 @@ fn parse_term(term: &str, rank: Option<usize>, ell_rank: &mut usize) -> Result<V
 /// Einsum.
 pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
     let ops: Vec<&Tensor> = (0..x.len()).map(|i| x.tensor(i)).collect::<Result<_>>()?;
-    ensure!(!ops.is_empty(), "Einsum needs at least one input");
+    ensure!(
+        !ops.is_empty(),
+        InvalidModel,
+        "Einsum needs at least one input"
+    );
     let eq: String = equation.chars().filter(|c| !c.is_whitespace()).collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l, Some(r)),
@@ -75,6 +83,7 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
     let terms: Vec<&str> = lhs.split(',').collect();
     ensure!(
         terms.len() == ops.len(),
+        InvalidModel,
         "Einsum equation has {} operands, got {} inputs",
         terms.len(),
         ops.len()
@@ -93,7 +102,11 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
                 if *e == 1 && l >= 1000 {
                     *e = d;
                 } else if !(d == 1 && l >= 1000) {
-                    bail!("Einsum label dimension mismatch: {} vs {d}", *e);
+                    bail!(
+                        InvalidModel,
+                        "Einsum label dimension mismatch: {} vs {d}",
+                        *e
+                    );
                 }
             }
         }
@@ -121,10 +134,12 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
     for (i, l) in out_labels.iter().enumerate() {
         ensure!(
             !out_labels[..i].contains(l),
+            InvalidModel,
             "Einsum output repeats a label"
         );
         ensure!(
             sizes.contains_key(l),
+            InvalidModel,
             "Einsum output label '{}' is not in any input",
             char::from_u32(*l).unwrap_or('?')
         );

@@ -27,7 +27,7 @@ pub(super) fn kind_of(d: DType) -> Result<Kind> {
         DType::F32 => Kind::F32,
         d if d.is_int() && d != DType::Bool => Kind::I64,
         d if d.is_float() => Kind::F64,
-        d => bail!("unsupported element type {d}"),
+        d => bail!(Unsupported, "unsupported element type {d}"),
     })
 }
 
@@ -57,12 +57,14 @@ pub(super) fn store(d: DType, shape: Vec<usize>, v: Num) -> Result<Tensor> {
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
     ensure!(
         a.dtype() == b.dtype(),
+        InvalidModel,
         "MatMul operands have different types {} and {}",
         a.dtype(),
         b.dtype()
     );
     ensure!(
         a.rank() >= 1 && b.rank() >= 1,
+        InvalidModel,
         "MatMul operands must have rank >= 1, got {:?} and {:?}",
         a.shape(),
         b.shape()
@@ -82,6 +84,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
     let (k2, n) = (bsh[bsh.len() - 2], bsh[bsh.len() - 1]);
     ensure!(
         k == k2,
+        InvalidModel,
         "MatMul inner dimensions differ: {:?} x {:?}",
         a.shape(),
         b.shape()
@@ -144,7 +147,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
             }
             Num::I64(c)
         }
-        _ => bail!("internal: mismatched operand representations"),
+        _ => bail!(Internal, "mismatched operand representations"),
     };
     one(store(a.dtype(), out_shape, out)?)
 }
@@ -168,18 +171,20 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         trans_b,
     } = op
     else {
-        bail!("internal: not Gemm")
+        bail!(Internal, "not Gemm")
     };
     let (a, b) = (x.tensor(0)?, x.tensor(1)?);
     let c = x.opt_tensor(2)?;
     ensure!(
         a.dtype() == b.dtype(),
+        InvalidModel,
         "Gemm operands have different types {} and {}",
         a.dtype(),
         b.dtype()
     );
     ensure!(
         a.rank() == 2 && b.rank() == 2,
+        InvalidModel,
         "Gemm needs 2-D A and B, got {:?} and {:?}",
         a.shape(),
         b.shape()
@@ -196,6 +201,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     };
     ensure!(
         k == k2,
+        InvalidModel,
         "Gemm inner dimensions differ: {:?} x {:?} (transA={trans_a}, transB={trans_b})",
         a.shape(),
         b.shape()
@@ -205,6 +211,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             let bs = broadcast_shapes(&[c.shape(), &[m, n]])?;
             ensure!(
                 bs == [m, n],
+                InvalidModel,
                 "Gemm C of shape {:?} does not broadcast to [{m}, {n}]",
                 c.shape()
             );
@@ -232,7 +239,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             }
             if let (Some(c), Some(map)) = (c, &cmap) {
                 let Num::F32(cv) = load(c, Kind::F32)? else {
-                    bail!("internal")
+                    bail!(Internal, "an F32 operand loaded as another kind")
                 };
                 for (v, &i) in y.iter_mut().zip(map) {
                     *v += beta * cv[i];
@@ -262,6 +269,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             igemm(m, n, k, &av, &bv, &mut y);
             ensure!(
                 alpha.fract() == 0.0 && beta.fract() == 0.0,
+                InvalidModel,
                 "integer Gemm needs integral alpha and beta"
             );
             let (al, be) = (*alpha as i64, *beta as i64);
@@ -274,7 +282,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             }
             Num::I64(y)
         }
-        _ => bail!("internal: mismatched operand representations"),
+        _ => bail!(Internal, "mismatched operand representations"),
     };
     one(store(a.dtype(), vec![m, n], out)?)
 }

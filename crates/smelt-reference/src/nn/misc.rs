@@ -9,7 +9,7 @@ use smelt_ir::{bail, ensure, Result, Tensor, Value};
 /// Dropout: identity (mask all true) unless training with a positive ratio.
 pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     let NnOp::Dropout { mode, seed } = op else {
-        bail!("internal: not Dropout")
+        bail!(Internal, "not Dropout")
     };
     let xt = x.tensor(0)?;
     let typed_mask = matches!(
@@ -36,14 +36,18 @@ pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         DropoutMode::FromInputs => {
             let ratio = match x.opt_tensor(1)? {
                 Some(r) => {
-                    ensure!(r.len() == 1, "Dropout ratio must be a scalar");
+                    ensure!(r.len() == 1, InvalidModel, "Dropout ratio must be a scalar");
                     r.to_f64()?[0]
                 }
                 None => 0.5,
             };
             let training = match x.opt_tensor(2)? {
                 Some(t) => {
-                    ensure!(t.len() == 1, "Dropout training_mode must be a scalar");
+                    ensure!(
+                        t.len() == 1,
+                        InvalidModel,
+                        "Dropout training_mode must be a scalar"
+                    );
                     t.to_bool()?[0]
                 }
                 None => false,
@@ -60,6 +64,7 @@ pub fn dropout(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     }
     ensure!(
         (0.0..1.0).contains(&ratio),
+        InvalidModel,
         "Dropout ratio must be in [0, 1), got {ratio}"
     );
     let s = seed.unwrap_or_else(|| {

@@ -50,7 +50,7 @@ pub fn run(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 fn check_float(t: &Tensor, what: &str) -> Result<()> {
     let d = t.dtype();
     if !(d.is_float() || d.is_int()) || d == DType::Bool {
-        bail!("{what}: unsupported element type {d}");
+        bail!(Unsupported, "{what}: unsupported element type {d}");
     }
     Ok(())
 }
@@ -61,12 +61,15 @@ fn spatial(v: &[i64], n: usize, default: usize, what: &str) -> Result<Vec<usize>
         return Ok(vec![default; n]);
     }
     if v.len() != n {
-        bail!("{what} has {} values, expected {n}", v.len());
+        bail!(InvalidModel, "{what} has {} values, expected {n}", v.len());
     }
     v.iter()
         .map(|&x| {
             if x < 0 || (default == 1 && x == 0) {
-                Err(smelt_ir::err!("{what} has an invalid value {x}"))
+                Err(smelt_ir::err!(
+                    InvalidModel,
+                    "{what} has an invalid value {x}"
+                ))
             } else {
                 Ok(x as usize)
             }
@@ -92,10 +95,15 @@ fn resolve_pads(
                 return Ok((vec![0; n], vec![0; n]));
             }
             if pads.len() != 2 * n {
-                bail!("pads has {} values, expected {}", pads.len(), 2 * n);
+                bail!(
+                    InvalidModel,
+                    "pads has {} values, expected {}",
+                    pads.len(),
+                    2 * n
+                );
             }
             if pads.iter().any(|&p| p < 0) {
-                bail!("negative pads {pads:?} are not supported");
+                bail!(Unsupported, "negative pads {pads:?} are not supported");
             }
             Ok((pads[..n].to_vec(), pads[n..].to_vec()))
         }

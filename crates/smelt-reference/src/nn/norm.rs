@@ -10,6 +10,7 @@ use smelt_ir::{bail, ensure, DType, Result, Tensor, Value};
 fn per_channel(t: &Tensor, c: usize, what: &str) -> Result<Vec<f64>> {
     ensure!(
         t.len() == c,
+        InvalidModel,
         "{what} has {} elements, expected {c}",
         t.len()
     );
@@ -25,12 +26,13 @@ pub fn batch_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         spatial,
     } = op
     else {
-        bail!("internal: not BatchNormalization")
+        bail!(Internal, "not BatchNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "BatchNormalization input")?;
     ensure!(
         xt.rank() >= 2,
+        InvalidModel,
         "BatchNormalization input must have rank >= 2, got {:?}",
         xt.shape()
     );
@@ -106,12 +108,13 @@ pub fn batch_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 /// InstanceNormalization.
 pub fn instance_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let NnOp::InstanceNormalization { epsilon } = op else {
-        bail!("internal: not InstanceNormalization")
+        bail!(Internal, "not InstanceNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "InstanceNormalization input")?;
     ensure!(
         xt.rank() >= 2,
+        InvalidModel,
         "InstanceNormalization input must have rank >= 2"
     );
     let c = xt.shape()[1];
@@ -139,6 +142,7 @@ fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     ensure!(
         a >= 0 && a <= rank as i64,
+        InvalidModel,
         "axis {axis} is out of range for rank {rank}"
     );
     Ok(a as usize)
@@ -149,6 +153,7 @@ fn bcast(t: &Tensor, shape: &[usize], what: &str) -> Result<Vec<f64>> {
     let b = broadcast_shapes(&[t.shape(), shape])?;
     ensure!(
         b == shape,
+        InvalidModel,
         "{what} of shape {:?} does not broadcast to {shape:?}",
         t.shape()
     );
@@ -167,7 +172,7 @@ pub fn layer_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         stash_type,
     } = op
     else {
-        bail!("internal: not LayerNormalization")
+        bail!(Internal, "not LayerNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "LayerNormalization input")?;
@@ -219,7 +224,7 @@ pub fn layer_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 /// RMSNormalization.
 pub fn rms_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let NnOp::RmsNormalization { axis, epsilon, .. } = op else {
-        bail!("internal: not RMSNormalization")
+        bail!(Internal, "not RMSNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "RMSNormalization input")?;
@@ -247,18 +252,20 @@ pub fn group_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         ..
     } = op
     else {
-        bail!("internal: not GroupNormalization")
+        bail!(Internal, "not GroupNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "GroupNormalization input")?;
     ensure!(
         xt.rank() >= 2,
+        InvalidModel,
         "GroupNormalization input must have rank >= 2"
     );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let g = *num_groups as usize;
     ensure!(
         c % g == 0,
+        InvalidModel,
         "channels {c} are not divisible by num_groups {g}"
     );
     let sp: usize = xt.shape()[2..].iter().product();
@@ -285,7 +292,7 @@ pub fn group_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 /// MeanVarianceNormalization: `(x - mean) / (std + 1e-9)` over the axes.
 pub fn mvn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let NnOp::MeanVarianceNormalization { axes } = op else {
-        bail!("internal: not MeanVarianceNormalization")
+        bail!(Internal, "not MeanVarianceNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "MeanVarianceNormalization input")?;
@@ -295,6 +302,7 @@ pub fn mvn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         let a = if a < 0 { a + rank as i64 } else { a };
         ensure!(
             a >= 0 && (a as usize) < rank,
+            InvalidModel,
             "axis out of range for rank {rank}"
         );
         red[a as usize] = true;
@@ -337,11 +345,15 @@ pub fn lrn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         size,
     } = op
     else {
-        bail!("internal: not LRN")
+        bail!(Internal, "not LRN")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "LRN input")?;
-    ensure!(xt.rank() >= 3, "LRN input must have rank >= 3");
+    ensure!(
+        xt.rank() >= 3,
+        InvalidModel,
+        "LRN input must have rank >= 3"
+    );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
     let sp: usize = xt.shape()[2..].iter().product();
     let size = *size as usize;
@@ -365,7 +377,7 @@ pub fn lrn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 /// LpNormalization: `x / ||x||_p` along one axis, 0 where the norm is 0.
 pub fn lp_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let NnOp::LpNormalization { axis, p } = op else {
-        bail!("internal: not LpNormalization")
+        bail!(Internal, "not LpNormalization")
     };
     let xt = x.tensor(0)?;
     check_float(xt, "LpNormalization input")?;
@@ -377,6 +389,7 @@ pub fn lp_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     };
     ensure!(
         a >= 0 && (a as usize) < rank,
+        InvalidModel,
         "axis {axis} is out of range for rank {rank}"
     );
     let a = a as usize;

@@ -80,18 +80,23 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             pads,
             strides,
         ),
-        _ => bail!("internal: not a pooling op"),
+        _ => bail!(Internal, "not a pooling op"),
     };
     let xt = x.tensor(0)?;
     check_float(xt, "pooling input")?;
     ensure!(
         xt.rank() >= 3,
+        InvalidModel,
         "pooling input must have rank >= 3, got {:?}",
         xt.shape()
     );
     let nd = xt.rank() - 2;
     let ks = spatial(kernel_shape, nd, 1, "kernel_shape")?;
-    ensure!(!kernel_shape.is_empty(), "kernel_shape is required");
+    ensure!(
+        !kernel_shape.is_empty(),
+        InvalidModel,
+        "kernel_shape is required"
+    );
     let st = spatial(strides, nd, 1, "strides")?;
     let dil = spatial(dilations, nd, 1, "dilations")?;
     let ins = xt.shape()[2..].to_vec();
@@ -105,6 +110,7 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
                 let span = ins[i] as i64 + pb[i] + pe[i] - eff;
                 ensure!(
                     span >= 0,
+                    InvalidModel,
                     "pooling window (dilated {eff}) is larger than the padded input on axis {i}"
                 );
                 let s = st[i] as i64;
@@ -260,6 +266,7 @@ pub fn global_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     check_float(xt, "pooling input")?;
     ensure!(
         xt.rank() >= 2,
+        InvalidModel,
         "global pooling input must have rank >= 2, got {:?}",
         xt.shape()
     );
@@ -295,7 +302,7 @@ pub fn global_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
                     .sum::<f64>()
                     .powf(1.0 / p)
             }
-            _ => bail!("internal: not a global pool"),
+            _ => bail!(Internal, "not a global pool"),
         });
     }
     one(Tensor::from_f64(xt.dtype(), shape, &y)?)
@@ -309,12 +316,17 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         strides,
     } = op
     else {
-        bail!("internal: not MaxUnpool")
+        bail!(Internal, "not MaxUnpool")
     };
     let (xt, it) = (x.tensor(0)?, x.tensor(1)?);
-    ensure!(xt.rank() >= 3, "MaxUnpool input must have rank >= 3");
+    ensure!(
+        xt.rank() >= 3,
+        InvalidModel,
+        "MaxUnpool input must have rank >= 3"
+    );
     ensure!(
         it.shape() == xt.shape(),
+        InvalidModel,
         "MaxUnpool indices {:?} do not match X {:?}",
         it.shape(),
         xt.shape()
@@ -333,7 +345,11 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let mut shape = xt.shape()[..2].to_vec();
     for i in 0..nd {
         let o = (xt.shape()[i + 2] as i64 - 1) * st[i] as i64 + ks[i] as i64 - pb[i] - pe[i];
-        ensure!(o >= 0, "MaxUnpool output size on axis {i} is negative");
+        ensure!(
+            o >= 0,
+            InvalidModel,
+            "MaxUnpool output size on axis {i} is negative"
+        );
         shape.push(o as usize);
     }
     let total = numel(&shape)?;
@@ -342,6 +358,7 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     for &i in &iv {
         ensure!(
             i >= 0 && (i as usize) < total,
+            InvalidInput,
             "MaxUnpool index {i} is outside the output of {total} elements"
         );
         flat.push(i as usize);
@@ -352,11 +369,13 @@ pub fn max_unpool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     if let Some(os) = x.opt_ints(2)? {
         ensure!(
             os.len() == xt.rank() && os.iter().all(|&d| d >= 0),
+            InvalidModel,
             "invalid output_shape {os:?}"
         );
         let os: Vec<usize> = os.iter().map(|&d| d as usize).collect();
         ensure!(
             os.iter().zip(&shape).all(|(a, b)| a >= b),
+            InvalidModel,
             "output_shape {os:?} is smaller than the unpooled shape {shape:?}"
         );
         let n_out = numel(&os)?;
@@ -382,16 +401,18 @@ pub fn max_roi_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         spatial_scale,
     } = op
     else {
-        bail!("internal: not MaxRoiPool")
+        bail!(Internal, "not MaxRoiPool")
     };
     let (xt, rt) = (x.tensor(0)?, x.tensor(1)?);
     ensure!(
         xt.rank() == 4,
+        InvalidModel,
         "MaxRoiPool input must be 4-D, got {:?}",
         xt.shape()
     );
     ensure!(
         rt.rank() == 2 && rt.shape()[1] == 5,
+        InvalidModel,
         "rois must be (num_rois, 5), got {:?}",
         rt.shape()
     );
@@ -407,6 +428,7 @@ pub fn max_roi_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         let b = roi[0] as i64;
         ensure!(
             b >= 0 && (b as usize) < n,
+            InvalidInput,
             "roi batch index {b} is out of range"
         );
         let (x1, y1) = (

@@ -27,11 +27,13 @@ fn spatial_attr(v: &Option<Vec<i64>>, nd: usize, default: i64, what: &str) -> Re
         Some(v) => {
             ensure!(
                 v.len() == nd,
+                InvalidModel,
                 "{what} has {} values for {nd} spatial axes",
                 v.len()
             );
             ensure!(
                 v.iter().all(|&x| x >= 0),
+                InvalidModel,
                 "{what} must be non-negative, got {v:?}"
             );
             Ok(v.iter().map(|&x| x as usize).collect())
@@ -42,10 +44,12 @@ fn spatial_attr(v: &Option<Vec<i64>>, nd: usize, default: i64, what: &str) -> Re
 fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
     ensure!(
         xs.len() >= 3,
+        InvalidModel,
         "convolution input must have rank >= 3, got shape {xs:?}"
     );
     ensure!(
         ws.len() == xs.len(),
+        InvalidModel,
         "weights of shape {ws:?} do not match input of shape {xs:?}"
     );
     let nd = xs.len() - 2;
@@ -53,12 +57,14 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
     let (channels, out_channels) = (xs[1], ws[0]);
     ensure!(
         channels % group == 0 && ws[1] * group == channels && out_channels % group == 0,
+        InvalidModel,
         "channels do not match groups: input {xs:?}, weights {ws:?}, group {group}"
     );
     let kernel = ws[2..].to_vec();
     if let Some(k) = &p.kernel_shape {
         ensure!(
             k.len() == nd && k.iter().zip(&kernel).all(|(&a, &b)| a as usize == b),
+            InvalidModel,
             "kernel_shape {k:?} does not match weights {ws:?}"
         );
     }
@@ -66,6 +72,7 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
     let dilations = spatial_attr(&p.dilations, nd, 1, "dilations")?;
     ensure!(
         strides.iter().chain(&dilations).all(|&v| v > 0),
+        InvalidModel,
         "strides and dilations must be positive"
     );
     let input = xs[2..].to_vec();
@@ -98,6 +105,7 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
         let padded = input[d] + pads_begin[d] + pads_end[d];
         ensure!(
             kernel[d] > 0 && padded >= eff[d],
+            InvalidModel,
             "kernel {kernel:?} (dilated) is larger than the padded input {xs:?}"
         );
         output.push((padded - eff[d]) / strides[d] + 1);
@@ -196,6 +204,7 @@ fn shift(x: &Tensor, zp: Option<&Tensor>, channel_axis: usize, what: &str) -> Re
     let Some(z) = zp else { return Ok(v) };
     ensure!(
         z.dtype() == x.dtype(),
+        InvalidModel,
         "{what} zero point type {} differs from {}",
         z.dtype(),
         x.dtype()
@@ -208,6 +217,7 @@ fn shift(x: &Tensor, zp: Option<&Tensor>, channel_axis: usize, what: &str) -> Re
     let ch = x.shape()[channel_axis];
     ensure!(
         zv.len() == ch,
+        InvalidModel,
         "{what} zero point has {} values for {ch} channels",
         zv.len()
     );
@@ -253,6 +263,7 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
         let bv = int_values(b, "bias")?;
         ensure!(
             bv.len() == m,
+            InvalidModel,
             "bias has {} values for {m} output channels",
             bv.len()
         );
@@ -265,6 +276,7 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
         let v = t.to_f64()?;
         ensure!(
             v.len() == 1,
+            InvalidModel,
             "{what} must be a scalar, got shape {:?}",
             t.shape()
         );
@@ -275,6 +287,7 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let ws = x.tensor(4)?.to_f64()?;
     ensure!(
         ws.len() == 1 || ws.len() == m,
+        InvalidModel,
         "w_scale has {} values for {m} output channels",
         ws.len()
     );
@@ -291,6 +304,7 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
             let v = z.to_f64()?;
             ensure!(
                 v.len() == 1,
+                InvalidModel,
                 "y_zero_point must be a scalar, got shape {:?}",
                 z.shape()
             );
@@ -299,7 +313,10 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
         None => (0.0, xt.dtype()),
     };
     if !matches!(out, DType::U8 | DType::I8) {
-        bail!("QLinearConv output must be u8 or i8, got {out}");
+        bail!(
+            Unsupported,
+            "QLinearConv output must be u8 or i8, got {out}"
+        );
     }
     let v: Vec<f64> = acc
         .iter()

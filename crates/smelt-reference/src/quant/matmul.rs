@@ -16,7 +16,7 @@ fn expand<T: Copy>(
     what: &str,
 ) -> Result<Vec<T>> {
     let n: usize = target.iter().product();
-    ensure!(!vals.is_empty(), "{what} is empty");
+    ensure!(!vals.is_empty(), InvalidModel, "{what} is empty");
     if vals.len() == 1 {
         return Ok(vec![vals[0]; n]);
     }
@@ -27,6 +27,7 @@ fn expand<T: Copy>(
     let b = broadcast_shapes(&[&s, target])?;
     ensure!(
         b == target,
+        InvalidModel,
         "{what} of shape {shape:?} does not broadcast to {target:?}"
     );
     Ok(index_map(&s, target).into_iter().map(|j| vals[j]).collect())
@@ -38,6 +39,7 @@ fn shifted(x: &Tensor, zp: Option<&Tensor>, row: bool, what: &str) -> Result<Vec
     if let Some(z) = zp {
         ensure!(
             z.dtype() == x.dtype(),
+            InvalidModel,
             "{what} zero point type {} differs from {}",
             z.dtype(),
             x.dtype()
@@ -68,6 +70,7 @@ struct Product {
 fn matmul_i32(a: &[i32], ash: &[usize], b: &[i32], bsh: &[usize]) -> Result<Product> {
     ensure!(
         !ash.is_empty() && !bsh.is_empty(),
+        InvalidModel,
         "matmul operands must have rank >= 1, got {ash:?} and {bsh:?}"
     );
     let a2 = if ash.len() == 1 {
@@ -82,7 +85,11 @@ fn matmul_i32(a: &[i32], ash: &[usize], b: &[i32], bsh: &[usize]) -> Result<Prod
     };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-    ensure!(k == k2, "matmul inner dimensions differ: {ash:?} x {bsh:?}");
+    ensure!(
+        k == k2,
+        InvalidModel,
+        "matmul inner dimensions differ: {ash:?} x {bsh:?}"
+    );
     let abatch = &a2[..a2.len() - 2];
     let bbatch = &b2[..b2.len() - 2];
     let batch = broadcast_shapes(&[abatch, bbatch])?;

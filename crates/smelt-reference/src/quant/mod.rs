@@ -72,6 +72,7 @@ fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     ensure!(
         axis >= -r && axis < r,
+        InvalidModel,
         "axis {axis} is out of range for rank {rank}"
     );
     Ok(if axis < 0 {
@@ -92,6 +93,7 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
     if block > 0 {
         ensure!(
             s.len() == x.len(),
+            InvalidModel,
             "blocked quantization needs a scale of the input's rank: scale {s:?}, input {x:?}"
         );
         let ax = norm_axis(axis, x.len())?;
@@ -100,6 +102,7 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
             if d == ax {
                 ensure!(
                     s[d] == x[d].div_ceil(b),
+                    InvalidModel,
                     "blocked quantization: scale dim {} on axis {ax} should be ceil({}/{b})",
                     s[d],
                     x[d]
@@ -107,6 +110,7 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
             } else {
                 ensure!(
                     s[d] == x[d],
+                    InvalidModel,
                     "blocked quantization: scale shape {s:?} does not match input {x:?}"
                 );
             }
@@ -125,12 +129,13 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
             .collect());
     }
     ensure!(
-        s.len() == 1,
+        s.len() == 1, InvalidModel,
         "scale of shape {s:?} is neither per-tensor nor per-axis (1-D) for input {x:?}; set block_size for blocked quantization"
     );
     let ax = norm_axis(axis, x.len())?;
     ensure!(
         s[0] == x[ax],
+        InvalidModel,
         "per-axis scale has {} elements but axis {ax} of input {x:?} has {}",
         s[0],
         x[ax]
@@ -166,6 +171,7 @@ fn zero_points(zp: Option<&Tensor>, scale: &Tensor) -> Result<Option<Vec<f64>>> 
     let Some(z) = zp else { return Ok(None) };
     ensure!(
         z.len() == scale.len(),
+        InvalidModel,
         "zero point shape {:?} does not match scale shape {:?}",
         z.shape(),
         scale.shape()
@@ -184,6 +190,7 @@ pub fn quantize(
         (Some(d), Some(z)) => {
             ensure!(
                 d == z.dtype(),
+                InvalidModel,
                 "output_dtype {d} differs from the zero point's type {}",
                 z.dtype()
             );
@@ -195,6 +202,7 @@ pub fn quantize(
     };
     ensure!(
         x.dtype().is_float() || x.dtype() == DType::I32,
+        Unsupported,
         "QuantizeLinear input must be float or int32, got {}",
         x.dtype()
     );
@@ -239,7 +247,7 @@ pub fn quantize(
                 .collect();
             Tensor::new(out, shape, Data::U8(v))
         }
-        _ => bail!("QuantizeLinear cannot produce {out}"),
+        _ => bail!(Unsupported, "QuantizeLinear cannot produce {out}"),
     }
 }
 
@@ -255,6 +263,7 @@ pub fn dequantize(
     let xd = x.dtype();
     ensure!(
         xd.is_int() || xd.is_low_precision_float(),
+        Unsupported,
         "DequantizeLinear input must be quantized, got {xd}"
     );
     let out = output_dtype.unwrap_or(match scale.dtype() {
@@ -271,6 +280,7 @@ pub fn dequantize(
         if let Some(z) = zp {
             ensure!(
                 z.dtype() == xd,
+                InvalidModel,
                 "zero point type {} differs from the input type {xd}",
                 z.dtype()
             );
@@ -296,6 +306,7 @@ pub fn dequantize(
 fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
     ensure!(
         x.dtype().is_float(),
+        Unsupported,
         "DynamicQuantizeLinear input must be float, got {}",
         x.dtype()
     );
@@ -339,6 +350,7 @@ fn int_values(t: &Tensor, what: &str) -> Result<Vec<i32>> {
         Data::I16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         Data::I32(v) => Ok(v.clone()),
         _ => bail!(
+            Unsupported,
             "{what} must be an 8/16-bit integer tensor, got {}",
             t.dtype()
         ),
@@ -348,7 +360,10 @@ fn int_values(t: &Tensor, what: &str) -> Result<Vec<i32>> {
 /// Saturates rounded real values into an integer output type.
 fn saturate_to(out: DType, shape: Vec<usize>, v: &[f64]) -> Result<Tensor> {
     let Some((lo, hi)) = out.int_range() else {
-        bail!("output zero point must be an integer type, got {out}")
+        bail!(
+            Unsupported,
+            "output zero point must be an integer type, got {out}"
+        )
     };
     let (lo, hi) = (lo as f64, hi as f64);
     let q: Vec<i64> = v

@@ -8,7 +8,11 @@ pub(super) fn run(x: &Inputs, exclusive: bool, reverse: bool, prod: bool) -> Res
     let t = x.tensor(0)?;
     let axis = match x.tensor(1)?.to_i64()?.as_slice() {
         [a] => *a,
-        v => bail!("the axis input should hold one value, got {}", v.len()),
+        v => bail!(
+            InvalidModel,
+            "the axis input should hold one value, got {}",
+            v.len()
+        ),
     };
     let ax = norm_axis(axis, t.rank())?;
     let (outer, dim, inner) = split_at_axis(t.shape(), ax);
@@ -51,7 +55,7 @@ pub(super) fn run(x: &Inputs, exclusive: bool, reverse: bool, prod: bool) -> Res
         return from_i128(dtype, t.shape().to_vec(), &out);
     }
     if !dtype.is_float() || dtype == DType::Bool {
-        bail!("expected numeric elements, got {dtype}");
+        bail!(Unsupported, "expected numeric elements, got {dtype}");
     }
     let v = t.to_f64()?;
     let out = if prod {

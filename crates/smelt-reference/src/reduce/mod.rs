@@ -52,10 +52,14 @@ pub fn run(op: &ReduceOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
                 None => {
                     let v = x
                         .opt_ints(1)?
-                        .ok_or_else(|| smelt_ir::err!("TopK needs the K input"))?;
+                        .ok_or_else(|| smelt_ir::err!(InvalidModel, "TopK needs the K input"))?;
                     match v.as_slice() {
                         [k] => *k,
-                        _ => bail!("TopK: K should hold one value, got {}", v.len()),
+                        _ => bail!(
+                            InvalidModel,
+                            "TopK: K should hold one value, got {}",
+                            v.len()
+                        ),
                     }
                 }
             };
@@ -70,7 +74,7 @@ pub fn run(op: &ReduceOp, x: &Inputs, _cx: &Ctx) -> Result<Vec<Value>> {
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     if axis < -r || axis >= r {
-        bail!("axis {axis} is out of range for rank {rank}");
+        bail!(InvalidModel, "axis {axis} is out of range for rank {rank}");
     }
     Ok(if axis < 0 {
         (axis + r) as usize
@@ -105,7 +109,7 @@ pub(crate) fn to_i128(t: &Tensor) -> Result<Vec<i128>> {
         _ if t.dtype().is_int() || t.dtype() == DType::Bool => {
             Ok(t.to_i64()?.into_iter().map(|x| x as i128).collect())
         }
-        _ => bail!("expected integer elements, got {}", t.dtype()),
+        _ => bail!(Unsupported, "expected integer elements, got {}", t.dtype()),
     }
 }
 

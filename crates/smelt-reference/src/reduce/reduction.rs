@@ -32,7 +32,7 @@ pub(super) fn run(op: &ReduceOp, r: &Reduction, x: &Inputs) -> Result<Tensor> {
         ReduceOp::ReduceLogSum(_) => Kind::LogSum,
         ReduceOp::ReduceLogSumExp(_) => Kind::LogSumExp,
         ReduceOp::ReduceSumSquare(_) => Kind::SumSquare,
-        _ => bail!("{} is not a Reduce* op", op.name()),
+        _ => bail!(Internal, "{} is not a Reduce* op", op.name()),
     };
     let t = x.tensor(0)?;
     let axes = match &r.axes {
@@ -47,7 +47,7 @@ pub(super) fn run(op: &ReduceOp, r: &Reduction, x: &Inputs) -> Result<Tensor> {
     for &a in &axes {
         let a = norm_axis(a, rank)?;
         if reduced[a] {
-            bail!("axis {a} is listed twice in axes {axes:?}");
+            bail!(InvalidModel, "axis {a} is listed twice in axes {axes:?}");
         }
         reduced[a] = true;
     }
@@ -129,7 +129,10 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
         return from_i128(dtype, out_shape, &acc);
     }
     if dtype == DType::Str || dtype.is_complex() {
-        bail!("reductions of {dtype} elements are not supported");
+        bail!(
+            Unsupported,
+            "reductions of {dtype} elements are not supported"
+        );
     }
     let v = t.to_f64()?;
     let mut acc = vec![

@@ -32,6 +32,7 @@ pub(super) fn arg(t: &Tensor, axis: i64, keepdims: bool, last: bool, max: bool) 
     let (outer, dim, inner) = split_at_axis(t.shape(), ax);
     if dim == 0 {
         bail!(
+            InvalidModel,
             "cannot take the arg{} of an empty axis",
             if max { "max" } else { "min" }
         );
@@ -80,7 +81,10 @@ pub(super) fn top_k(t: &Tensor, k: i64, axis: i64, largest: bool) -> Result<(Ten
     let ax = norm_axis(axis, t.rank())?;
     let (outer, dim, inner) = split_at_axis(t.shape(), ax);
     if k < 0 || k as usize > dim {
-        bail!("TopK: k = {k} is out of range for an axis of size {dim}");
+        bail!(
+            InvalidModel,
+            "TopK: k = {k} is out of range for an axis of size {dim}"
+        );
     }
     let k = k as usize;
     fn go<T: Key>(

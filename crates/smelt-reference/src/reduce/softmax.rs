@@ -15,19 +15,19 @@ pub(super) enum Kind {
 pub(super) fn run(kind: Kind, t: &Tensor, axis: i64, coerce_2d: bool) -> Result<Tensor> {
     let dtype = t.dtype();
     if !dtype.is_float() {
-        bail!("expected floating-point elements, got {dtype}");
+        bail!(Unsupported, "expected floating-point elements, got {dtype}");
     }
     let shape = t.shape();
     let r = shape.len() as i64;
     let (outer, dim, inner) = if coerce_2d {
         if axis < -r || axis > r {
-            bail!("axis {axis} is out of range for rank {r}");
+            bail!(InvalidModel, "axis {axis} is out of range for rank {r}");
         }
         let a = if axis < 0 { axis + r } else { axis } as usize;
         (shape[..a].iter().product(), shape[a..].iter().product(), 1)
     } else {
         if r == 0 {
-            bail!("the input must have at least one dimension");
+            bail!(InvalidModel, "the input must have at least one dimension");
         }
         split_at_axis(shape, super::norm_axis(axis, shape.len())?)
     };

@@ -20,6 +20,7 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             let ints = n.opt_ints("cats_int64s")?.unwrap_or_default();
             if strings.len() != ints.len() {
                 bail!(
+                    InvalidModel,
                     "CategoryMapper: {} strings but {} integers",
                     strings.len(),
                     ints.len()
@@ -48,17 +49,21 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 "MAX" => NormKind::Max,
                 "L1" => NormKind::L1,
                 "L2" => NormKind::L2,
-                m => bail!("Normalizer: unknown norm '{m}'"),
+                m => bail!(InvalidModel, "Normalizer: unknown norm '{m}'"),
             },
         },
         "LinearRegressor" => {
             if n.s("post_transform", "NONE")? != "NONE" {
-                bail!("LinearRegressor: only post_transform NONE is supported");
+                bail!(
+                    Unsupported,
+                    "LinearRegressor: only post_transform NONE is supported"
+                );
             }
             let targets = n.i("targets", 1)?;
             let coefficients = n.opt_floats("coefficients")?.unwrap_or_default();
             if targets < 1 || coefficients.len() % targets as usize != 0 {
                 bail!(
+                    InvalidModel,
                     "LinearRegressor: {} coefficients do not split into {targets} targets",
                     coefficients.len()
                 );
@@ -75,11 +80,11 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             } else if let Some(v) = n.opt_ints("classlabels_ints")? {
                 vec_tensor(v, Tensor::from_i64_vec)?
             } else {
-                bail!("LinearClassifier needs class labels")
+                bail!(InvalidModel, "LinearClassifier needs class labels")
             };
             let coefficients = n
                 .opt_floats("coefficients")?
-                .ok_or_else(|| err!("LinearClassifier needs coefficients"))?;
+                .ok_or_else(|| err!(InvalidModel, "LinearClassifier needs coefficients"))?;
             let intercepts = n.opt_floats("intercepts")?.unwrap_or_default();
             let classes = if intercepts.is_empty() {
                 labels.len()
@@ -88,6 +93,7 @@ pub(super) fn import_ml(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             };
             if classes == 0 || coefficients.len() % classes != 0 {
                 bail!(
+                    InvalidModel,
                     "LinearClassifier: {} coefficients do not split into {classes} classes",
                     coefficients.len()
                 );
@@ -131,7 +137,7 @@ fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
     } else if let Some(v) = n.opt_floats("keys_floats")? {
         vec_tensor(v, Tensor::from_f32)?
     } else {
-        bail!("LabelEncoder has no keys")
+        bail!(InvalidModel, "LabelEncoder has no keys")
     };
     let values = if let Some(t) = n.opt_tensor("values_tensor")? {
         t
@@ -142,10 +148,11 @@ fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
     } else if let Some(v) = n.opt_floats("values_floats")? {
         vec_tensor(v, Tensor::from_f32)?
     } else {
-        bail!("LabelEncoder has no values")
+        bail!(InvalidModel, "LabelEncoder has no values")
     };
     if keys.rank() != 1 || values.rank() != 1 || keys.len() != values.len() {
         bail!(
+            InvalidModel,
             "LabelEncoder: keys ({:?}) and values ({:?}) must be 1-D of one length",
             keys.shape(),
             values.shape()
@@ -155,7 +162,10 @@ fn label_encoder(n: &NodeCtx) -> Result<MiscOp> {
     let default = match n.opt_tensor("default_tensor")? {
         Some(t) => {
             if t.len() != 1 || t.dtype() != vt {
-                bail!("LabelEncoder: default_tensor must be one {vt} element");
+                bail!(
+                    InvalidModel,
+                    "LabelEncoder: default_tensor must be one {vt} element"
+                );
             }
             t.reshape(vec![])?
         }
@@ -188,13 +198,13 @@ fn tensor_or_floats(n: &NodeCtx, name: &str) -> Result<Option<Vec<f64>>> {
 fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
     let ints = |name: &str| -> Result<Vec<i64>> {
         n.opt_ints(name)?
-            .ok_or_else(|| err!("TreeEnsemble needs '{name}'"))
+            .ok_or_else(|| err!(InvalidModel, "TreeEnsemble needs '{name}'"))
     };
     let feature_ids = ints("nodes_featureids")?;
     let k = feature_ids.len();
     let modes_raw = match n.opt_tensor("nodes_modes")? {
         Some(t) => t.to_i64()?,
-        None => bail!("TreeEnsemble needs 'nodes_modes'"),
+        None => bail!(InvalidModel, "TreeEnsemble needs 'nodes_modes'"),
     };
     let modes = modes_raw
         .iter()
@@ -207,12 +217,12 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
                 4 => TreeNodeMode::Eq,
                 5 => TreeNodeMode::Neq,
                 6 => TreeNodeMode::Member,
-                _ => bail!("TreeEnsemble: unknown node mode {m}"),
+                _ => bail!(InvalidModel, "TreeEnsemble: unknown node mode {m}"),
             })
         })
         .collect::<Result<Vec<_>>>()?;
     let mut splits = tensor_or_floats(n, "nodes_splits")?
-        .ok_or_else(|| err!("TreeEnsemble needs 'nodes_splits'"))?;
+        .ok_or_else(|| err!(InvalidModel, "TreeEnsemble needs 'nodes_splits'"))?;
     let true_ids = ints("nodes_truenodeids")?;
     let false_ids = ints("nodes_falsenodeids")?;
     let true_leafs: Vec<bool> = ints("nodes_trueleafs")?
@@ -237,25 +247,40 @@ fn tree_ensemble(n: &NodeCtx) -> Result<MiscOp> {
         missing_tracks_true.len(),
     ];
     if lens.iter().any(|&l| l != k) {
-        bail!("TreeEnsemble: node attributes have different lengths ({k} features, {lens:?})");
+        bail!(
+            InvalidModel,
+            "TreeEnsemble: node attributes have different lengths ({k} features, {lens:?})"
+        );
     }
     let leaf_targets = ints("leaf_targetids")?;
     let leaf_weights = tensor_or_floats(n, "leaf_weights")?
-        .ok_or_else(|| err!("TreeEnsemble needs 'leaf_weights'"))?;
+        .ok_or_else(|| err!(InvalidModel, "TreeEnsemble needs 'leaf_weights'"))?;
     if leaf_targets.len() != leaf_weights.len() {
-        bail!("TreeEnsemble: leaf_targetids and leaf_weights differ in length");
+        bail!(
+            InvalidModel,
+            "TreeEnsemble: leaf_targetids and leaf_weights differ in length"
+        );
     }
     let n_targets = n.i("n_targets", 1)?;
     if n_targets < 1 || leaf_targets.iter().any(|&t| t < 0 || t >= n_targets) {
-        bail!("TreeEnsemble: leaf targets must lie in [0, n_targets={n_targets})");
+        bail!(
+            InvalidModel,
+            "TreeEnsemble: leaf targets must lie in [0, n_targets={n_targets})"
+        );
     }
     let aggregate = n.i("aggregate_function", 1)?;
     if !(0..=3).contains(&aggregate) {
-        bail!("TreeEnsemble: unknown aggregate_function {aggregate}");
+        bail!(
+            InvalidModel,
+            "TreeEnsemble: unknown aggregate_function {aggregate}"
+        );
     }
     let post_transform = n.i("post_transform", 0)?;
     if !(0..=4).contains(&post_transform) {
-        bail!("TreeEnsemble: unknown post_transform {post_transform}");
+        bail!(
+            InvalidModel,
+            "TreeEnsemble: unknown post_transform {post_transform}"
+        );
     }
     // Membership sets (NaN-separated in ONNX), one per Member node in node order; the
     // split of a Member node is unused and NaN there, so it becomes 0.
@@ -293,8 +318,8 @@ fn post_transform_code(s: &str) -> Result<i64> {
         "SOFTMAX" => 1,
         "LOGISTIC" => 2,
         "SOFTMAX_ZERO" => 3,
-        "PROBIT" => bail!("post_transform PROBIT is not supported"),
-        m => bail!("unknown post_transform '{m}'"),
+        "PROBIT" => bail!(Unsupported, "post_transform PROBIT is not supported"),
+        m => bail!(InvalidModel, "unknown post_transform '{m}'"),
     })
 }
 
@@ -302,7 +327,7 @@ fn post_transform_code(s: &str) -> Result<i64> {
 fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> {
     let ints = |name: &str| -> Result<Vec<i64>> {
         n.opt_ints(name)?
-            .ok_or_else(|| err!("{} needs '{name}'", n.op_type()))
+            .ok_or_else(|| err!(InvalidModel, "{} needs '{name}'", n.op_type()))
     };
     let tree_ids = ints("nodes_treeids")?;
     let node_ids = ints("nodes_nodeids")?;
@@ -310,7 +335,7 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
     let k = tree_ids.len();
     let mode_names = n
         .opt_strings("nodes_modes")?
-        .ok_or_else(|| err!("{} needs 'nodes_modes'", n.op_type()))?;
+        .ok_or_else(|| err!(InvalidModel, "{} needs 'nodes_modes'", n.op_type()))?;
     let modes = mode_names
         .iter()
         .map(|m| {
@@ -322,7 +347,7 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
                 "BRANCH_EQ" => Some(TreeNodeMode::Eq),
                 "BRANCH_NEQ" => Some(TreeNodeMode::Neq),
                 "LEAF" => None,
-                m => bail!("{}: unknown node mode '{m}'", n.op_type()),
+                m => bail!(InvalidModel, "{}: unknown node mode '{m}'", n.op_type()),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -346,6 +371,7 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
     ];
     if lens.iter().any(|&l| l != k) {
         bail!(
+            InvalidModel,
             "{}: node attributes differ in length ({k} trees ids, {lens:?})",
             n.op_type()
         );
@@ -358,6 +384,7 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
         }
         index.get(&(tree_ids[i], id)).copied().ok_or_else(|| {
             err!(
+                InvalidModel,
                 "{}: node ({}, {id}) does not exist",
                 n.op_type(),
                 tree_ids[i]
@@ -375,17 +402,22 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
     let t_ids = ints(&format!("{p}_ids"))?;
     let t_w = tensor_or_floats(n, &format!("{p}_weights"))?
         .or(tensor_or_floats(n, &format!("{p}_weights_as_tensor"))?)
-        .ok_or_else(|| err!("{} needs '{p}_weights'", n.op_type()))?;
+        .ok_or_else(|| err!(InvalidModel, "{} needs '{p}_weights'", n.op_type()))?;
     if [t_node.len(), t_ids.len(), t_w.len()]
         .iter()
         .any(|&l| l != t_tree.len())
     {
-        bail!("{}: {p} attributes differ in length", n.op_type());
+        bail!(
+            InvalidModel,
+            "{}: {p} attributes differ in length",
+            n.op_type()
+        );
     }
     let mut leaf_targets = vec![Vec::new(); k];
     for j in 0..t_tree.len() {
         let i = *index.get(&(t_tree[j], t_node[j])).ok_or_else(|| {
             err!(
+                InvalidModel,
                 "{}: {p} node ({}, {}) does not exist",
                 n.op_type(),
                 t_tree[j],
@@ -394,6 +426,7 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
         })?;
         if t_ids[j] < 0 || t_ids[j] >= n_targets {
             bail!(
+                InvalidModel,
                 "{}: {p} id {} outside [0, {n_targets})",
                 n.op_type(),
                 t_ids[j]
@@ -415,7 +448,11 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
         "SUM" => 1,
         "MIN" => 2,
         "MAX" => 3,
-        m => bail!("{}: unknown aggregate_function '{m}'", n.op_type()),
+        m => bail!(
+            InvalidModel,
+            "{}: unknown aggregate_function '{m}'",
+            n.op_type()
+        ),
     };
     let base_values = tensor_or_floats(n, "base_values")?
         .or(tensor_or_floats(n, "base_values_as_tensor")?)
@@ -423,6 +460,7 @@ fn tree_spec(n: &NodeCtx, p: &str, n_targets: i64) -> Result<TreeRegressorSpec> 
     let binary_one = p == "class" && n_targets == 2 && base_values.len() == 1;
     if !base_values.is_empty() && base_values.len() != n_targets as usize && !binary_one {
         bail!(
+            InvalidModel,
             "{}: {} base values for {n_targets} targets",
             n.op_type(),
             base_values.len()
@@ -458,10 +496,10 @@ fn tree_classifier(n: &NodeCtx) -> Result<MiscOp> {
     } else if let Some(v) = n.opt_ints("classlabels_int64s")? {
         vec_tensor(v, Tensor::from_i64_vec)?
     } else {
-        bail!("TreeEnsembleClassifier needs class labels")
+        bail!(InvalidModel, "TreeEnsembleClassifier needs class labels")
     };
     if labels.is_empty() {
-        bail!("TreeEnsembleClassifier has no class labels");
+        bail!(InvalidModel, "TreeEnsembleClassifier has no class labels");
     }
     let trees = tree_spec(n, "class", labels.len() as i64)?;
     Ok(MiscOp::TreeEnsembleClassifier {
@@ -487,18 +525,18 @@ pub(super) fn import_training(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
         "Momentum" => MiscOp::Momentum {
             alpha: n
                 .opt_f("alpha")?
-                .ok_or_else(|| err!("Momentum needs alpha"))?,
+                .ok_or_else(|| err!(InvalidModel, "Momentum needs alpha"))?,
             beta: n
                 .opt_f("beta")?
-                .ok_or_else(|| err!("Momentum needs beta"))?,
+                .ok_or_else(|| err!(InvalidModel, "Momentum needs beta"))?,
             nesterov: match n.s("mode", "standard")?.as_str() {
                 "standard" => false,
                 "nesterov" => true,
-                m => bail!("Momentum: unknown mode '{m}'"),
+                m => bail!(InvalidModel, "Momentum: unknown mode '{m}'"),
             },
             norm_coefficient: n
                 .opt_f("norm_coefficient")?
-                .ok_or_else(|| err!("Momentum needs norm_coefficient"))?,
+                .ok_or_else(|| err!(InvalidModel, "Momentum needs norm_coefficient"))?,
         },
         _ => return Ok(None),
     };

@@ -42,17 +42,23 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 {
                     "half_pixel" => true,
                     "output_half_pixel" => false,
-                    m => bail!("RoiAlign: unknown coordinate_transformation_mode '{m}'"),
+                    m => bail!(
+                        InvalidModel,
+                        "RoiAlign: unknown coordinate_transformation_mode '{m}'"
+                    ),
                 },
             };
             let max_mode = match n.s("mode", "avg")?.as_str() {
                 "avg" => false,
                 "max" => true,
-                m => bail!("RoiAlign: unknown mode '{m}'"),
+                m => bail!(InvalidModel, "RoiAlign: unknown mode '{m}'"),
             };
             let (output_height, output_width) = (n.i("output_height", 1)?, n.i("output_width", 1)?);
             if output_height < 1 || output_width < 1 {
-                bail!("RoiAlign: output size must be positive, got {output_height}x{output_width}");
+                bail!(
+                    InvalidModel,
+                    "RoiAlign: output size must be positive, got {output_height}x{output_width}"
+                );
             }
             MiscOp::RoiAlign {
                 max_mode,
@@ -69,13 +75,13 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 "bilinear" | "linear" => InterpMode::Linear,
                 "nearest" => InterpMode::Nearest,
                 "bicubic" | "cubic" => InterpMode::Cubic,
-                m => bail!("GridSample: unknown mode '{m}'"),
+                m => bail!(InvalidModel, "GridSample: unknown mode '{m}'"),
             };
             let padding = match n.s("padding_mode", "zeros")?.as_str() {
                 "zeros" => GridPadding::Zeros,
                 "border" => GridPadding::Border,
                 "reflection" => GridPadding::Reflection,
-                m => bail!("GridSample: unknown padding_mode '{m}'"),
+                m => bail!(InvalidModel, "GridSample: unknown padding_mode '{m}'"),
             };
             MiscOp::GridSample {
                 mode,
@@ -88,7 +94,7 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 "RGB" => PixelFormat::Rgb,
                 "BGR" => PixelFormat::Bgr,
                 "Grayscale" => PixelFormat::Grayscale,
-                m => bail!("ImageDecoder: unknown pixel_format '{m}'"),
+                m => bail!(InvalidModel, "ImageDecoder: unknown pixel_format '{m}'"),
             },
         },
         "AffineGrid" => MiscOp::AffineGrid {
@@ -123,7 +129,10 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
                 "NONE" => CaseChange::None,
                 "LOWER" => CaseChange::Lower,
                 "UPPER" => CaseChange::Upper,
-                m => bail!("StringNormalizer: unknown case_change_action '{m}'"),
+                m => bail!(
+                    InvalidModel,
+                    "StringNormalizer: unknown case_change_action '{m}'"
+                ),
             },
             is_case_sensitive: n.flag("is_case_sensitive", false)?,
             stopwords: n.opt_strings("stopwords")?.unwrap_or_default(),
@@ -137,7 +146,7 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
         "RegexFullMatch" => MiscOp::RegexFullMatch {
             pattern: n
                 .opt_s("pattern")?
-                .ok_or_else(|| err!("RegexFullMatch needs a pattern"))?,
+                .ok_or_else(|| err!(InvalidModel, "RegexFullMatch needs a pattern"))?,
         },
         "TfIdfVectorizer" => tfidf(n)?,
         "Bernoulli" => MiscOp::Bernoulli {
@@ -151,7 +160,7 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             seed: seed(n)?,
             shape: n
                 .opt_ints("shape")?
-                .ok_or_else(|| err!("RandomUniform needs a shape"))?,
+                .ok_or_else(|| err!(InvalidModel, "RandomUniform needs a shape"))?,
         },
         "RandomNormal" => MiscOp::RandomNormal {
             dtype: n.opt_dtype("dtype")?.unwrap_or(DType::F32),
@@ -160,7 +169,7 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
             seed: seed(n)?,
             shape: n
                 .opt_ints("shape")?
-                .ok_or_else(|| err!("RandomNormal needs a shape"))?,
+                .ok_or_else(|| err!(InvalidModel, "RandomNormal needs a shape"))?,
         },
         "RandomUniformLike" => MiscOp::RandomUniformLike {
             dtype: n.opt_dtype("dtype")?,
@@ -177,7 +186,10 @@ fn import_onnx(n: &mut NodeCtx) -> Result<Option<MiscOp>> {
         "Multinomial" => {
             let dtype = n.opt_dtype("dtype")?.unwrap_or(DType::I32);
             if !matches!(dtype, DType::I32 | DType::I64) {
-                bail!("Multinomial: dtype must be int32 or int64, got {dtype}");
+                bail!(
+                    InvalidModel,
+                    "Multinomial: dtype must be int32 or int64, got {dtype}"
+                );
             }
             MiscOp::Multinomial {
                 dtype,
@@ -195,7 +207,7 @@ fn resize(n: &NodeCtx) -> Result<MiscOp> {
         "nearest" => InterpMode::Nearest,
         "linear" | "bilinear" => InterpMode::Linear,
         "cubic" => InterpMode::Cubic,
-        m => bail!("Resize: unknown mode '{m}'"),
+        m => bail!(InvalidModel, "Resize: unknown mode '{m}'"),
     };
     if n.opset < 11 {
         return Ok(upsample_like(mode, None, Some(1)));
@@ -211,24 +223,33 @@ fn resize(n: &NodeCtx) -> Result<MiscOp> {
         "asymmetric" => CoordMode::Asymmetric,
         "tf_crop_and_resize" => CoordMode::TfCropAndResize,
         "tf_half_pixel_for_nn" => CoordMode::TfHalfPixelForNn,
-        m => bail!("Resize: unknown coordinate_transformation_mode '{m}'"),
+        m => bail!(
+            InvalidModel,
+            "Resize: unknown coordinate_transformation_mode '{m}'"
+        ),
     };
     let nearest = match n.s("nearest_mode", "round_prefer_floor")?.as_str() {
         "round_prefer_floor" => NearestMode::RoundPreferFloor,
         "round_prefer_ceil" => NearestMode::RoundPreferCeil,
         "floor" => NearestMode::Floor,
         "ceil" => NearestMode::Ceil,
-        m => bail!("Resize: unknown nearest_mode '{m}'"),
+        m => bail!(InvalidModel, "Resize: unknown nearest_mode '{m}'"),
     };
     let keep_aspect_ratio_policy = match n.s("keep_aspect_ratio_policy", "stretch")?.as_str() {
         "stretch" => AspectPolicy::Stretch,
         "not_larger" => AspectPolicy::NotLarger,
         "not_smaller" => AspectPolicy::NotSmaller,
-        m => bail!("Resize: unknown keep_aspect_ratio_policy '{m}'"),
+        m => bail!(
+            InvalidModel,
+            "Resize: unknown keep_aspect_ratio_policy '{m}'"
+        ),
     };
     let antialias = n.flag("antialias", false)?;
     if antialias && mode == InterpMode::Nearest {
-        bail!("Resize: antialias is not defined for nearest mode");
+        bail!(
+            InvalidModel,
+            "Resize: antialias is not defined for nearest mode"
+        );
     }
     Ok(MiscOp::Resize {
         mode,
@@ -274,7 +295,7 @@ fn upsample(n: &NodeCtx) -> Result<MiscOp> {
     let mode = match n.s("mode", "nearest")?.to_ascii_lowercase().as_str() {
         "nearest" => InterpMode::Nearest,
         "linear" | "bilinear" => InterpMode::Linear,
-        m => bail!("Upsample: unknown mode '{m}'"),
+        m => bail!(InvalidModel, "Upsample: unknown mode '{m}'"),
     };
     Ok(match n.opset {
         ..=6 => {
@@ -285,7 +306,7 @@ fn upsample(n: &NodeCtx) -> Result<MiscOp> {
         7..=8 => {
             let s = n
                 .opt_floats("scales")?
-                .ok_or_else(|| err!("Upsample-7 needs the scales attribute"))?;
+                .ok_or_else(|| err!(InvalidModel, "Upsample-7 needs the scales attribute"))?;
             upsample_like(mode, Some(s), None)
         }
         _ => upsample_like(mode, None, Some(1)),
@@ -297,12 +318,15 @@ fn tfidf(n: &NodeCtx) -> Result<MiscOp> {
         "TF" => TfIdfMode::Tf,
         "IDF" => TfIdfMode::Idf,
         "TFIDF" => TfIdfMode::TfIdf,
-        m => bail!("TfIdfVectorizer: unknown mode '{m}'"),
+        m => bail!(InvalidModel, "TfIdfVectorizer: unknown mode '{m}'"),
     };
     let min_gram_length = n.i("min_gram_length", 1)?;
     let max_gram_length = n.i("max_gram_length", 1)?;
     if min_gram_length < 1 || max_gram_length < min_gram_length {
-        bail!("TfIdfVectorizer: bad gram lengths {min_gram_length}..{max_gram_length}");
+        bail!(
+            InvalidModel,
+            "TfIdfVectorizer: bad gram lengths {min_gram_length}..{max_gram_length}"
+        );
     }
     Ok(MiscOp::TfIdfVectorizer {
         mode,
