@@ -137,7 +137,6 @@ macro_rules! bail {
     ($kind:ident, $($arg:tt)+) => {
         return Err($crate::Error::new($crate::ErrorKind::$kind, format!($($arg)+)))
     };
-    ($($arg:tt)*) => { return Err($crate::Error::new($crate::ErrorKind::Internal, format!($($arg)*))) };
 }
 
 /// Builds a formatted [`Error`] of a kind: `err!(InvalidInput, "...", args)`.
@@ -146,7 +145,6 @@ macro_rules! err {
     ($kind:ident, $($arg:tt)+) => {
         $crate::Error::new($crate::ErrorKind::$kind, format!($($arg)+))
     };
-    ($($arg:tt)*) => { $crate::Error::new($crate::ErrorKind::Internal, format!($($arg)*)) };
 }
 
 /// Returns early with a formatted error of a kind unless the condition holds:
@@ -154,7 +152,6 @@ macro_rules! err {
 #[macro_export]
 macro_rules! ensure {
     ($cond:expr, $kind:ident, $($arg:tt)+) => { if !$cond { $crate::bail!($kind, $($arg)+) } };
-    ($cond:expr, $($arg:tt)*) => { if !$cond { $crate::bail!($($arg)*) } };
 }
 
 #[cfg(test)]

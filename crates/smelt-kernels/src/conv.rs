@@ -161,7 +161,7 @@ macro_rules! depthwise_body {
             // Output columns whose taps all fall inside the row: [lo, hi).
             let lo = g.pw.div_ceil(g.sw).min(g.ow);
             let span = (g.kw - 1) * g.dw;
-            let hi = if g.w + g.pw >= span + 1 {
+            let hi = if g.w + g.pw > span {
                 ((g.w + g.pw - span - 1) / g.sw + 1).clamp(lo, g.ow)
             } else {
                 lo

@@ -201,6 +201,7 @@ macro_rules! finish_body {
 
         /// See [`FinishFn`].
         #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
         unsafe fn finish_body(
             e: &Fused,
             b: usize,

@@ -229,7 +229,7 @@ fn wait_for_job(sh: &Shared, slot: &Slot) -> JobPtr {
                 return p;
             }
             n = n.wrapping_add(1);
-            if n % 64 == 0 && start.elapsed() >= sh.spin {
+            if n.is_multiple_of(64) && start.elapsed() >= sh.spin {
                 break;
             }
             std::hint::spin_loop();

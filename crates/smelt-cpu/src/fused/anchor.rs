@@ -49,12 +49,14 @@ impl AnchorPlan {
                 let d = c.plan.buffer(r.buffer).dtype;
                 ensure!(
                     Elem::of(d) != Elem::Opaque,
+                    Internal,
                     "anchor input {i}: {d} elements"
                 );
             }
         }
         ensure!(
             a.epilogue.shape == a.shape,
+            Internal,
             "epilogue shape {:?} is not the anchor's {:?}",
             a.epilogue.shape,
             a.shape
@@ -122,10 +124,11 @@ impl AnchorPlan {
         };
         let t = result
             .first()
-            .ok_or_else(|| err!("{name} gave no result"))?
+            .ok_or_else(|| err!(Internal, "{name} gave no result"))?
             .tensor()?;
         ensure!(
             t.shape() == a.shape.as_slice(),
+            Internal,
             "{name} result has shape {:?}, the plan expects {:?}",
             t.shape(),
             a.shape
@@ -133,6 +136,7 @@ impl AnchorPlan {
         let elem = Elem::of(t.dtype());
         ensure!(
             elem != Elem::Opaque,
+            Internal,
             "{name} result of {} elements",
             t.dtype()
         );

@@ -73,6 +73,7 @@ fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f
 }
 
 /// Leading pads of one spatial axis, from the attributes and the sizes.
+#[allow(clippy::too_many_arguments)]
 fn lead_pad(
     auto: &AutoPad,
     pads: &[i64],

@@ -34,6 +34,7 @@ impl LoopPlan {
             c.window(r, Use::Load, &what)?;
             ensure!(
                 r.shape == l.shape,
+                Internal,
                 "{what}: shape {:?} is not the loop's {:?}",
                 r.shape,
                 l.shape
@@ -55,10 +56,15 @@ impl LoopPlan {
         for (k, s) in l.stores.iter().enumerate() {
             let what = format!("store {k}");
             validate::op_index(&l.ops, s.value, &what)?;
-            ensure!(!s.per_row, "{what}: per-row store outside a reduction");
+            ensure!(
+                !s.per_row,
+                Internal,
+                "{what}: per-row store outside a reduction"
+            );
             c.window(&s.dst, Use::Store, &what)?;
             ensure!(
                 s.dst.shape == l.shape,
+                Internal,
                 "{what}: shape {:?} is not the loop's {:?}",
                 s.dst.shape,
                 l.shape

@@ -117,7 +117,11 @@ impl Epilogue {
         let mut stores = Vec::new();
         for (k, s) in l.stores.iter().enumerate() {
             validate::op_index(&l.ops, s.value, &format!("store {k}"))?;
-            ensure!(!s.per_row, "store {k}: per-row store in an epilogue");
+            ensure!(
+                !s.per_row,
+                Internal,
+                "store {k}: per-row store in an epilogue"
+            );
             c.window(&s.dst, Use::Store, &format!("store {k}"))?;
             let Some(w) = layout.window(&s.dst) else {
                 return Ok(None);

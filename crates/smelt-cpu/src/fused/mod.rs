@@ -94,7 +94,7 @@ pub struct CpuPlan {
 enum Prepared {
     Loop(LoopPlan),
     Reduction(ReductionPlan),
-    Anchor(AnchorPlan),
+    Anchor(Box<AnchorPlan>),
     Copy,
     Single,
 }
@@ -207,6 +207,7 @@ impl CpuPlan {
         let plan = &self.plan;
         ensure!(
             inputs.len() == plan.inputs.len(),
+            InvalidInput,
             "the plan takes {} inputs, got {}",
             plan.inputs.len(),
             inputs.len()
@@ -229,6 +230,7 @@ impl CpuPlan {
                     let t = inputs[i];
                     ensure!(
                         t.dtype() == b.dtype && t.shape() == b.shape.as_slice(),
+                        InvalidInput,
                         "input '{}': expected {} {:?}, got {} {:?}",
                         plan.inputs[i],
                         b.dtype,
@@ -302,7 +304,7 @@ impl CpuPlan {
             },
             (GroupBody::Anchor(a), Prepared::Anchor(ap)) => ap.run(cx, a)?,
             (GroupBody::Single(s), Prepared::Single) => single::run(cx, s)?,
-            _ => smelt_ir::bail!("group and its prepared form disagree"),
+            _ => smelt_ir::bail!(Internal, "group and its prepared form disagree"),
         }
         Ok(())
     }
@@ -321,7 +323,7 @@ impl CpuPlan {
             copies.push(Some(match b.kind {
                 BufferKind::Output(i) => cx.outputs[i]
                     .clone()
-                    .ok_or_else(|| smelt_ir::err!("output '{}' missing", b.name))?,
+                    .ok_or_else(|| smelt_ir::err!(Internal, "output '{}' missing", b.name))?,
                 _ => single::gather(&cx, &whole)?,
             }));
         }
@@ -367,7 +369,9 @@ fn prepare(
     Ok(match body {
         GroupBody::Elementwise(l) => Prepared::Loop(LoopPlan::new(c, l, None)?),
         GroupBody::Reduction(r) => Prepared::Reduction(ReductionPlan::new(c, r)?),
-        GroupBody::Anchor(a) => Prepared::Anchor(AnchorPlan::new(c, weights, a, acc, kern)?),
+        GroupBody::Anchor(a) => {
+            Prepared::Anchor(Box::new(AnchorPlan::new(c, weights, a, acc, kern)?))
+        }
         GroupBody::Copy { src, dst } => {
             c.window(src, Use::CopySrc, "copy source")?;
             c.window(dst, Use::CopyDst, "copy destination")?;
@@ -375,10 +379,11 @@ fn prepare(
                 c.plan.buffer(src.buffer).dtype,
                 c.plan.buffer(dst.buffer).dtype,
             );
-            ensure!(s == d, "copy from {s} to {d}");
-            ensure!(s != DType::Str, "copy of strings");
+            ensure!(s == d, Internal, "copy from {s} to {d}");
+            ensure!(s != DType::Str, Internal, "copy of strings");
             ensure!(
                 src.shape == dst.shape,
+                Internal,
                 "copy from {:?} to {:?}",
                 src.shape,
                 dst.shape

@@ -42,6 +42,7 @@ impl ReductionPlan {
         let k = r.reduce_from;
         ensure!(
             k <= l.shape.len(),
+            Internal,
             "reduce_from {k} exceeds rank {}",
             l.shape.len()
         );
@@ -52,6 +53,7 @@ impl ReductionPlan {
             c.window(ld, Use::Load, &what)?;
             ensure!(
                 ld.shape == l.shape,
+                Internal,
                 "{what}: shape {:?} is not the loop's {:?}",
                 ld.shape,
                 l.shape
@@ -63,7 +65,11 @@ impl ReductionPlan {
             let order = validate::deps(&l.ops, &[st.value]);
             for &i in &order {
                 if let ScalarOp::Reduced(j) = l.ops[i] {
-                    ensure!(j < s, "stage {s} reads stage {j}, which is not earlier");
+                    ensure!(
+                        j < s,
+                        Internal,
+                        "stage {s} reads stage {j}, which is not earlier"
+                    );
                 }
             }
             stages.push(StagePlan {
@@ -85,6 +91,7 @@ impl ReductionPlan {
             };
             ensure!(
                 s.dst.shape == want,
+                Internal,
                 "{what}: shape {:?}, expected {want:?}",
                 s.dst.shape
             );
@@ -116,6 +123,7 @@ impl ReductionPlan {
                 || !row_order
                     .iter()
                     .any(|&i| matches!(l.ops[i], ScalarOp::Load(_))),
+            Internal,
             "per-row stores read loads of empty rows"
         );
         let loads: Vec<&TensorRef> = l.loads.iter().collect();

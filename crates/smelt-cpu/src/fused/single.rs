@@ -35,6 +35,7 @@ pub(crate) fn run(cx: &mut RunCx, s: &Single) -> Result<()> {
         let Some(r) = r else { continue };
         let v = results.get(i).ok_or_else(|| {
             err!(
+                Internal,
                 "{} gave {} outputs, output {i} is used",
                 s.op.name(),
                 results.len()
@@ -45,6 +46,7 @@ pub(crate) fn run(cx: &mut RunCx, s: &Single) -> Result<()> {
             .map_err(|e| e.context(format!("{} output {i}", s.op.name())))?;
         ensure!(
             t.shape() == r.shape.as_slice(),
+            Internal,
             "{} output {i} has shape {:?}, the plan expects {:?}",
             s.op.name(),
             t.shape(),
@@ -106,8 +108,8 @@ pub(crate) fn gather(cx: &RunCx, r: &TensorRef) -> Result<Tensor> {
             BufferKind::Weight(i) => cx.weights[i].tensor().cloned(),
             BufferKind::Output(i) => cx.outputs[i]
                 .clone()
-                .ok_or_else(|| err!("output '{}' is not available", b.name)),
-            BufferKind::Arena { .. } => Err(err!("strings in the arena")),
+                .ok_or_else(|| err!(Internal, "output '{}' is not available", b.name)),
+            BufferKind::Arena { .. } => Err(err!(Internal, "strings in the arena")),
         };
     }
     let mut t = Tensor::zeros(b.dtype, r.shape.clone())?;
@@ -138,6 +140,7 @@ fn scatter(cx: &mut RunCx, t: &Tensor, r: &TensorRef) -> Result<()> {
     let b = cx.plan.buffer(r.buffer);
     ensure!(
         t.dtype() == b.dtype,
+        Internal,
         "result is {}, buffer '{}' holds {}",
         t.dtype(),
         b.name,
