@@ -4,6 +4,8 @@
 //! channel) or per column (a linear layer's output feature).
 
 use crate::gemm::TileSink;
+use crate::simd::Vf;
+use crate::vmath;
 
 /// An activation of the fused epilogue.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,134 +122,123 @@ impl TileSink for FusedSink<'_> {
     }
 }
 
-macro_rules! finish_body {
-    ($fma:expr) => {
-        #[inline(always)]
-        fn act<const F: bool>(a: Act, x: f32) -> f32 {
-            use $crate::vmath;
-            match a {
-                Act::None => x,
-                Act::Relu => {
-                    if x < 0.0 {
-                        0.0
-                    } else {
-                        x
-                    }
-                }
-                Act::Gelu => vmath::gelu::<F>(x),
-                Act::GeluTanh => vmath::gelu_tanh::<F>(x),
-                Act::Silu => vmath::silu::<F>(x),
-                Act::HardSwish => vmath::hard_swish::<F>(x),
-                Act::Sigmoid => vmath::sigmoid::<F>(x),
-                Act::Tanh => vmath::tanh::<F>(x),
-                Act::Clip(lo, hi) => {
-                    let y = if x < lo { lo } else { x };
-                    if y > hi {
-                        hi
-                    } else {
-                        y
-                    }
-                }
-            }
-        }
+/// An activation over lanes `V`.
+#[inline(always)]
+unsafe fn act<V: Vf>(a: Act, x: V) -> V {
+    match a {
+        Act::None => x,
+        Act::Relu => vmath::relu(x),
+        Act::Gelu => vmath::gelu(x),
+        Act::GeluTanh => vmath::gelu_tanh(x),
+        Act::Silu => vmath::silu(x),
+        Act::HardSwish => vmath::hard_swish(x),
+        Act::Sigmoid => vmath::sigmoid(x),
+        Act::Tanh => vmath::tanh(x),
+        Act::Clip(lo, hi) => vmath::clamp(x, lo, hi),
+    }
+}
 
-        /// An activation known at compile time by its [`code`] (255: `given`, at run time).
-        #[inline(always)]
-        fn act_c<const F: bool, const A: u8>(x: f32, given: Act) -> f32 {
-            use $crate::vmath;
-            match A {
-                0 => x,
-                1 => {
-                    if x < 0.0 {
-                        0.0
-                    } else {
-                        x
-                    }
-                }
-                2 => vmath::gelu::<F>(x),
-                3 => vmath::gelu_tanh::<F>(x),
-                4 => vmath::silu::<F>(x),
-                5 => vmath::hard_swish::<F>(x),
-                6 => vmath::sigmoid::<F>(x),
-                7 => vmath::tanh::<F>(x),
-                _ => act::<F>(given, x),
-            }
-        }
+/// An activation known at compile time by its [`code`] (other codes: `given`, at run time).
+#[inline(always)]
+unsafe fn act_c<V: Vf, const A: u8>(x: V, given: Act) -> V {
+    match A {
+        0 => x,
+        1 => vmath::relu(x),
+        2 => vmath::gelu(x),
+        3 => vmath::gelu_tanh(x),
+        4 => vmath::silu(x),
+        5 => vmath::hard_swish(x),
+        6 => vmath::sigmoid(x),
+        7 => vmath::tanh(x),
+        _ => act(given, x),
+    }
+}
 
-        /// One row with the activations fixed at compile time (codes of [`code`]): one
-        /// pass, values in registers (the branches are loop-invariant and hoisted).
-        #[inline(always)]
-        unsafe fn row<const A1: u8, const A2: u8>(
-            e: &Fused,
-            src: &[f32],
-            dst: *mut f32,
-            rb: f32,
-            cb: Option<*const f32>,
-            res: Option<*const f32>,
-        ) {
-            const F: bool = $fma;
-            let n = src.len();
-            let dst = std::slice::from_raw_parts_mut(dst, n);
-            let zeros = [0f32; 64];
-            let c = cb.map_or(&zeros[..n], |p| std::slice::from_raw_parts(p, n));
-            let r = res.map_or(&zeros[..n], |p| std::slice::from_raw_parts(p, n));
-            let alpha = e.alpha;
-            for j in 0..n {
-                let v = $crate::vmath::madd::<F>(src[j], alpha, rb) + c[j];
-                let v = act_c::<F, A1>(v, e.act1) + r[j];
-                dst[j] = act_c::<F, A2>(v, e.act2);
-            }
+/// One row of `n` columns, `V::LANES` at a time in registers, the activations fixed at
+/// compile time (codes of [`code`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn row<V: Vf, const A1: u8, const A2: u8>(
+    e: &Fused,
+    src: *const f32,
+    n: usize,
+    dst: *mut f32,
+    rb: f32,
+    cb: Option<*const f32>,
+    res: Option<*const f32>,
+) {
+    let alpha = V::splat(e.alpha);
+    let rbv = V::splat(rb);
+    let mut j = 0;
+    while j < n {
+        let w = (n - j).min(V::LANES);
+        let full = w == V::LANES;
+        let ld = |p: *const f32| if full { V::load(p) } else { V::load_part(p, w) };
+        let mut v = ld(src.add(j)).fma(alpha, rbv);
+        if let Some(c) = cb {
+            v = v.add(ld(c.add(j)));
         }
+        v = act_c::<V, A1>(v, e.act1);
+        if let Some(r) = res {
+            v = v.add(ld(r.add(j)));
+        }
+        v = act_c::<V, A2>(v, e.act2);
+        if full {
+            v.store(dst.add(j));
+        } else {
+            v.store_part(dst.add(j), w);
+        }
+        j += w;
+    }
+}
 
-        /// See [`FinishFn`].
-        #[inline(always)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn finish_body(
-            e: &Fused,
-            b: usize,
-            i0: usize,
-            j0: usize,
-            rows: usize,
-            cols: usize,
-            t: &[f32],
-            ld: usize,
-        ) {
-            let a1 = code(e.act1);
-            let a2 = code(e.act2);
-            for r in 0..rows {
-                let i = i0 + r;
-                let src = &t[r * ld..r * ld + cols];
-                let dst = e.out.row(b, i).add(j0);
-                let rb = match &e.row_bias {
-                    Some(v) => *v.start(b).offset(i as isize * v.step),
-                    None => 0.0,
-                };
-                let cb = e.col_bias.map(|v| v.start(b).add(j0));
-                let res = e.residual.map(|m| m.row(b, i).add(j0) as *const f32);
-                match (a1, a2) {
-                    (0, 0) => row::<0, 0>(e, src, dst, rb, cb, res),
-                    (0, 1) => row::<0, 1>(e, src, dst, rb, cb, res),
-                    (1, 0) => row::<1, 0>(e, src, dst, rb, cb, res),
-                    (1, 1) => row::<1, 1>(e, src, dst, rb, cb, res),
-                    (2, 0) => row::<2, 0>(e, src, dst, rb, cb, res),
-                    (2, 1) => row::<2, 1>(e, src, dst, rb, cb, res),
-                    (3, 0) => row::<3, 0>(e, src, dst, rb, cb, res),
-                    (3, 1) => row::<3, 1>(e, src, dst, rb, cb, res),
-                    (4, 0) => row::<4, 0>(e, src, dst, rb, cb, res),
-                    (4, 1) => row::<4, 1>(e, src, dst, rb, cb, res),
-                    (5, 0) => row::<5, 0>(e, src, dst, rb, cb, res),
-                    (5, 1) => row::<5, 1>(e, src, dst, rb, cb, res),
-                    (6, 0) => row::<6, 0>(e, src, dst, rb, cb, res),
-                    (6, 1) => row::<6, 1>(e, src, dst, rb, cb, res),
-                    (7, 0) => row::<7, 0>(e, src, dst, rb, cb, res),
-                    (7, 1) => row::<7, 1>(e, src, dst, rb, cb, res),
-                    (8, 0) => row::<8, 0>(e, src, dst, rb, cb, res),
-                    (8, 1) => row::<8, 1>(e, src, dst, rb, cb, res),
-                    _ => row::<255, 255>(e, src, dst, rb, cb, res),
-                }
-            }
+/// See [`FinishFn`], over lanes `V`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn finish_body<V: Vf>(
+    e: &Fused,
+    b: usize,
+    i0: usize,
+    j0: usize,
+    rows: usize,
+    cols: usize,
+    t: &[f32],
+    ld: usize,
+) {
+    let a1 = code(e.act1);
+    let a2 = code(e.act2);
+    for r in 0..rows {
+        let i = i0 + r;
+        let src = t[r * ld..r * ld + cols].as_ptr();
+        let dst = e.out.row(b, i).add(j0);
+        let rb = match &e.row_bias {
+            Some(v) => *v.start(b).offset(i as isize * v.step),
+            None => 0.0,
+        };
+        let cb = e.col_bias.map(|v| v.start(b).add(j0));
+        let res = e.residual.map(|m| m.row(b, i).add(j0) as *const f32);
+        match (a1, a2) {
+            (0, 0) => row::<V, 0, 0>(e, src, cols, dst, rb, cb, res),
+            (0, 1) => row::<V, 0, 1>(e, src, cols, dst, rb, cb, res),
+            (1, 0) => row::<V, 1, 0>(e, src, cols, dst, rb, cb, res),
+            (1, 1) => row::<V, 1, 1>(e, src, cols, dst, rb, cb, res),
+            (2, 0) => row::<V, 2, 0>(e, src, cols, dst, rb, cb, res),
+            (2, 1) => row::<V, 2, 1>(e, src, cols, dst, rb, cb, res),
+            (3, 0) => row::<V, 3, 0>(e, src, cols, dst, rb, cb, res),
+            (3, 1) => row::<V, 3, 1>(e, src, cols, dst, rb, cb, res),
+            (4, 0) => row::<V, 4, 0>(e, src, cols, dst, rb, cb, res),
+            (4, 1) => row::<V, 4, 1>(e, src, cols, dst, rb, cb, res),
+            (5, 0) => row::<V, 5, 0>(e, src, cols, dst, rb, cb, res),
+            (5, 1) => row::<V, 5, 1>(e, src, cols, dst, rb, cb, res),
+            (6, 0) => row::<V, 6, 0>(e, src, cols, dst, rb, cb, res),
+            (6, 1) => row::<V, 6, 1>(e, src, cols, dst, rb, cb, res),
+            (7, 0) => row::<V, 7, 0>(e, src, cols, dst, rb, cb, res),
+            (7, 1) => row::<V, 7, 1>(e, src, cols, dst, rb, cb, res),
+            (8, 0) => row::<V, 8, 0>(e, src, cols, dst, rb, cb, res),
+            (8, 1) => row::<V, 8, 1>(e, src, cols, dst, rb, cb, res),
+            _ => row::<V, 255, 255>(e, src, cols, dst, rb, cb, res),
         }
-    };
+    }
 }
 
 /// The compile-time code of an activation (255: decided at run time).
@@ -268,7 +259,6 @@ fn code(a: Act) -> u8 {
 /// The portable build.
 pub mod portable {
     use super::*;
-    finish_body!(false);
 
     /// See [`FinishFn`].
     ///
@@ -285,7 +275,7 @@ pub mod portable {
         t: &[f32],
         ld: usize,
     ) {
-        finish_body(e, b, i0, j0, rows, cols, t, ld)
+        finish_body::<f32>(e, b, i0, j0, rows, cols, t, ld)
     }
 }
 
@@ -293,7 +283,7 @@ pub mod portable {
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use super::*;
-    finish_body!(true);
+    use crate::simd::{Y8, Z16};
 
     /// See [`FinishFn`] (AVX2+FMA CPUs only).
     ///
@@ -311,7 +301,7 @@ pub mod x86 {
         t: &[f32],
         ld: usize,
     ) {
-        finish_body(e, b, i0, j0, rows, cols, t, ld)
+        finish_body::<Y8>(e, b, i0, j0, rows, cols, t, ld)
     }
 
     /// See [`FinishFn`] (AVX-512 CPUs only).
@@ -330,7 +320,7 @@ pub mod x86 {
         t: &[f32],
         ld: usize,
     ) {
-        finish_body(e, b, i0, j0, rows, cols, t, ld)
+        finish_body::<Z16>(e, b, i0, j0, rows, cols, t, ld)
     }
 }
 
@@ -403,8 +393,8 @@ mod tests {
                 match a {
                     Act::None => x,
                     Act::Relu => x.max(0.0),
-                    Act::Gelu => crate::vmath::gelu::<false>(x as f32) as f64,
-                    Act::GeluTanh => crate::vmath::gelu_tanh::<false>(x as f32) as f64,
+                    Act::Gelu => unsafe { crate::vmath::gelu(x as f32) as f64 },
+                    Act::GeluTanh => unsafe { crate::vmath::gelu_tanh(x as f32) as f64 },
                     Act::Silu => x / (1.0 + (-x).exp()),
                     Act::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
                     Act::Sigmoid => 1.0 / (1.0 + (-x).exp()),

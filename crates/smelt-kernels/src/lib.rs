@@ -3,6 +3,7 @@
 //! by feature detection ([`kernels`]); tests and benchmarks can ask for any ISA the CPU
 //! supports ([`Kernels::for_isa`]). Work is split over the process's one [`pool`].
 
+pub mod attention;
 pub mod buf;
 pub mod conv;
 pub mod epilogue;
@@ -10,6 +11,7 @@ pub mod gemm;
 pub mod isa;
 pub mod pool;
 pub mod program;
+pub mod simd;
 #[doc(hidden)]
 pub mod testing;
 pub mod vmath;
@@ -31,6 +33,8 @@ pub struct Kernels {
     pub reduce: program::ReduceFn,
     /// Softmax of a row, after a scale and an additive mask.
     pub softmax: program::SoftmaxFn,
+    /// Layer normalization of a row.
+    pub layer_norm: program::LayerNormFn,
     /// Finishes a GEMM tile with a fused epilogue.
     pub finish: epilogue::FinishFn,
     /// One channel of a depthwise convolution.
@@ -55,6 +59,7 @@ impl Kernels {
             eval: program::portable::eval,
             reduce: program::portable::reduce,
             softmax: program::portable::softmax,
+            layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
             finish: epilogue::portable::finish,
         };
@@ -67,6 +72,7 @@ impl Kernels {
                 eval: program::x86::avx2_eval,
                 reduce: program::x86::avx2_reduce,
                 softmax: program::x86::avx2_softmax,
+                layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
                 finish: epilogue::x86::finish_avx2,
             },
@@ -77,6 +83,7 @@ impl Kernels {
                 eval: program::x86::avx512_eval,
                 reduce: program::x86::avx512_reduce,
                 softmax: program::x86::avx512_softmax,
+                layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
                 finish: epilogue::x86::finish_avx512,
             },

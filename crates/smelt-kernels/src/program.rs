@@ -4,6 +4,8 @@
 //! [`crate::vmath`]). Loads and the anchor's result are filled by the caller; constants
 //! once per buffer.
 
+use crate::simd::Vf;
+use crate::vmath;
 use smelt_ir::kernel::{Binary, Combine, ScalarOp, Unary};
 
 /// Most elements one evaluation handles.
@@ -17,6 +19,10 @@ pub type EvalFn = fn(&[ScalarOp], &[usize], usize, &mut [f32], &[f32]);
 /// `row = softmax(row * scale + mask)` in place (`mask` empty: none, else one per element);
 /// a row that is -inf everywhere becomes zeros.
 pub type SoftmaxFn = fn(&mut [f32], f32, &[f32]);
+
+/// Layer normalization of one row: `out = (x - mean) / sqrt(var + eps) * g + b`, with the
+/// mean and variance over the row (`b` empty: no bias; `g` empty: no scale).
+pub type LayerNormFn = fn(&[f32], &[f32], &[f32], f32, &mut [f32]);
 
 /// Combines `x` into a running partial of a reduction stage (see [`Partial`]).
 pub type ReduceFn = fn(Combine, &[f32], &mut Partial);
@@ -66,203 +72,364 @@ pub fn fill_consts(ops: &[ScalarOp], vals: &mut [f32]) {
     }
 }
 
-macro_rules! body {
-    ($fma:expr) => {
-        #[inline(always)]
-        fn eval_body(
-            ops: &[ScalarOp],
-            order: &[usize],
-            len: usize,
-            vals: &mut [f32],
-            reduced: &[f32],
-        ) {
-            use $crate::vmath;
-            const F: bool = $fma;
-            let len = len.min(CHUNK);
-            for &i in order {
-                let (before, rest) = vals.split_at_mut(i * CHUNK);
-                let out = &mut rest[..len];
-                let arg = |k: usize| &before[k * CHUNK..k * CHUNK + len];
-                match ops[i] {
-                    ScalarOp::Load(_) | ScalarOp::Const(_) | ScalarOp::Acc => {}
-                    ScalarOp::Reduced(k) => out.fill(reduced[k]),
-                    ScalarOp::Unary(u, a) => {
-                        let a = arg(a);
-                        match u {
-                            Unary::Neg => map(a, out, |x| -x),
-                            Unary::Abs => map(a, out, f32::abs),
-                            Unary::Exp => map(a, out, vmath::exp::<F>),
-                            Unary::Log => map(a, out, vmath::log::<F>),
-                            Unary::Sqrt => map(a, out, f32::sqrt),
-                            Unary::Rsqrt => map(a, out, |x| 1.0 / x.sqrt()),
-                            Unary::Recip => map(a, out, |x| 1.0 / x),
-                            Unary::Tanh => map(a, out, vmath::tanh::<F>),
-                            Unary::Erf => map(a, out, vmath::erf::<F>),
-                            Unary::Sigmoid => map(a, out, vmath::sigmoid::<F>),
-                            Unary::Relu => map(a, out, |x| if x < 0.0 { 0.0 } else { x }),
-                            Unary::Floor => map(a, out, f32::floor),
-                            Unary::Ceil => map(a, out, f32::ceil),
-                            Unary::Round => map(a, out, f32::round_ties_even),
-                            Unary::Sign => map(a, out, |x| {
-                                if x > 0.0 {
-                                    1.0
-                                } else if x < 0.0 {
-                                    -1.0
-                                } else {
-                                    x
-                                }
-                            }),
-                            Unary::Sin => map(a, out, f32::sin),
-                            Unary::Cos => map(a, out, f32::cos),
-                            Unary::Softplus => map(a, out, softplus),
-                            Unary::Not => map(a, out, |x| (x == 0.0) as u8 as f32),
-                            Unary::IsNan => map(a, out, |x| x.is_nan() as u8 as f32),
-                            Unary::Gelu => map(a, out, vmath::gelu::<F>),
-                            Unary::GeluTanh => map(a, out, vmath::gelu_tanh::<F>),
-                            Unary::Silu => map(a, out, vmath::silu::<F>),
-                            Unary::HardSwish => map(a, out, vmath::hard_swish::<F>),
-                        }
-                    }
-                    ScalarOp::Binary(b, x, y) => {
-                        let (x, y) = (arg(x), arg(y));
-                        let flag = |c: bool| c as u8 as f32;
-                        match b {
-                            Binary::Add => zip(x, y, out, |a, b| a + b),
-                            Binary::Sub => zip(x, y, out, |a, b| a - b),
-                            Binary::Mul => zip(x, y, out, |a, b| a * b),
-                            Binary::Div => zip(x, y, out, |a, b| a / b),
-                            Binary::Max => zip(x, y, out, |a, b| {
-                                if a.is_nan() || b.is_nan() {
-                                    f32::NAN
-                                } else if a > b {
-                                    a
-                                } else {
-                                    b
-                                }
-                            }),
-                            Binary::Min => zip(x, y, out, |a, b| {
-                                if a.is_nan() || b.is_nan() {
-                                    f32::NAN
-                                } else if a < b {
-                                    a
-                                } else {
-                                    b
-                                }
-                            }),
-                            Binary::Pow => zip(x, y, out, pow),
-                            Binary::Eq => zip(x, y, out, |a, b| flag(a == b)),
-                            Binary::Lt => zip(x, y, out, |a, b| flag(a < b)),
-                            Binary::Le => zip(x, y, out, |a, b| flag(a <= b)),
-                            Binary::Gt => zip(x, y, out, |a, b| flag(a > b)),
-                            Binary::Ge => zip(x, y, out, |a, b| flag(a >= b)),
-                            Binary::And => zip(x, y, out, |a, b| flag(a != 0.0 && b != 0.0)),
-                            Binary::Or => zip(x, y, out, |a, b| flag(a != 0.0 || b != 0.0)),
-                        }
-                    }
-                    ScalarOp::Select(c, x, y) => {
-                        let (c, x, y) = (arg(c), arg(x), arg(y));
-                        for j in 0..len {
-                            out[j] = if c[j] != 0.0 { x[j] } else { y[j] };
-                        }
-                    }
-                }
-            }
-        }
-
-        #[inline(always)]
-        fn softmax_body(row: &mut [f32], scale: f32, mask: &[f32]) {
-            const F: bool = $fma;
-            if mask.len() == row.len() {
-                for (x, &m) in row.iter_mut().zip(mask) {
-                    *x = $crate::vmath::madd::<F>(*x, scale, m);
-                }
-            } else if scale != 1.0 {
-                row.iter_mut().for_each(|x| *x *= scale);
-            }
-            let mut mx = f32::NEG_INFINITY;
-            for &x in row.iter() {
-                mx = if x > mx { x } else { mx };
-            }
-            if mx == f32::NEG_INFINITY {
-                row.fill(0.0);
-                return;
-            }
-            let mut lanes = [0.0f32; 16];
-            let mut it = row.chunks_exact_mut(16);
-            for ch in &mut it {
-                for (l, x) in lanes.iter_mut().zip(ch.iter_mut()) {
-                    *x = $crate::vmath::exp::<F>(*x - mx);
-                    *l += *x;
-                }
-            }
-            let mut sum: f32 = lanes.iter().sum();
-            for x in it.into_remainder() {
-                *x = $crate::vmath::exp::<F>(*x - mx);
-                sum += *x;
-            }
-            let inv = 1.0 / sum;
-            row.iter_mut().for_each(|x| *x *= inv);
-        }
-
-        #[inline(always)]
-        fn reduce_body(c: Combine, x: &[f32], p: &mut Partial) {
-            match c {
-                Combine::Sum => {
-                    // Sixteen f32 lanes (at most CHUNK / 16 terms each), then f64.
-                    let mut lanes = [0.0f32; 16];
-                    let mut it = x.chunks_exact(16);
-                    for ch in &mut it {
-                        for (l, &a) in lanes.iter_mut().zip(ch) {
-                            *l += a;
-                        }
-                    }
-                    let mut s: f64 = lanes.iter().map(|&l| l as f64).sum();
-                    for &a in it.remainder() {
-                        s += a as f64;
-                    }
-                    p.wide += s;
-                }
-                Combine::Prod => {
-                    for &a in x {
-                        p.wide *= a as f64;
-                    }
-                }
-                Combine::Max => {
-                    let mut m = p.narrow;
-                    let mut nan = false;
-                    for &a in x {
-                        nan |= a.is_nan();
-                        m = if a > m { a } else { m };
-                    }
-                    p.narrow = m;
-                    p.nan |= nan;
-                }
-                Combine::Min => {
-                    let mut m = p.narrow;
-                    let mut nan = false;
-                    for &a in x {
-                        nan |= a.is_nan();
-                        m = if a < m { a } else { m };
-                    }
-                    p.narrow = m;
-                    p.nan |= nan;
-                }
-            }
-        }
-    };
+/// `out[j] = f(a[j])`, `V::LANES` at a time.
+#[inline(always)]
+unsafe fn map<V: Vf>(a: &[f32], out: &mut [f32], f: impl Fn(V) -> V) {
+    let n = a.len().min(out.len());
+    let (pa, po) = (a.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    while j + V::LANES <= n {
+        f(V::load(pa.add(j))).store(po.add(j));
+        j += V::LANES;
+    }
+    if j < n {
+        f(V::load_part(pa.add(j), n - j)).store_part(po.add(j), n - j);
+    }
 }
 
+/// `out[j] = f(a[j], b[j])`, `V::LANES` at a time.
 #[inline(always)]
-fn map(a: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
+unsafe fn zip<V: Vf>(a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(V, V) -> V) {
+    let n = a.len().min(b.len()).min(out.len());
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    while j + V::LANES <= n {
+        f(V::load(pa.add(j)), V::load(pb.add(j))).store(po.add(j));
+        j += V::LANES;
+    }
+    if j < n {
+        let m = n - j;
+        f(V::load_part(pa.add(j), m), V::load_part(pb.add(j), m)).store_part(po.add(j), m);
+    }
+}
+
+/// `out[j] = f(a[j])` one element at a time (functions with no vector form).
+#[inline(always)]
+fn map_scalar(a: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
     for (o, &x) in out.iter_mut().zip(a) {
         *o = f(x);
     }
 }
 
+/// 1.0 where `m`, else 0.0.
 #[inline(always)]
-fn zip(a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = f(x, y);
+unsafe fn flag<V: Vf>(m: V::M) -> V {
+    V::select(m, V::splat(1.0), V::splat(0.0))
+}
+
+/// max or min with NaN propagated from either side.
+#[inline(always)]
+unsafe fn pick_nan<V: Vf>(a: V, b: V, take_a: V::M) -> V {
+    let r = V::select(take_a, a, b);
+    let r = V::select(a.nan(), a, r);
+    V::select(b.nan(), b, r)
+}
+
+/// See [`EvalFn`], over lanes `V`.
+#[inline(always)]
+unsafe fn eval_body<V: Vf>(
+    ops: &[ScalarOp],
+    order: &[usize],
+    len: usize,
+    vals: &mut [f32],
+    reduced: &[f32],
+) {
+    let len = len.min(CHUNK);
+    for &i in order {
+        let (before, rest) = vals.split_at_mut(i * CHUNK);
+        let out = &mut rest[..len];
+        let arg = |k: usize| &before[k * CHUNK..k * CHUNK + len];
+        let z = V::splat(0.0);
+        let one = V::splat(1.0);
+        match ops[i] {
+            ScalarOp::Load(_) | ScalarOp::Const(_) | ScalarOp::Acc => {}
+            ScalarOp::Reduced(k) => out.fill(reduced[k]),
+            ScalarOp::Unary(u, a) => {
+                let a = arg(a);
+                match u {
+                    Unary::Neg => map::<V>(a, out, |x| x.mul(V::splat(-1.0))),
+                    Unary::Abs => map::<V>(a, out, |x| {
+                        V::from_bits(V::iand(x.bits(), V::isplat(0x7fff_ffff)))
+                    }),
+                    Unary::Exp => map::<V>(a, out, |x| vmath::exp(x)),
+                    Unary::Log => map::<V>(a, out, |x| vmath::log(x)),
+                    Unary::Sqrt => map::<V>(a, out, |x| x.sqrt()),
+                    Unary::Rsqrt => map::<V>(a, out, |x| one.div(x.sqrt())),
+                    Unary::Recip => map::<V>(a, out, |x| one.div(x)),
+                    Unary::Tanh => map::<V>(a, out, |x| vmath::tanh(x)),
+                    Unary::Erf => map::<V>(a, out, |x| vmath::erf(x)),
+                    Unary::Sigmoid => map::<V>(a, out, |x| vmath::sigmoid(x)),
+                    Unary::Relu => map::<V>(a, out, |x| vmath::relu(x)),
+                    Unary::Gelu => map::<V>(a, out, |x| vmath::gelu(x)),
+                    Unary::GeluTanh => map::<V>(a, out, |x| vmath::gelu_tanh(x)),
+                    Unary::Silu => map::<V>(a, out, |x| vmath::silu(x)),
+                    Unary::HardSwish => map::<V>(a, out, |x| vmath::hard_swish(x)),
+                    Unary::Sign => map::<V>(a, out, |x| {
+                        V::select(x.gt(z), one, V::select(x.lt(z), V::splat(-1.0), x))
+                    }),
+                    Unary::Not => map::<V>(a, out, |x| flag::<V>(x.eq(z))),
+                    Unary::IsNan => map::<V>(a, out, |x| flag::<V>(x.nan())),
+                    Unary::Floor => map_scalar(a, out, f32::floor),
+                    Unary::Ceil => map_scalar(a, out, f32::ceil),
+                    Unary::Round => map_scalar(a, out, f32::round_ties_even),
+                    Unary::Sin => map_scalar(a, out, f32::sin),
+                    Unary::Cos => map_scalar(a, out, f32::cos),
+                    Unary::Softplus => map_scalar(a, out, softplus),
+                }
+            }
+            ScalarOp::Binary(b, x, y) => {
+                let (x, y) = (arg(x), arg(y));
+                match b {
+                    Binary::Add => zip::<V>(x, y, out, |a, b| a.add(b)),
+                    Binary::Sub => zip::<V>(x, y, out, |a, b| a.sub(b)),
+                    Binary::Mul => zip::<V>(x, y, out, |a, b| a.mul(b)),
+                    Binary::Div => zip::<V>(x, y, out, |a, b| a.div(b)),
+                    Binary::Max => zip::<V>(x, y, out, |a, b| pick_nan(a, b, a.gt(b))),
+                    Binary::Min => zip::<V>(x, y, out, |a, b| pick_nan(a, b, a.lt(b))),
+                    Binary::Eq => zip::<V>(x, y, out, |a, b| flag::<V>(a.eq(b))),
+                    Binary::Lt => zip::<V>(x, y, out, |a, b| flag::<V>(a.lt(b))),
+                    Binary::Le => zip::<V>(x, y, out, |a, b| {
+                        V::select(
+                            a.gt(b),
+                            z,
+                            V::select(a.nan(), z, V::select(b.nan(), z, one)),
+                        )
+                    }),
+                    Binary::Gt => zip::<V>(x, y, out, |a, b| flag::<V>(a.gt(b))),
+                    Binary::Ge => zip::<V>(x, y, out, |a, b| {
+                        V::select(
+                            a.lt(b),
+                            z,
+                            V::select(a.nan(), z, V::select(b.nan(), z, one)),
+                        )
+                    }),
+                    Binary::And => zip::<V>(x, y, out, |a, b| {
+                        V::select(a.eq(z), z, V::select(b.eq(z), z, one))
+                    }),
+                    Binary::Or => zip::<V>(x, y, out, |a, b| {
+                        V::select(a.eq(z), V::select(b.eq(z), z, one), one)
+                    }),
+                    Binary::Pow => {
+                        for ((o, &a), &b) in out.iter_mut().zip(x).zip(y) {
+                            *o = pow(a, b);
+                        }
+                    }
+                }
+            }
+            ScalarOp::Select(c, x, y) => {
+                let (c, x, y) = (arg(c), arg(x), arg(y));
+                let n = len;
+                let mut j = 0;
+                while j + V::LANES <= n {
+                    let cv = V::load(c.as_ptr().add(j));
+                    let r = V::select(
+                        cv.eq(z),
+                        V::load(y.as_ptr().add(j)),
+                        V::load(x.as_ptr().add(j)),
+                    );
+                    r.store(out.as_mut_ptr().add(j));
+                    j += V::LANES;
+                }
+                for t in j..n {
+                    out[t] = if c[t] != 0.0 { x[t] } else { y[t] };
+                }
+            }
+        }
+    }
+}
+
+/// Horizontal sum of a vector's lanes, in f64.
+#[inline(always)]
+unsafe fn hsum<V: Vf>(v: V) -> f64 {
+    let mut b = [0f32; 16];
+    v.store(b.as_mut_ptr());
+    b[..V::LANES].iter().map(|&x| x as f64).sum()
+}
+
+/// See [`ReduceFn`], over lanes `V`.
+#[inline(always)]
+unsafe fn reduce_body<V: Vf>(c: Combine, x: &[f32], p: &mut Partial) {
+    let n = x.len();
+    let px = x.as_ptr();
+    let mut j = 0;
+    match c {
+        Combine::Sum => {
+            let mut acc = V::splat(0.0);
+            while j + V::LANES <= n {
+                acc = acc.add(V::load(px.add(j)));
+                j += V::LANES;
+            }
+            let mut s = hsum(acc);
+            for &a in &x[j..] {
+                s += a as f64;
+            }
+            p.wide += s;
+        }
+        Combine::Prod => {
+            for &a in x {
+                p.wide *= a as f64;
+            }
+        }
+        Combine::Max | Combine::Min => {
+            let max = c == Combine::Max;
+            let mut m = V::splat(p.narrow);
+            let mut nans = V::splat(0.0);
+            while j + V::LANES <= n {
+                let v = V::load(px.add(j));
+                let take = if max { v.gt(m) } else { v.lt(m) };
+                m = V::select(take, v, m);
+                nans = nans.add(flag::<V>(v.nan()));
+                j += V::LANES;
+            }
+            let mut b = [0f32; 16];
+            m.store(b.as_mut_ptr());
+            let mut r = p.narrow;
+            for &v in b[..V::LANES].iter().chain(&x[j..]) {
+                p.nan |= v.is_nan();
+                r = if (max && v > r) || (!max && v < r) {
+                    v
+                } else {
+                    r
+                };
+            }
+            p.nan |= hsum(nans) > 0.0;
+            p.narrow = r;
+        }
+    }
+}
+
+/// See [`LayerNormFn`], over lanes `V` (two passes for the moments, one for the result).
+#[inline(always)]
+unsafe fn layer_norm_body<V: Vf>(x: &[f32], g: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    if n == 0 {
+        return;
+    }
+    let px = x.as_ptr();
+    let full = n - n % V::LANES;
+    let mut acc = V::splat(0.0);
+    let mut j = 0;
+    while j < full {
+        acc = acc.add(V::load(px.add(j)));
+        j += V::LANES;
+    }
+    let mut sum = hsum(acc);
+    for &v in &x[full..n] {
+        sum += v as f64;
+    }
+    let mean = (sum / n as f64) as f32;
+    let m = V::splat(mean);
+    let mut acc = V::splat(0.0);
+    let mut j = 0;
+    while j < full {
+        let d = V::load(px.add(j)).sub(m);
+        acc = d.fma(d, acc);
+        j += V::LANES;
+    }
+    let mut ss = hsum(acc);
+    for &v in &x[full..n] {
+        let d = (v - mean) as f64;
+        ss += d * d;
+    }
+    let var = (ss / n as f64) as f32;
+    let inv = V::splat(1.0 / (var + eps).sqrt());
+    let (has_g, has_b) = (g.len() >= n, b.len() >= n);
+    let po = out.as_mut_ptr();
+    let mut j = 0;
+    while j < n {
+        let w = (n - j).min(V::LANES);
+        let ld = |p: *const f32| {
+            if w == V::LANES {
+                V::load(p)
+            } else {
+                V::load_part(p, w)
+            }
+        };
+        let mut y = ld(px.add(j)).sub(m).mul(inv);
+        if has_g {
+            y = y.mul(ld(g.as_ptr().add(j)));
+        }
+        if has_b {
+            y = y.add(ld(b.as_ptr().add(j)));
+        }
+        if w == V::LANES {
+            y.store(po.add(j));
+        } else {
+            y.store_part(po.add(j), w);
+        }
+        j += w;
+    }
+}
+
+/// See [`SoftmaxFn`], over lanes `V`.
+#[inline(always)]
+unsafe fn softmax_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) {
+    let n = row.len();
+    let pr = row.as_mut_ptr();
+    let masked = mask.len() == n;
+    let sc = V::splat(scale);
+    let mut mx = V::splat(f32::NEG_INFINITY);
+    let mut j = 0;
+    while j < n {
+        let w = (n - j).min(V::LANES);
+        let x = if w == V::LANES {
+            V::load(pr.add(j))
+        } else {
+            V::load_part(pr.add(j), w)
+        };
+        let m = if !masked {
+            V::splat(0.0)
+        } else if w == V::LANES {
+            V::load(mask.as_ptr().add(j))
+        } else {
+            V::load_part(mask.as_ptr().add(j), w)
+        };
+        let y = x.fma(sc, m);
+        if w == V::LANES {
+            y.store(pr.add(j));
+            mx = V::select(y.gt(mx), y, mx);
+        } else {
+            y.store_part(pr.add(j), w);
+        }
+        j += w;
+    }
+    let mut b = [0f32; 16];
+    mx.store(b.as_mut_ptr());
+    let full = n - n % V::LANES;
+    let top = b[..V::LANES]
+        .iter()
+        .chain(&row[full..])
+        .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+    if top == f32::NEG_INFINITY {
+        row.fill(0.0);
+        return;
+    }
+    let t = V::splat(top);
+    let mut sum = V::splat(0.0);
+    let mut j = 0;
+    while j + V::LANES <= n {
+        let e = vmath::exp(V::load(pr.add(j)).sub(t));
+        e.store(pr.add(j));
+        sum = sum.add(e);
+        j += V::LANES;
+    }
+    let mut total = hsum(sum) as f32;
+    if j < n {
+        let e = vmath::exp(V::load_part(pr.add(j), n - j).sub(t));
+        e.store_part(pr.add(j), n - j);
+        for &x in &row[j..] {
+            total += x;
+        }
+    }
+    let inv = V::splat(1.0 / total);
+    let mut j = 0;
+    while j + V::LANES <= n {
+        V::load(pr.add(j)).mul(inv).store(pr.add(j));
+        j += V::LANES;
+    }
+    let inv = 1.0 / total;
+    for x in &mut row[j..] {
+        *x *= inv;
     }
 }
 
@@ -288,32 +455,41 @@ fn softplus(x: f32) -> f32 {
     r as f32
 }
 
-/// The portable build (the target's baseline vector width, no FMA).
+/// The portable build (one lane at a time; the compiler may still vectorize).
 pub mod portable {
     use super::*;
-    body!(false);
 
     /// See [`EvalFn`].
     pub fn eval(ops: &[ScalarOp], order: &[usize], len: usize, vals: &mut [f32], reduced: &[f32]) {
-        eval_body(ops, order, len, vals, reduced)
+        // SAFETY: f32 lanes need no CPU feature.
+        unsafe { eval_body::<f32>(ops, order, len, vals, reduced) }
     }
 
     /// See [`ReduceFn`].
     pub fn reduce(c: Combine, x: &[f32], p: &mut Partial) {
-        reduce_body(c, x, p)
+        // SAFETY: as for eval.
+        unsafe { reduce_body::<f32>(c, x, p) }
     }
 
     /// See [`SoftmaxFn`].
     pub fn softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
-        softmax_body(row, scale, mask)
+        // SAFETY: as for eval.
+        unsafe { softmax_body::<f32>(row, scale, mask) }
+    }
+
+    /// See [`LayerNormFn`].
+    pub fn layer_norm(x: &[f32], g: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+        // SAFETY: as for eval.
+        unsafe { layer_norm_body::<f32>(x, g, b, eps, out) }
     }
 }
 
-/// AVX2+FMA and AVX-512 builds.
+/// AVX2+FMA and AVX-512 builds; each entry point is only reachable through its ISA's
+/// kernel table, which exists only on CPUs with that ISA.
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use super::*;
-    body!(true);
+    use crate::simd::{Y8, Z16};
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn eval_avx2(
@@ -323,7 +499,7 @@ pub mod x86 {
         vals: &mut [f32],
         reduced: &[f32],
     ) {
-        eval_body(ops, order, len, vals, reduced)
+        eval_body::<Y8>(ops, order, len, vals, reduced)
     }
 
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
@@ -334,42 +510,52 @@ pub mod x86 {
         vals: &mut [f32],
         reduced: &[f32],
     ) {
-        eval_body(ops, order, len, vals, reduced)
+        eval_body::<Z16>(ops, order, len, vals, reduced)
     }
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn reduce_avx2(c: Combine, x: &[f32], p: &mut Partial) {
-        reduce_body(c, x, p)
+        reduce_body::<Y8>(c, x, p)
     }
 
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
     unsafe fn reduce_avx512(c: Combine, x: &[f32], p: &mut Partial) {
-        reduce_body(c, x, p)
+        reduce_body::<Z16>(c, x, p)
     }
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn softmax_avx2(row: &mut [f32], scale: f32, mask: &[f32]) {
-        softmax_body(row, scale, mask)
+        softmax_body::<Y8>(row, scale, mask)
     }
 
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
     unsafe fn softmax_avx512(row: &mut [f32], scale: f32, mask: &[f32]) {
-        softmax_body(row, scale, mask)
+        softmax_body::<Z16>(row, scale, mask)
     }
 
-    /// See [`SoftmaxFn`]; only in the AVX2 table.
-    pub fn avx2_softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
-        // SAFETY: only reachable through the AVX2 table (CPU checked).
-        unsafe { softmax_avx2(row, scale, mask) }
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn layer_norm_avx2(x: &[f32], g: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+        layer_norm_body::<Y8>(x, g, b, eps, out)
     }
 
-    /// See [`SoftmaxFn`]; only in the AVX-512 table.
-    pub fn avx512_softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
-        // SAFETY: only reachable through the AVX-512 table (CPU checked).
-        unsafe { softmax_avx512(row, scale, mask) }
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    unsafe fn layer_norm_avx512(x: &[f32], g: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+        layer_norm_body::<Z16>(x, g, b, eps, out)
     }
 
-    /// See [`EvalFn`]; only in the AVX2 table (the CPU was checked when it was built).
+    /// See [`LayerNormFn`] (AVX2 table).
+    pub fn avx2_layer_norm(x: &[f32], g: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+        // SAFETY: reachable only through the AVX2 table (CPU checked).
+        unsafe { layer_norm_avx2(x, g, b, eps, out) }
+    }
+
+    /// See [`LayerNormFn`] (AVX-512 table).
+    pub fn avx512_layer_norm(x: &[f32], g: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+        // SAFETY: reachable only through the AVX-512 table (CPU checked).
+        unsafe { layer_norm_avx512(x, g, b, eps, out) }
+    }
+
+    /// See [`EvalFn`] (AVX2 table).
     pub fn avx2_eval(
         ops: &[ScalarOp],
         order: &[usize],
@@ -377,12 +563,11 @@ pub mod x86 {
         vals: &mut [f32],
         reduced: &[f32],
     ) {
-        // SAFETY: this function is only reachable through the AVX2 kernel table, which
-        // exists only on CPUs with AVX2 and FMA.
+        // SAFETY: reachable only through the AVX2 table (CPU checked).
         unsafe { eval_avx2(ops, order, len, vals, reduced) }
     }
 
-    /// See [`EvalFn`]; only in the AVX-512 table.
+    /// See [`EvalFn`] (AVX-512 table).
     pub fn avx512_eval(
         ops: &[ScalarOp],
         order: &[usize],
@@ -390,20 +575,32 @@ pub mod x86 {
         vals: &mut [f32],
         reduced: &[f32],
     ) {
-        // SAFETY: only reachable through the AVX-512 table (CPU checked).
+        // SAFETY: reachable only through the AVX-512 table (CPU checked).
         unsafe { eval_avx512(ops, order, len, vals, reduced) }
     }
 
-    /// See [`ReduceFn`]; only in the AVX2 table.
+    /// See [`ReduceFn`] (AVX2 table).
     pub fn avx2_reduce(c: Combine, x: &[f32], p: &mut Partial) {
         // SAFETY: as for avx2_eval.
         unsafe { reduce_avx2(c, x, p) }
     }
 
-    /// See [`ReduceFn`]; only in the AVX-512 table.
+    /// See [`ReduceFn`] (AVX-512 table).
     pub fn avx512_reduce(c: Combine, x: &[f32], p: &mut Partial) {
         // SAFETY: as for avx512_eval.
         unsafe { reduce_avx512(c, x, p) }
+    }
+
+    /// See [`SoftmaxFn`] (AVX2 table).
+    pub fn avx2_softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
+        // SAFETY: as for avx2_eval.
+        unsafe { softmax_avx2(row, scale, mask) }
+    }
+
+    /// See [`SoftmaxFn`] (AVX-512 table).
+    pub fn avx512_softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
+        // SAFETY: as for avx512_eval.
+        unsafe { softmax_avx512(row, scale, mask) }
     }
 }
 
@@ -448,7 +645,7 @@ mod tests {
                 let want = if x > 0.5 {
                     1.0 / (1.0 + (-e).exp())
                 } else {
-                    crate::vmath::erf::<false>((x * y) as f32).max(y.tanh() as f32) as f64
+                    unsafe { crate::vmath::erf((x * y) as f32) }.max(y.tanh() as f32) as f64
                 };
                 let got = vals[10 * super::CHUNK + j] as f64;
                 assert!((got - want).abs() < 1e-6, "{} len {len} at {j}", kern.isa);
@@ -511,4 +708,32 @@ mod tests {
     }
 
     isa_tests!(softmax_rows, softmax_matches);
+
+    fn layer_norm_matches(kern: &Kernels) {
+        for n in [1, 3, 17, 63, 384, 1000] {
+            let x: Vec<f32> = crate::testing::rand_vec(n, n as u64)
+                .iter()
+                .map(|v| v * 3.0 + 1.0)
+                .collect();
+            let g = crate::testing::rand_vec(n, 5);
+            let b = crate::testing::rand_vec(n, 6);
+            let mut out = vec![f32::NAN; n];
+            (kern.layer_norm)(&x, &g, &b, 1e-5, &mut out);
+            let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+            for j in 0..n {
+                let want = (x[j] as f64 - mean) / (var + 1e-5).sqrt() * g[j] as f64 + b[j] as f64;
+                assert!(
+                    (out[j] as f64 - want).abs() < 2e-5 * (1.0 + want.abs()),
+                    "{} n {n} at {j}",
+                    kern.isa
+                );
+            }
+            (kern.layer_norm)(&x, &[], &[], 1e-5, &mut out);
+            let want0 = (x[0] as f64 - mean) / (var + 1e-5).sqrt();
+            assert!((out[0] as f64 - want0).abs() < 2e-5 * (1.0 + want0.abs()));
+        }
+    }
+
+    isa_tests!(layer_norm_rows, layer_norm_matches);
 }

@@ -21,6 +21,7 @@ mod matmul;
 mod nest;
 mod profile;
 mod reduction;
+mod row_kernel;
 mod sdpa;
 mod single;
 
@@ -93,7 +94,7 @@ pub struct CpuPlan {
 /// A group's validated, execution-ready form.
 enum Prepared {
     Loop(LoopPlan),
-    Reduction(ReductionPlan),
+    Reduction(Box<ReductionPlan>),
     Anchor(Box<AnchorPlan>),
     Copy,
     Single,
@@ -349,7 +350,7 @@ pub(crate) fn data_ptr_mut(t: &mut Tensor) -> *mut u8 {
 fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
     match p {
         Prepared::Loop(_) => kern.name("elementwise"),
-        Prepared::Reduction(_) => kern.name("reduction"),
+        Prepared::Reduction(r) => r.kernel_name(kern),
         Prepared::Anchor(a) => a.kernel_name(),
         Prepared::Copy => "copy".into(),
         Prepared::Single => match body {
@@ -368,7 +369,7 @@ fn prepare(
 ) -> Result<Prepared> {
     Ok(match body {
         GroupBody::Elementwise(l) => Prepared::Loop(LoopPlan::new(c, l, None)?),
-        GroupBody::Reduction(r) => Prepared::Reduction(ReductionPlan::new(c, r)?),
+        GroupBody::Reduction(r) => Prepared::Reduction(Box::new(ReductionPlan::new(c, r)?)),
         GroupBody::Anchor(a) => {
             Prepared::Anchor(Box::new(AnchorPlan::new(c, weights, a, acc, kern)?))
         }

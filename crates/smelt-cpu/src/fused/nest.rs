@@ -80,10 +80,11 @@ pub(crate) fn walk_points(
     if shape.contains(&0) {
         return;
     }
-    let mut idx = vec![0usize; shape.len()];
-    let mut offs = base.to_vec();
+    let mut idx = Small::<usize>::zeros(shape.len());
+    let mut offs = Small::<isize>::copy(base);
+    let (idx, offs) = (idx.as_mut(), offs.as_mut());
     loop {
-        f(&offs);
+        f(offs);
         let mut d = shape.len();
         loop {
             if d == 0 {
@@ -121,7 +122,8 @@ pub(crate) fn walk_chunks(
     if n == 0 {
         return;
     }
-    let mut chunk = base.to_vec();
+    let mut chunk = Small::<isize>::copy(base);
+    let chunk = chunk.as_mut();
     walk_points(outer, strides, base, |offs| {
         let mut start = 0;
         while start < n {
@@ -129,7 +131,7 @@ pub(crate) fn walk_chunks(
             for ((c, &o), &s) in chunk.iter_mut().zip(offs).zip(inner) {
                 *c = o + start as isize * s;
             }
-            f(&chunk, len);
+            f(chunk, len);
             start += len;
         }
     });
@@ -164,4 +166,43 @@ pub(crate) fn for_parts(
             .collect();
         f(&sub, &start);
     });
+}
+
+/// A short array kept inline (no allocation on the hot path), on the heap past 16 items.
+pub(crate) struct Small<T: Copy + Default> {
+    inline: [T; 16],
+    heap: Vec<T>,
+    len: usize,
+}
+
+impl<T: Copy + Default> Small<T> {
+    /// `n` default values.
+    pub(crate) fn zeros(n: usize) -> Small<T> {
+        let heap = if n > 16 {
+            vec![T::default(); n]
+        } else {
+            Vec::new()
+        };
+        Small {
+            inline: [T::default(); 16],
+            heap,
+            len: n,
+        }
+    }
+
+    /// A copy of `v`.
+    pub(crate) fn copy(v: &[T]) -> Small<T> {
+        let mut s = Small::zeros(v.len());
+        s.as_mut().copy_from_slice(v);
+        s
+    }
+
+    /// The items.
+    pub(crate) fn as_mut(&mut self) -> &mut [T] {
+        if self.len > 16 {
+            &mut self.heap
+        } else {
+            &mut self.inline[..self.len]
+        }
+    }
 }

@@ -3,10 +3,12 @@
 
 use super::interp::{eval, store, with_values, Windows};
 use super::nest::{for_parts, walk_chunks, walk_points, Nest, PARALLEL_MIN};
+use super::row_kernel::RowKernel;
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::{self as validate, Checker, Use};
 use smelt_ir::kernel::{Combine, Reduction, ScalarOp, TensorRef};
 use smelt_ir::{ensure, Result};
+use smelt_kernels::buf::with_scratch;
 use smelt_kernels::program::Partial;
 use smelt_kernels::Kernels;
 
@@ -14,7 +16,22 @@ use smelt_kernels::Kernels;
 struct StagePlan {
     combine: Combine,
     value: usize,
+    /// Ops that vary along the row, evaluated per chunk.
     order: Vec<usize>,
+    /// Ops constant along the row (constants, earlier stages, loads that broadcast along
+    /// the reduced dims, and what follows from them), evaluated once per row.
+    uniform: Vec<usize>,
+}
+
+/// Splits an evaluation order into the ops that vary along a row and those that do not.
+/// Constants are left out of the second list: their chunk arrays are filled once.
+fn split_uniform(ops: &[ScalarOp], order: &[usize], uniform: &[bool]) -> (Vec<usize>, Vec<usize>) {
+    let (varying, rowwise): (Vec<usize>, Vec<usize>) = order.iter().partition(|&&i| !uniform[i]);
+    let rowwise = rowwise
+        .into_iter()
+        .filter(|&i| !matches!(ops[i], ScalarOp::Const(_)))
+        .collect();
+    (varying, rowwise)
 }
 
 /// A validated reduction. Windows: loads, per-element stores, then per-row stores.
@@ -30,6 +47,9 @@ pub(crate) struct ReductionPlan {
     stages: Vec<StagePlan>,
     elem_stores: Vec<(usize, usize)>,
     elem_order: Vec<usize>,
+    elem_uniform: Vec<usize>,
+    /// A whole-row kernel for the body, with the evaluation order of its inputs.
+    row_kernel: Option<(RowKernel, Vec<usize>)>,
     row_stores: Vec<(usize, usize)>,
     row_order: Vec<usize>,
     parallel: bool,
@@ -59,6 +79,18 @@ impl ReductionPlan {
                 l.shape
             );
         }
+        // Which ops are constant along a row.
+        let mut uniform = vec![false; l.ops.len()];
+        for (i, op) in l.ops.iter().enumerate() {
+            uniform[i] = match *op {
+                ScalarOp::Const(_) | ScalarOp::Reduced(_) => true,
+                ScalarOp::Load(j) => l.loads[j].strides[k..].iter().all(|&st| st == 0),
+                ScalarOp::Acc => false,
+                ScalarOp::Unary(_, a) => uniform[a],
+                ScalarOp::Binary(_, a, b) => uniform[a] && uniform[b],
+                ScalarOp::Select(c, a, b) => uniform[c] && uniform[a] && uniform[b],
+            };
+        }
         let mut stages = Vec::new();
         for (s, st) in r.stages.iter().enumerate() {
             validate::op_index(&l.ops, st.value, &format!("stage {s}"))?;
@@ -72,10 +104,12 @@ impl ReductionPlan {
                     );
                 }
             }
+            let (order, uniform_ops) = split_uniform(&l.ops, &order, &uniform);
             stages.push(StagePlan {
                 combine: st.combine,
                 value: st.value,
                 order,
+                uniform: uniform_ops,
             });
         }
         let mut windows: Vec<&TensorRef> = l.loads.iter().collect();
@@ -127,7 +161,16 @@ impl ReductionPlan {
             "per-row stores read loads of empty rows"
         );
         let loads: Vec<&TensorRef> = l.loads.iter().collect();
+        let row_len = row_nest.len();
+        let row_kernel = (row_len <= ROW_KERNEL_MAX && row.is_empty())
+            .then(|| super::row_kernel::recognize(r, row_len))
+            .flatten()
+            .map(|k| {
+                let order = validate::deps(&l.ops, &k.inputs());
+                (k, order)
+            });
         Ok(ReductionPlan {
+            row_kernel,
             bufs: windows.iter().map(|w| w.buffer.0 as usize).collect(),
             offsets: windows.iter().map(|w| w.offset as isize).collect(),
             parallel: validate::race_free(&loads, &windows[l.loads.len()..]),
@@ -135,7 +178,8 @@ impl ReductionPlan {
             row_inner: row_nest.inner(),
             row: row_nest,
             stages,
-            elem_order: validate::deps(&l.ops, &elem_roots),
+            elem_order: split_uniform(&l.ops, &validate::deps(&l.ops, &elem_roots), &uniform).0,
+            elem_uniform: split_uniform(&l.ops, &validate::deps(&l.ops, &elem_roots), &uniform).1,
             row_order,
             elem_stores,
             row_stores,
@@ -195,7 +239,11 @@ impl ReductionPlan {
         };
         let n_row = self.row_inner.len();
         walk_points(shape, &self.rows.strides, base, |roffs| {
+            if let Some(rk) = &self.row_kernel {
+                return self.row_with_kernel(kern, mem, rk, roffs, v);
+            }
             for (s, st) in self.stages.iter().enumerate() {
+                self.fill_uniform(kern, mem, &st.uniform, roffs, zeros, v, reduced);
                 let mut acc = Partial::new(st.combine);
                 walk_chunks(
                     &self.row.shape,
@@ -215,6 +263,7 @@ impl ReductionPlan {
                 reduced[s] = acc.finish(st.combine);
             }
             if !self.elem_stores.is_empty() {
+                self.fill_uniform(kern, mem, &self.elem_uniform, roffs, zeros, v, reduced);
                 walk_chunks(
                     &self.row.shape,
                     &self.row.strides,
@@ -246,5 +295,126 @@ impl ReductionPlan {
                 }
             }
         });
+    }
+}
+
+/// Longest row a row kernel takes (its buffers are four rows).
+const ROW_KERNEL_MAX: usize = 1 << 16;
+
+impl ReductionPlan {
+    /// The kernel's name, for `explain`.
+    pub(crate) fn kernel_name(&self, kern: &Kernels) -> String {
+        match &self.row_kernel {
+            Some((RowKernel::LayerNorm { .. }, _)) => kern.name("layer-norm"),
+            Some((RowKernel::Softmax { .. }, _)) => kern.name("softmax"),
+            None => kern.name("reduction"),
+        }
+    }
+
+    /// One row through its row kernel: inputs evaluated into row buffers, the kernel, the
+    /// result stored.
+    ///
+    /// # Safety
+    /// As for [`ReductionPlan::run`]; `roffs` are the row's window offsets.
+    unsafe fn row_with_kernel(
+        &self,
+        kern: &Kernels,
+        mem: &Mem,
+        rk: &(RowKernel, Vec<usize>),
+        roffs: &[isize],
+        v: &mut super::interp::Values,
+    ) {
+        let n = self.row.len();
+        let n_row = self.row_inner.len();
+        with_scratch(4 * n, |buf| {
+            let (xr, rest) = buf.split_at_mut(n);
+            let (gr, rest) = rest.split_at_mut(n);
+            let (br, out) = rest.split_at_mut(n);
+            let (kernel, order) = rk;
+            let mut pos = 0;
+            walk_chunks(
+                &self.row.shape,
+                &self.row.strides,
+                &self.row_inner,
+                &roffs[..n_row],
+                |offs, len| {
+                    let w = Windows {
+                        bufs: &self.bufs,
+                        offs,
+                        inner: &self.row_inner,
+                    };
+                    eval(kern, &self.ops, order, mem, &w, len, v, &[]);
+                    let ins = kernel.inputs();
+                    for (dst, &op) in [&mut *xr, &mut *gr, &mut *br].into_iter().zip(&ins) {
+                        dst[pos..pos + len].copy_from_slice(v.get(op, len));
+                    }
+                    pos += len;
+                },
+            );
+            match kernel {
+                RowKernel::LayerNorm { g, b, eps, .. } => {
+                    let g: &[f32] = if g.is_some() { gr } else { &[] };
+                    let b: &[f32] = match (g.is_empty(), b.is_some()) {
+                        (_, false) => &[],
+                        (true, true) => gr,
+                        (false, true) => br,
+                    };
+                    (kern.layer_norm)(xr, g, b, *eps, out)
+                }
+                RowKernel::Softmax { .. } => {
+                    out.copy_from_slice(xr);
+                    (kern.softmax)(out, 1.0, &[]);
+                }
+            }
+            let mut pos = 0;
+            walk_chunks(
+                &self.row.shape,
+                &self.row.strides,
+                &self.row_inner,
+                &roffs[..n_row],
+                |offs, len| {
+                    let w = Windows {
+                        bufs: &self.bufs,
+                        offs,
+                        inner: &self.row_inner,
+                    };
+                    for &(_, k) in &self.elem_stores {
+                        store(mem, &w, k, &out[pos..pos + len]);
+                    }
+                    pos += len;
+                },
+            );
+        });
+    }
+
+    /// Evaluates the row-constant ops `ops` once (at the row's first element) and spreads
+    /// each value over its whole chunk array.
+    ///
+    /// # Safety
+    /// As for [`ReductionPlan::run`]; `roffs` are a row's window offsets.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn fill_uniform(
+        &self,
+        kern: &Kernels,
+        mem: &Mem,
+        ops: &[usize],
+        roffs: &[isize],
+        zeros: &[isize],
+        v: &mut super::interp::Values,
+        reduced: &[f32],
+    ) {
+        if ops.is_empty() {
+            return;
+        }
+        let w = Windows {
+            bufs: &self.bufs,
+            offs: roffs,
+            inner: zeros,
+        };
+        eval(kern, &self.ops, ops, mem, &w, 1, v, reduced);
+        for &i in ops {
+            let x = v.get(i, 1)[0];
+            v.slot(i).fill(x);
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! Scaled dot-product attention on f32, the form composite recognition produces: 4-D
 //! Q/K/V read in place through their windows (grouped heads allowed), an additive f32 mask
-//! or none, no cache, not causal, no softcap or window. Per (batch, head, block of query
-//! rows): S = Q K^T on the packed GEMM, a scaled, masked softmax per row, O = P V, and the
-//! epilogue applied to O's tiles. Only a block of S exists at a time.
+//! or none, no cache, not causal, no softcap or window, on the fused attention kernel of
+//! `smelt_kernels::attention` (per head and block of query rows), with the epilogue applied
+//! to O's tiles.
 
 use super::epilogue::{Epilogue, EpilogueSink, Layout};
 use super::{Exec, Mem};
@@ -10,12 +10,9 @@ use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, TensorRef};
 use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op};
-use smelt_kernels::buf::with_scratch;
-use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, Rhs, StoreC};
+use smelt_kernels::attention::{attention, Head};
+use smelt_kernels::gemm::MatRef;
 use smelt_kernels::Kernels;
-
-/// Most floats of one task's block of scores (it stays in L2).
-const SCORES_MAX: usize = 1 << 16;
 
 /// A 4-D window: slot, offset, strides.
 #[derive(Clone, Copy)]
@@ -148,12 +145,9 @@ impl SdpaPlan {
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let [b, h, sq, d, hk, sk, dv] = self.dims;
         // Query rows per task: all of a head's when that gives every thread work (K and V
-        // are packed once per task), fewer when heads are scarce or the scores too big.
+        // are packed once per task), fewer when heads are scarce.
         let want_blocks = (2 * ex.threads).div_ceil(b * h).max(1);
-        let rows_per = sq
-            .div_ceil(want_blocks)
-            .min((SCORES_MAX / sk.max(1)).max(1))
-            .max(1);
+        let rows_per = sq.div_ceil(want_blocks).max(1);
         let blocks = sq.div_ceil(rows_per);
         let threads = if self.epi.parallel { ex.threads } else { 1 };
         ex.pool.run(threads, b * h * blocks, &|t| {
@@ -161,86 +155,44 @@ impl SdpaPlan {
             let (bi, hi) = (bh / h, bh % h);
             let kh = hi / (h / hk);
             let i0 = blk * rows_per;
-            let rows = rows_per.min(sq - i0);
-            let q = self.q.at(mem, bi, hi).offset(i0 as isize * self.q.st[2]);
-            let k = self.k.at(mem, bi, kh);
-            let v = self.v.at(mem, bi, kh);
-            with_scratch(rows * sk + sk, |buf| {
-                let (s, mrow) = buf.split_at_mut(rows * sk);
-                // S = Q K^T (K read transposed through its strides).
-                let qk = Gemm {
-                    batch: 1,
-                    m: rows,
-                    n: sk,
-                    k: d,
-                    a: Lhs::Strided(
-                        MatRef {
-                            ptr: q,
-                            rs: self.q.st[2],
-                            cs: self.q.st[3],
-                        },
-                        Batches::Stride(0),
-                    ),
-                    b: Rhs::Strided(
-                        MatRef {
-                            ptr: k,
-                            rs: self.k.st[3],
-                            cs: self.k.st[2],
-                        },
-                        Batches::Stride(0),
-                    ),
-                };
-                let store = StoreC {
-                    c: s.as_mut_ptr(),
-                    ldc: sk,
-                    batch_stride: 0,
-                };
-                gemm(ex.kern, ex.pool, 1, &qk, &store);
-                for r in 0..rows {
-                    let row = &mut s[r * sk..(r + 1) * sk];
-                    let mask: &[f32] = match &self.mask {
-                        None => &[],
-                        Some(m) => {
-                            let base = (mem.ptrs[m.slot] as *const f32).offset(
-                                m.offset
-                                    + bi as isize * m.st[0]
-                                    + hi as isize * m.st[1]
-                                    + (i0 + r) as isize * m.st[2],
-                            );
-                            for (j, x) in mrow.iter_mut().enumerate() {
-                                *x = *base.offset(j as isize * m.st[3]);
-                            }
-                            mrow
-                        }
-                    };
-                    (ex.kern.softmax)(row, self.scale, mask);
-                }
-                // O = P V, each tile through the epilogue.
-                let pv = Gemm {
-                    batch: 1,
-                    m: rows,
-                    n: dv,
-                    k: sk,
-                    a: Lhs::Strided(MatRef::rows(s.as_ptr(), sk), Batches::Stride(0)),
-                    b: Rhs::Strided(
-                        MatRef {
-                            ptr: v,
-                            rs: self.v.st[2],
-                            cs: self.v.st[3],
-                        },
-                        Batches::Stride(0),
-                    ),
-                };
-                let map = |_: usize| (bh, i0);
-                let sink = EpilogueSink {
-                    epi: &self.epi,
-                    kern: ex.kern,
-                    mem,
-                    map: &map,
-                    pre: |_, _, _, _, _, _: &mut [f32], _| {},
-                };
-                gemm(ex.kern, ex.pool, 1, &pv, &sink);
+            let i1 = (i0 + rows_per).min(sq);
+            let mask = self.mask.map(|m| MatRef {
+                ptr: m.at(mem, bi, hi),
+                rs: m.st[2],
+                cs: m.st[3],
             });
+            let head = Head {
+                q: MatRef {
+                    ptr: self.q.at(mem, bi, hi),
+                    rs: self.q.st[2],
+                    cs: self.q.st[3],
+                },
+                k: MatRef {
+                    ptr: self.k.at(mem, bi, kh),
+                    rs: self.k.st[2],
+                    cs: self.k.st[3],
+                },
+                v: MatRef {
+                    ptr: self.v.at(mem, bi, kh),
+                    rs: self.v.st[2],
+                    cs: self.v.st[3],
+                },
+                sq,
+                sk,
+                d,
+                dv,
+                scale: self.scale,
+                mask,
+            };
+            let map = |_: usize| (bh, 0);
+            let sink = EpilogueSink {
+                epi: &self.epi,
+                kern: ex.kern,
+                mem,
+                map: &map,
+                pre: |_, _, _, _, _, _: &mut [f32], _| {},
+            };
+            attention(ex.kern, &head, i0..i1, 0, &sink);
         });
     }
 }

@@ -125,8 +125,9 @@ pub fn emit(
             let var = bin(b, Binary::Mul, v, inv_n);
             let eps = b.push(ScalarOp::Const(*epsilon));
             let ve = bin(b, Binary::Add, var, eps);
-            let sd = un(b, Unary::Sqrt, ve);
-            let nrm = bin(b, Binary::Div, d, sd);
+            // One reciprocal square root per row, then a product per element.
+            let inv = un(b, Unary::Rsqrt, ve);
+            let nrm = bin(b, Binary::Mul, d, inv);
             let sc = arg(1, b)?;
             let scaled = bin(b, Binary::Mul, nrm, sc);
             match arg(2, b) {
@@ -140,8 +141,8 @@ pub fn emit(
             let ms = bin(b, Binary::Mul, s, inv_n);
             let eps = b.push(ScalarOp::Const(*epsilon));
             let me = bin(b, Binary::Add, ms, eps);
-            let sd = un(b, Unary::Sqrt, me);
-            let nrm = bin(b, Binary::Div, x, sd);
+            let inv = un(b, Unary::Rsqrt, me);
+            let nrm = bin(b, Binary::Mul, x, inv);
             let sc = arg(1, b)?;
             bin(b, Binary::Mul, nrm, sc)
         }

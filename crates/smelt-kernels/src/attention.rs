@@ -1,0 +1,228 @@
+//! Scaled dot-product attention for one head, fused: K^T and V packed once, then per panel
+//! of query rows the scores `S = Q K^T` by the GEMM micro-kernel, a scaled, masked softmax
+//! per row, and `O = P V` by the micro-kernel again, each O tile handed to a [`TileSink`].
+//! Only one panel of scores exists at a time, in L1.
+
+use crate::buf::with_scratch;
+use crate::gemm::pack::{pack_a_panel, pack_b_panel, MatRef};
+use crate::gemm::TileSink;
+use crate::Kernels;
+
+/// One head's operands: `q` is `sq x d`, `k` is `sk x d`, `v` is `sk x dv`.
+#[derive(Clone, Copy)]
+pub struct Head {
+    /// Queries.
+    pub q: MatRef,
+    /// Keys.
+    pub k: MatRef,
+    /// Values.
+    pub v: MatRef,
+    /// Query rows.
+    pub sq: usize,
+    /// Key rows.
+    pub sk: usize,
+    /// Query and key width.
+    pub d: usize,
+    /// Value width.
+    pub dv: usize,
+    /// Scale of the scores.
+    pub scale: f32,
+    /// An additive mask, `sq x sk` (zero steps where it broadcasts).
+    pub mask: Option<MatRef>,
+}
+
+// SAFETY: the operands are only read; the creator guarantees they outlive the call.
+unsafe impl Send for Head {}
+unsafe impl Sync for Head {}
+
+/// Attention of query rows `rows` of one head; O tiles go to `sink` as batch `batch` with
+/// row indices relative to the head.
+///
+/// # Safety
+/// Every element of `h`'s operands must be readable.
+pub unsafe fn attention(
+    kern: &Kernels,
+    h: &Head,
+    rows: std::ops::Range<usize>,
+    batch: usize,
+    sink: &dyn TileSink,
+) {
+    let micro = kern.micro;
+    let (mr, nr) = (micro.mr, micro.nr);
+    let (d, sk, dv) = (h.d, h.sk, h.dv);
+    let kp = sk.div_ceil(nr);
+    let vp = dv.div_ceil(nr);
+    let skpad = kp * nr;
+    // Scratch: K^T panels (d x skpad), V panels (sk x vp*nr), a Q panel (d x mr), the
+    // scores of one row panel (mr x skpad), the P panel (sk x mr) and a mask row.
+    let (kt_len, v_len, q_len, s_len, p_len) =
+        (d * skpad, sk * vp * nr, d * mr, mr * skpad, sk * mr);
+    with_scratch(kt_len + v_len + q_len + s_len + p_len + skpad, |buf| {
+        let (kt, rest) = buf.split_at_mut(kt_len);
+        let (vpan, rest) = rest.split_at_mut(v_len);
+        let (qpan, rest) = rest.split_at_mut(q_len);
+        let (s, rest) = rest.split_at_mut(s_len);
+        let (ppan, mrow) = rest.split_at_mut(p_len);
+        let kt_src = MatRef {
+            ptr: h.k.ptr,
+            rs: h.k.cs,
+            cs: h.k.rs,
+        };
+        for j in 0..kp {
+            pack_b_panel(
+                kt_src,
+                j * nr,
+                nr.min(sk - j * nr),
+                d,
+                nr,
+                &mut kt[j * d * nr..(j + 1) * d * nr],
+            );
+        }
+        for j in 0..vp {
+            pack_b_panel(
+                h.v,
+                j * nr,
+                nr.min(dv - j * nr),
+                sk,
+                nr,
+                &mut vpan[j * sk * nr..(j + 1) * sk * nr],
+            );
+        }
+        let mut tile = [0f32; 8 * 64];
+        let mut i0 = rows.start;
+        while i0 < rows.end {
+            let r = mr.min(rows.end - i0);
+            pack_a_panel(h.q, i0, r, d, mr, qpan);
+            let ker = micro.for_rows(r);
+            for j in 0..kp {
+                ker(
+                    d,
+                    qpan.as_ptr(),
+                    kt.as_ptr().add(j * d * nr),
+                    tile.as_mut_ptr(),
+                    false,
+                );
+                for rr in 0..r {
+                    s[rr * skpad + j * nr..rr * skpad + (j + 1) * nr]
+                        .copy_from_slice(&tile[rr * nr..(rr + 1) * nr]);
+                }
+            }
+            for rr in 0..r {
+                let row = &mut s[rr * skpad..rr * skpad + sk];
+                let mask: &[f32] = match h.mask {
+                    None => &[],
+                    Some(m) => {
+                        let base = m.ptr.offset((i0 + rr) as isize * m.rs);
+                        for (j, x) in mrow[..sk].iter_mut().enumerate() {
+                            *x = *base.offset(j as isize * m.cs);
+                        }
+                        &mrow[..sk]
+                    }
+                };
+                (kern.softmax)(row, h.scale, mask);
+            }
+            // P as an A panel: ppan[p * mr + rr] = S[rr, p].
+            pack_a_panel(MatRef::rows(s.as_ptr(), skpad), 0, r, sk, mr, ppan);
+            for j in 0..vp {
+                ker(
+                    sk,
+                    ppan.as_ptr(),
+                    vpan.as_ptr().add(j * sk * nr),
+                    tile.as_mut_ptr(),
+                    false,
+                );
+                let cols = nr.min(dv - j * nr);
+                sink.tile(batch, i0, j * nr, r, cols, &mut tile[..r * nr], nr);
+            }
+            i0 += r;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::StoreC;
+    use crate::isa_tests;
+    use crate::testing::rand_vec;
+
+    fn check(kern: &Kernels) {
+        for &(sq, sk, d, dv) in &[
+            (1, 1, 1, 1),
+            (3, 17, 5, 7),
+            (17, 63, 32, 33),
+            (40, 100, 16, 64),
+        ] {
+            let q = rand_vec(sq * d, 1);
+            let k = rand_vec(sk * d, 2);
+            let v = rand_vec(sk * dv, 3);
+            let mut mask = rand_vec(sk, 4);
+            mask[0] = f32::NEG_INFINITY;
+            let mut out = vec![f32::NAN; sq * dv];
+            let h = Head {
+                q: MatRef::rows(q.as_ptr(), d),
+                k: MatRef::rows(k.as_ptr(), d),
+                v: MatRef::rows(v.as_ptr(), dv),
+                sq,
+                sk,
+                d,
+                dv,
+                scale: 0.3,
+                mask: Some(MatRef {
+                    ptr: mask.as_ptr(),
+                    rs: 0,
+                    cs: 1,
+                }),
+            };
+            let sink = StoreC {
+                c: out.as_mut_ptr(),
+                ldc: dv,
+                batch_stride: 0,
+            };
+            // In two pieces, as tasks would split it.
+            let mid = sq / 2;
+            unsafe {
+                attention(kern, &h, 0..mid, 0, &sink);
+                attention(kern, &h, mid..sq, 0, &sink);
+            }
+            for i in 0..sq {
+                let s: Vec<f64> = (0..sk)
+                    .map(|j| {
+                        (0..d)
+                            .map(|p| q[i * d + p] as f64 * k[j * d + p] as f64)
+                            .sum::<f64>()
+                            * 0.3
+                            + mask[j] as f64
+                    })
+                    .collect();
+                let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let w: Vec<f64> = s
+                    .iter()
+                    .map(|x| {
+                        if mx == f64::NEG_INFINITY {
+                            0.0
+                        } else {
+                            (x - mx).exp()
+                        }
+                    })
+                    .collect();
+                let z: f64 = w.iter().sum();
+                for c in 0..dv {
+                    let want: f64 = if z == 0.0 {
+                        0.0
+                    } else {
+                        (0..sk).map(|j| w[j] * v[j * dv + c] as f64).sum::<f64>() / z
+                    };
+                    let got = out[i * dv + c] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "{} {sq}x{sk}x{d}x{dv} ({i},{c}): {got} vs {want}",
+                        kern.isa
+                    );
+                }
+            }
+        }
+    }
+
+    isa_tests!(fused_attention, check);
+}

@@ -1,0 +1,435 @@
+//! A small vector abstraction, so each piece of vector math is written once and
+//! instantiated per ISA: `f32` (one lane, portable), [`Y8`] (AVX2+FMA, 8 lanes) and [`Z16`]
+//! (AVX-512, 16 lanes). Every method is `#[inline(always)]` and `unsafe`: the vector types
+//! may only be used inside functions compiled for their ISA (`#[target_feature]`), on CPUs
+//! that have it.
+//!
+//! # Safety
+//! Call a vector type's methods only from code compiled for its ISA on a CPU that has it;
+//! pointer arguments must cover the lanes read or written.
+
+// One contract for every function here, stated in the module docs.
+#![allow(clippy::missing_safety_doc)]
+
+/// f32 lanes with the operations vector math needs.
+pub trait Vf: Copy {
+    /// A lane mask.
+    type M: Copy;
+    /// i32 lanes.
+    type I: Copy;
+    /// Lanes per vector.
+    const LANES: usize;
+    /// Whether `fma` is fused.
+    const FUSED: bool;
+
+    /// Every lane `x`.
+    unsafe fn splat(x: f32) -> Self;
+    /// `LANES` floats from `p`.
+    unsafe fn load(p: *const f32) -> Self;
+    /// Stores `LANES` floats at `p`.
+    unsafe fn store(self, p: *mut f32);
+    /// `n < LANES` floats from `p`, zeros after.
+    unsafe fn load_part(p: *const f32, n: usize) -> Self;
+    /// Stores the first `n < LANES` lanes at `p`.
+    unsafe fn store_part(self, p: *mut f32, n: usize);
+    /// a + b.
+    unsafe fn add(self, b: Self) -> Self;
+    /// a - b.
+    unsafe fn sub(self, b: Self) -> Self;
+    /// a * b.
+    unsafe fn mul(self, b: Self) -> Self;
+    /// a / b.
+    unsafe fn div(self, b: Self) -> Self;
+    /// a * b + c (fused where the ISA has FMA).
+    unsafe fn fma(self, b: Self, c: Self) -> Self;
+    /// sqrt a.
+    unsafe fn sqrt(self) -> Self;
+    /// a < b (false for NaN).
+    unsafe fn lt(self, b: Self) -> Self::M;
+    /// a > b (false for NaN).
+    unsafe fn gt(self, b: Self) -> Self::M;
+    /// a == b (false for NaN).
+    unsafe fn eq(self, b: Self) -> Self::M;
+    /// Lanes that are NaN.
+    unsafe fn nan(self) -> Self::M;
+    /// `a` where `m`, else `b`.
+    unsafe fn select(m: Self::M, a: Self, b: Self) -> Self;
+    /// The lanes' bits.
+    unsafe fn bits(self) -> Self::I;
+    /// Floats from bits.
+    unsafe fn from_bits(i: Self::I) -> Self;
+    /// Every lane `x`, as i32.
+    unsafe fn isplat(x: i32) -> Self::I;
+    /// a + b (wrapping).
+    unsafe fn iadd(a: Self::I, b: Self::I) -> Self::I;
+    /// a - b (wrapping).
+    unsafe fn isub(a: Self::I, b: Self::I) -> Self::I;
+    /// a & b.
+    unsafe fn iand(a: Self::I, b: Self::I) -> Self::I;
+    /// a | b.
+    unsafe fn ior(a: Self::I, b: Self::I) -> Self::I;
+    /// a << 23.
+    unsafe fn ishl23(a: Self::I) -> Self::I;
+    /// a >> 23 (arithmetic).
+    unsafe fn isra23(a: Self::I) -> Self::I;
+    /// Lanes converted to f32.
+    unsafe fn itof(a: Self::I) -> Self;
+}
+
+impl Vf for f32 {
+    type M = bool;
+    type I = i32;
+    const LANES: usize = 1;
+    const FUSED: bool = false;
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        x
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        *p
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        *p = self
+    }
+    #[inline(always)]
+    unsafe fn load_part(_: *const f32, _: usize) -> Self {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn store_part(self, _: *mut f32, _: usize) {}
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        self + b
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        self - b
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        self * b
+    }
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        self / b
+    }
+    #[inline(always)]
+    unsafe fn fma(self, b: Self, c: Self) -> Self {
+        self * b + c
+    }
+    #[inline(always)]
+    unsafe fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    #[inline(always)]
+    unsafe fn lt(self, b: Self) -> bool {
+        self < b
+    }
+    #[inline(always)]
+    unsafe fn gt(self, b: Self) -> bool {
+        self > b
+    }
+    #[inline(always)]
+    unsafe fn eq(self, b: Self) -> bool {
+        self == b
+    }
+    #[inline(always)]
+    unsafe fn nan(self) -> bool {
+        self.is_nan()
+    }
+    #[inline(always)]
+    unsafe fn select(m: bool, a: Self, b: Self) -> Self {
+        if m {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    unsafe fn bits(self) -> i32 {
+        self.to_bits() as i32
+    }
+    #[inline(always)]
+    unsafe fn from_bits(i: i32) -> Self {
+        f32::from_bits(i as u32)
+    }
+    #[inline(always)]
+    unsafe fn isplat(x: i32) -> i32 {
+        x
+    }
+    #[inline(always)]
+    unsafe fn iadd(a: i32, b: i32) -> i32 {
+        a.wrapping_add(b)
+    }
+    #[inline(always)]
+    unsafe fn isub(a: i32, b: i32) -> i32 {
+        a.wrapping_sub(b)
+    }
+    #[inline(always)]
+    unsafe fn iand(a: i32, b: i32) -> i32 {
+        a & b
+    }
+    #[inline(always)]
+    unsafe fn ior(a: i32, b: i32) -> i32 {
+        a | b
+    }
+    #[inline(always)]
+    unsafe fn ishl23(a: i32) -> i32 {
+        a.wrapping_shl(23)
+    }
+    #[inline(always)]
+    unsafe fn isra23(a: i32) -> i32 {
+        a >> 23
+    }
+    #[inline(always)]
+    unsafe fn itof(a: i32) -> Self {
+        a as f32
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use x86::{Y8, Z16};
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Vf;
+    use std::arch::x86_64::*;
+
+    /// Eight f32 lanes (AVX2+FMA).
+    #[derive(Clone, Copy)]
+    pub struct Y8(pub __m256);
+
+    /// Sixteen f32 lanes (AVX-512F).
+    #[derive(Clone, Copy)]
+    pub struct Z16(pub __m512);
+
+    impl Vf for Y8 {
+        type M = __m256;
+        type I = __m256i;
+        const LANES: usize = 8;
+        const FUSED: bool = true;
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            Y8(_mm256_set1_ps(x))
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Y8(_mm256_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm256_storeu_ps(p, self.0)
+        }
+        #[inline(always)]
+        unsafe fn load_part(p: *const f32, n: usize) -> Self {
+            let mut b = [0f32; 8];
+            std::ptr::copy_nonoverlapping(p, b.as_mut_ptr(), n);
+            Y8(_mm256_loadu_ps(b.as_ptr()))
+        }
+        #[inline(always)]
+        unsafe fn store_part(self, p: *mut f32, n: usize) {
+            let mut b = [0f32; 8];
+            _mm256_storeu_ps(b.as_mut_ptr(), self.0);
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p, n);
+        }
+        #[inline(always)]
+        unsafe fn add(self, b: Self) -> Self {
+            Y8(_mm256_add_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn sub(self, b: Self) -> Self {
+            Y8(_mm256_sub_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn mul(self, b: Self) -> Self {
+            Y8(_mm256_mul_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn div(self, b: Self) -> Self {
+            Y8(_mm256_div_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn fma(self, b: Self, c: Self) -> Self {
+            Y8(_mm256_fmadd_ps(self.0, b.0, c.0))
+        }
+        #[inline(always)]
+        unsafe fn sqrt(self) -> Self {
+            Y8(_mm256_sqrt_ps(self.0))
+        }
+        #[inline(always)]
+        unsafe fn lt(self, b: Self) -> __m256 {
+            _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, b.0)
+        }
+        #[inline(always)]
+        unsafe fn gt(self, b: Self) -> __m256 {
+            _mm256_cmp_ps::<_CMP_GT_OQ>(self.0, b.0)
+        }
+        #[inline(always)]
+        unsafe fn eq(self, b: Self) -> __m256 {
+            _mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, b.0)
+        }
+        #[inline(always)]
+        unsafe fn nan(self) -> __m256 {
+            _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0)
+        }
+        #[inline(always)]
+        unsafe fn select(m: __m256, a: Self, b: Self) -> Self {
+            Y8(_mm256_blendv_ps(b.0, a.0, m))
+        }
+        #[inline(always)]
+        unsafe fn bits(self) -> __m256i {
+            _mm256_castps_si256(self.0)
+        }
+        #[inline(always)]
+        unsafe fn from_bits(i: __m256i) -> Self {
+            Y8(_mm256_castsi256_ps(i))
+        }
+        #[inline(always)]
+        unsafe fn isplat(x: i32) -> __m256i {
+            _mm256_set1_epi32(x)
+        }
+        #[inline(always)]
+        unsafe fn iadd(a: __m256i, b: __m256i) -> __m256i {
+            _mm256_add_epi32(a, b)
+        }
+        #[inline(always)]
+        unsafe fn isub(a: __m256i, b: __m256i) -> __m256i {
+            _mm256_sub_epi32(a, b)
+        }
+        #[inline(always)]
+        unsafe fn iand(a: __m256i, b: __m256i) -> __m256i {
+            _mm256_and_si256(a, b)
+        }
+        #[inline(always)]
+        unsafe fn ior(a: __m256i, b: __m256i) -> __m256i {
+            _mm256_or_si256(a, b)
+        }
+        #[inline(always)]
+        unsafe fn ishl23(a: __m256i) -> __m256i {
+            _mm256_slli_epi32::<23>(a)
+        }
+        #[inline(always)]
+        unsafe fn isra23(a: __m256i) -> __m256i {
+            _mm256_srai_epi32::<23>(a)
+        }
+        #[inline(always)]
+        unsafe fn itof(a: __m256i) -> Self {
+            Y8(_mm256_cvtepi32_ps(a))
+        }
+    }
+
+    impl Vf for Z16 {
+        type M = __mmask16;
+        type I = __m512i;
+        const LANES: usize = 16;
+        const FUSED: bool = true;
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            Z16(_mm512_set1_ps(x))
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Z16(_mm512_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm512_storeu_ps(p, self.0)
+        }
+        #[inline(always)]
+        unsafe fn load_part(p: *const f32, n: usize) -> Self {
+            let m: __mmask16 = ((1u32 << n) - 1) as u16;
+            Z16(_mm512_maskz_loadu_ps(m, p))
+        }
+        #[inline(always)]
+        unsafe fn store_part(self, p: *mut f32, n: usize) {
+            let m: __mmask16 = ((1u32 << n) - 1) as u16;
+            _mm512_mask_storeu_ps(p, m, self.0)
+        }
+        #[inline(always)]
+        unsafe fn add(self, b: Self) -> Self {
+            Z16(_mm512_add_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn sub(self, b: Self) -> Self {
+            Z16(_mm512_sub_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn mul(self, b: Self) -> Self {
+            Z16(_mm512_mul_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn div(self, b: Self) -> Self {
+            Z16(_mm512_div_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn fma(self, b: Self, c: Self) -> Self {
+            Z16(_mm512_fmadd_ps(self.0, b.0, c.0))
+        }
+        #[inline(always)]
+        unsafe fn sqrt(self) -> Self {
+            Z16(_mm512_sqrt_ps(self.0))
+        }
+        #[inline(always)]
+        unsafe fn lt(self, b: Self) -> __mmask16 {
+            _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, b.0)
+        }
+        #[inline(always)]
+        unsafe fn gt(self, b: Self) -> __mmask16 {
+            _mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, b.0)
+        }
+        #[inline(always)]
+        unsafe fn eq(self, b: Self) -> __mmask16 {
+            _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, b.0)
+        }
+        #[inline(always)]
+        unsafe fn nan(self) -> __mmask16 {
+            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0)
+        }
+        #[inline(always)]
+        unsafe fn select(m: __mmask16, a: Self, b: Self) -> Self {
+            Z16(_mm512_mask_blend_ps(m, b.0, a.0))
+        }
+        #[inline(always)]
+        unsafe fn bits(self) -> __m512i {
+            _mm512_castps_si512(self.0)
+        }
+        #[inline(always)]
+        unsafe fn from_bits(i: __m512i) -> Self {
+            Z16(_mm512_castsi512_ps(i))
+        }
+        #[inline(always)]
+        unsafe fn isplat(x: i32) -> __m512i {
+            _mm512_set1_epi32(x)
+        }
+        #[inline(always)]
+        unsafe fn iadd(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_add_epi32(a, b)
+        }
+        #[inline(always)]
+        unsafe fn isub(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_sub_epi32(a, b)
+        }
+        #[inline(always)]
+        unsafe fn iand(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_and_si512(a, b)
+        }
+        #[inline(always)]
+        unsafe fn ior(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_or_si512(a, b)
+        }
+        #[inline(always)]
+        unsafe fn ishl23(a: __m512i) -> __m512i {
+            _mm512_slli_epi32::<23>(a)
+        }
+        #[inline(always)]
+        unsafe fn isra23(a: __m512i) -> __m512i {
+            _mm512_srai_epi32::<23>(a)
+        }
+        #[inline(always)]
+        unsafe fn itof(a: __m512i) -> Self {
+            Z16(_mm512_cvtepi32_ps(a))
+        }
+    }
+}
