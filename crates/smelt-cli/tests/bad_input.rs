@@ -204,7 +204,9 @@ fn input_of_wrong_shape() {
     let d = tmpdir("wrong-shape");
     let mut m = relu_model("x");
     if let Some(g) = m.graph.as_mut() {
+        // Output too: a model whose f64 Relu declares an f32 result is itself invalid.
         g.input[0].r#type = Some(tensor_type(data_type::DOUBLE, &[2, 3]));
+        g.output[0].r#type = Some(tensor_type(data_type::DOUBLE, &[2, 3]));
     }
     let p = write_model(&d, &m);
     let x = npy_f64(&d, "x.npy", "(3, 2)", 6);

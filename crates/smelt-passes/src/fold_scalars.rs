@@ -9,10 +9,11 @@
 //! - a remaining `Div` by a power of two becomes a `Mul` by its reciprocal.
 //!
 //! Intermediates must be read by the next node only (no graph outputs, no subgraph
-//! captures), and the result must keep the output's shape.
+//! captures), and the result must keep the output's shape (as inference typed it: the main
+//! graph only).
 
 use crate::infer_shapes::broadcast;
-use crate::{manager::rewrite_nested, rewire::replace_uses, Pass, PassContext};
+use crate::{manager::rewrite_scoped, rewire::replace_uses, Pass, PassContext};
 use smelt_ir::op::{ElementwiseOp, NnOp};
 use smelt_ir::{Constant, DType, Dim, Graph, Node, Op, Result, Tensor, ValueId, ValueType};
 use std::collections::HashMap;
@@ -26,7 +27,8 @@ impl Pass for FoldScalars {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(rewrite_nested(g, &mut fold))
+        // Every rewrite here reads shapes: the main graph only (see `rewrite_scoped`).
+        Ok(rewrite_scoped(g, &mut |g, typed| typed && fold(g)))
     }
 }
 

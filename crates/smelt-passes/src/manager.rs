@@ -37,15 +37,27 @@ pub struct PassReport {
 }
 
 /// Applies `rewrite` to every subgraph of `g` (innermost first), then to `g` itself;
-/// true if any call changed something.
+/// true if any call changed something. For rewrites that read no value types.
 pub fn rewrite_nested(g: &mut Graph, rewrite: &mut impl FnMut(&mut Graph) -> bool) -> bool {
-    let mut changed = false;
-    for n in &mut g.nodes {
-        for sub in n.op.subgraphs_mut() {
-            changed |= rewrite_nested(sub, rewrite);
+    rewrite_scoped(g, &mut |g, _| rewrite(g))
+}
+
+/// Like [`rewrite_nested`], telling `rewrite` whether the graph's value types are facts:
+/// true for `g` itself, whose node outputs shape inference typed (the pipeline runs it
+/// first), false in subgraphs, whose types are what the model declares (unconfirmed: a
+/// loop-carried value may change shape between iterations). A rewrite that decides from a
+/// type makes no such decision where the flag is false.
+pub fn rewrite_scoped(g: &mut Graph, rewrite: &mut impl FnMut(&mut Graph, bool) -> bool) -> bool {
+    fn walk(g: &mut Graph, top: bool, rewrite: &mut impl FnMut(&mut Graph, bool) -> bool) -> bool {
+        let mut changed = false;
+        for n in &mut g.nodes {
+            for sub in n.op.subgraphs_mut() {
+                changed |= walk(sub, false, rewrite);
+            }
         }
+        rewrite(g, top) | changed
     }
-    rewrite(g) | changed
+    walk(g, true, rewrite)
 }
 
 /// A fixed pipeline of passes.
@@ -181,6 +193,39 @@ pub(crate) mod tests {
         smelt_ir::verify::verify(&g).unwrap_or_else(|e| panic!("output does not verify: {e}"));
         let got = print_graph(&g);
         assert_eq!(got.trim(), expected.trim(), "\n--- got ---\n{got}");
+    }
+
+    #[test]
+    fn only_the_main_graph_counts_as_typed() {
+        let g = smelt_ir::text::parse_graph(
+            r#"graph "g" {
+  input %0 "c": bool[]
+  %1 "y" = control.If {"else_branch":"$graph0","then_branch":"$graph1"} (%0) # "if"
+    graph "else" {
+      capture %0 "c": bool[] <- %0
+      output %0
+    }
+    graph "then" {
+      capture %0 "c": bool[] <- %0
+      output %0
+    }
+  output %1
+}"#,
+        )
+        .unwrap();
+        let mut seen = Vec::new();
+        rewrite_scoped(&mut g.clone(), &mut |g, typed| {
+            seen.push((g.name.clone(), typed));
+            false
+        });
+        assert_eq!(
+            seen,
+            [
+                ("then".into(), false),
+                ("else".into(), false),
+                ("g".into(), true)
+            ]
+        );
     }
 
     #[test]

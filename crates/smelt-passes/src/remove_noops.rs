@@ -2,9 +2,11 @@
 //! inference mode whose mask is unused, `Cast`/`CastLike` to the input's own type, and
 //! `Reshape`/`Flatten`/`Squeeze`/`Unsqueeze`/`Expand` whose output shape is the input's
 //! (both fully known, or the same symbolic dims). Nodes whose output is a graph output
-//! stay, so output names do not change.
+//! stay, so output names do not change. The type-based removals (casts, reshapes) apply to
+//! the main graph only, whose types inference confirmed; a subgraph's declared types are
+//! not evidence.
 
-use crate::{manager::rewrite_nested, rewire::replace_uses, Pass, PassContext};
+use crate::{manager::rewrite_scoped, rewire::replace_uses, Pass, PassContext};
 use smelt_ir::op::{nn::DropoutMode, ElementwiseOp, LayoutOp, NnOp};
 use smelt_ir::{DType, Dim, Graph, Node, Op, Result, ValueId, ValueType};
 
@@ -17,16 +19,17 @@ impl Pass for RemoveNoops {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(rewrite_nested(g, &mut remove))
+        Ok(rewrite_scoped(g, &mut remove))
     }
 }
 
-/// Removes pass-through nodes from one graph (not its subgraphs); true if any went.
-fn remove(g: &mut Graph) -> bool {
+/// Removes pass-through nodes from one graph (not its subgraphs); true if any went. With
+/// `typed` false, only removals that read no types.
+fn remove(g: &mut Graph, typed: bool) -> bool {
     let mut changed = false;
     let mut i = 0;
     while i < g.nodes.len() {
-        match passthrough(g, &g.nodes[i]) {
+        match passthrough(g, &g.nodes[i], typed) {
             Some((from, to)) if !g.outputs.contains(&from) => {
                 g.nodes.remove(i);
                 replace_uses(g, from, to);
@@ -39,7 +42,7 @@ fn remove(g: &mut Graph) -> bool {
 }
 
 /// (output, input) when the node copies its input to its only used output.
-fn passthrough(g: &Graph, n: &Node) -> Option<(ValueId, ValueId)> {
+fn passthrough(g: &Graph, n: &Node, typed: bool) -> Option<(ValueId, ValueId)> {
     let input = (*n.inputs.first()?)?;
     let output = (*n.outputs.first()?)?;
     match &n.op {
@@ -58,6 +61,8 @@ fn passthrough(g: &Graph, n: &Node) -> Option<(ValueId, ValueId)> {
             };
             (mask_unused && inference).then_some((output, input))
         }
+        // What follows decides from types.
+        _ if !typed => None,
         Op::Elementwise(ElementwiseOp::Cast { to, .. }) => {
             (dtype_of(g, input)? == *to).then_some((output, input))
         }
@@ -155,5 +160,60 @@ mod tests {
   output %7
 }"#,
         );
+    }
+
+    /// The hardening finding: a Reshape to `[-5, 3]` whose declared output equals its input
+    /// looked like a no-op. Inference now rejects it before remove-noops runs, and a Reshape
+    /// whose target is not constant keeps its node (the declaration is dropped, not used).
+    #[test]
+    fn declared_types_do_not_make_a_reshape_a_noop() {
+        use crate::infer_shapes::InferShapes;
+        let text = r#"graph "g" {
+  input %0 "x": f32[2,3]
+  input %1 "s": i64[2]
+  const %2 "bad" = {"dtype":"I64","shape":[2],"data":{"I64":[-5,3]}}
+  %3 "r": f32[2,3] = layout.Reshape {"allowzero":false,"shape":null} (%0, SHAPE) # "reshape"
+  %4 "y": f32[2,3] = elementwise.Relu (%3) # "relu"
+  output %4
+}"#;
+        let mut g = smelt_ir::text::parse_graph(&text.replace("SHAPE", "%2")).unwrap();
+        let e = InferShapes.run(&mut g, &no_eval()).unwrap_err();
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::InvalidModel);
+        assert!(e.to_string().contains("node reshape (Reshape)"), "{e}");
+        let mut g = smelt_ir::text::parse_graph(&text.replace("SHAPE", "%1")).unwrap();
+        InferShapes.run(&mut g, &no_eval()).unwrap();
+        RemoveNoops.run(&mut g, &no_eval()).unwrap();
+        assert!(g.nodes.iter().any(|n| n.name == "reshape"));
+    }
+
+    /// In a subgraph, types are the model's word (unconfirmed): only the removals that read
+    /// no type happen there.
+    #[test]
+    fn subgraphs_keep_type_based_noops() {
+        let text = r#"graph "g" {
+  input %0 "c": bool[]
+  input %1 "x": f32[2,3]
+  %2 "y": f32[2,3] = control.If {"else_branch":"$graph0","then_branch":"$graph1"} (%0) # "if"
+    graph "else" {
+      capture %0 "x": f32[2,3] <- %1
+      output %0
+    }
+    graph "then" {
+      capture %0 "x": f32[2,3] <- %1
+      %1 "a": f32[2,3] = layout.Identity (%0) # "id"
+      %2 "b": f32[2,3] = elementwise.Cast {"round_mode":"Up","saturate":true,"to":"F32"} (%1) # "cast"
+      %3 "t": f32[2,3] = elementwise.Relu (%2) # "relu"
+      output %3
+    }
+  output %2
+}"#;
+        let expected = text
+            .replace(
+                "      %1 \"a\": f32[2,3] = layout.Identity (%0) # \"id\"\n",
+                "",
+            )
+            .replace("} (%1) # \"cast\"", "} (%0) # \"cast\"");
+        assert_ne!(expected, text);
+        golden(&RemoveNoops, &no_eval(), text, &expected);
     }
 }

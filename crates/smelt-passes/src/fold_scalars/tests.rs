@@ -256,3 +256,28 @@ fn unit_step_that_broadcasts_to_a_larger_shape_stays() {
 }"#,
     );
 }
+
+/// In a subgraph the types are the model's unconfirmed word: `x + 0` declared to keep x's
+/// shape broadcasts x to [3,4] at run time, so it must stay.
+#[test]
+fn subgraphs_are_left_alone() {
+    unchanged(
+        r#"graph "g" {
+  input %0 "c": bool[]
+  input %1 "x": f32[1,4]
+  %2 "y": f32[1,4] = control.If {"else_branch":"$graph0","then_branch":"$graph1"} (%0) # "if"
+    graph "else" {
+      capture %0 "x": f32[1,4] <- %1
+      output %0
+    }
+    graph "then" {
+      const %1 "zero" = {"dtype":"F32","shape":[3,4],"data":{"F32":[0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0]}}
+      capture %0 "x": f32[1,4] <- %1
+      %2 "t": f32[1,4] = elementwise.Add (%0, %1) # "add0"
+      %3 "u": f32[1,4] = elementwise.Relu (%2) # "relu"
+      output %3
+    }
+  output %2
+}"#,
+    );
+}

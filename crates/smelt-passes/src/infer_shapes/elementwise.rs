@@ -1,20 +1,24 @@
 //! Elementwise ops: unary ops keep their input's type, multi-input ops broadcast,
 //! comparisons and logic give bool, casts change the element type.
 
-use super::{broadcast, typed, In, Outs};
+use super::{try_broadcast, typed, In, Outs};
 use smelt_ir::op::ElementwiseOp;
-use smelt_ir::DType;
+use smelt_ir::{DType, Result};
 
-/// Output types of an elementwise op.
-pub(super) fn infer(op: &ElementwiseOp, x: &In) -> Option<Outs> {
+/// Output types of an elementwise op; an error when known input shapes do not broadcast.
+pub(super) fn infer(op: &ElementwiseOp, x: &In) -> Result<Option<Outs>> {
     use ElementwiseOp::*;
-    let unary = |dtype: Option<DType>| Some(vec![typed(dtype, x.shape(0))]);
+    let unary = |dtype: Option<DType>| Ok(Some(vec![typed(dtype, x.shape(0))]));
     let bcast = |dtype: Option<DType>| {
         let shapes: Option<Vec<_>> = (0..x.len())
             .filter(|&i| x.has(i))
             .map(|i| x.shape(i))
             .collect();
-        Some(vec![typed(dtype, shapes.and_then(|s| broadcast(&s)))])
+        let shape = match shapes {
+            Some(s) if !s.is_empty() => Some(try_broadcast(&s)?),
+            _ => None,
+        };
+        Ok(Some(vec![typed(dtype, shape)]))
     };
     match op {
         Abs

@@ -3,13 +3,13 @@
 use super::dims::mul;
 use super::{axis, typed, In, Outs};
 use smelt_ir::op::misc::{AspectPolicy, MiscOp};
-use smelt_ir::Dim;
+use smelt_ir::{Dim, Result};
 
 /// Output types of a misc-family op.
-pub(super) fn infer(op: &MiscOp, x: &In) -> Option<Outs> {
+pub(super) fn infer(op: &MiscOp, x: &In) -> Result<Option<Outs>> {
     use MiscOp::*;
     let dt = x.dtype(0);
-    match op {
+    Ok(match op {
         Resize {
             axes,
             keep_aspect_ratio_policy,
@@ -39,7 +39,7 @@ pub(super) fn infer(op: &MiscOp, x: &In) -> Option<Outs> {
         | RandomNormalLike { dtype, .. }
         | Bernoulli { dtype, .. } => Some(vec![typed(dtype.or(dt), x.shape(0))]),
         _ => None,
-    }
+    })
 }
 
 /// A constant input that is present and not empty (empty means absent for Resize).

@@ -2,21 +2,35 @@
 //!
 //! [`infer_types`] walks the nodes in order and computes each output's type from its
 //! inputs' types and, where an op needs values (Reshape's shape, Slice's starts...), from
-//! constant inputs. A result more concrete than the declared type replaces it; two different
-//! known sizes for one dim are an error. [`set_input_shapes`] specializes a graph to concrete
-//! input shapes. Subgraphs are left as they are.
+//! constant inputs. A rule answers one of three things: a type, nothing learned (unknown), or
+//! an error when the node cannot run on such inputs (a Reshape to a `-5` dim, a Transpose
+//! whose permutation does not fit the rank): the model is invalid, and the error names the
+//! node.
+//!
+//! What a model declares about node outputs (`value_info`, graph outputs) is a claim, not a
+//! fact: [`confirm_types`] (the pass) replaces it by what inference derives, fails when the
+//! two contradict, and drops a declaration inference cannot confirm, so that no later pass
+//! decides from it (a plan with an untyped value runs on the reference executor, which
+//! checks everything at run time). Graph inputs keep their declared types (every run checks
+//! its inputs against them). [`set_input_shapes`] specializes a graph to concrete input
+//! shapes. Subgraphs are left as they are, and passes make no type-based rewrite there.
 
+mod confirm;
 mod dims;
 mod elementwise;
 mod layout;
 mod misc;
 mod nn;
 mod reduce;
+mod reshape;
 
+pub use confirm::confirm_types;
 pub(crate) use layout::shape_range;
 
 use crate::{Pass, PassContext};
-use smelt_ir::{bail, err, DType, Dim, Graph, Node, Op, Result, Tensor, ValueId, ValueType};
+use smelt_ir::{
+    bail, err, DType, Dim, ErrorKind, Graph, Node, Op, Result, Tensor, ValueId, ValueType,
+};
 use std::collections::HashMap;
 
 /// The shape-inference pass (types only; the graph's nodes do not change).
@@ -28,11 +42,12 @@ impl Pass for InferShapes {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        infer_types(g)
+        confirm_types(g)
     }
 }
 
-/// What a rule computes: one type per output slot (None: nothing learned).
+/// What a rule computes: one type per output slot (None: nothing learned). A rule returns
+/// an error when its inputs are invalid for the op, `Ok(None)` when it learns nothing.
 pub(crate) type Outs = Vec<Option<ValueType>>;
 
 /// A node's inputs as rules see them: types, and values of constant inputs.
@@ -134,15 +149,34 @@ pub(crate) fn axis(a: i64, r: usize) -> Option<usize> {
 
 /// Numpy broadcasting of several shapes; None if two known dims disagree.
 pub(crate) fn broadcast(shapes: &[Vec<Dim>]) -> Option<Vec<Dim>> {
-    let rank = shapes.iter().map(Vec::len).max()?;
+    try_broadcast(shapes).ok()
+}
+
+/// Numpy broadcasting of several shapes (at least one); an error names two known dims
+/// that disagree.
+pub(crate) fn try_broadcast(shapes: &[Vec<Dim>]) -> Result<Vec<Dim>> {
+    let rank = shapes.iter().map(Vec::len).max().unwrap_or(0);
     let mut out = vec![Dim::Known(1); rank];
     for s in shapes {
         let off = rank - s.len();
         for (i, d) in s.iter().enumerate() {
-            out[off + i] = broadcast_dim(&out[off + i], d)?;
+            out[off + i] = broadcast_dim(&out[off + i], d).ok_or_else(|| {
+                let all: Vec<String> = shapes
+                    .iter()
+                    .map(|s| smelt_ir::dim::format_shape(s))
+                    .collect();
+                err!(
+                    InvalidModel,
+                    "shapes {} do not broadcast (dimension {} is {} and {})",
+                    all.join(", "),
+                    off + i,
+                    out[off + i],
+                    d
+                )
+            })?;
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
@@ -156,21 +190,28 @@ fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
     })
 }
 
-/// The types a node's outputs get from its inputs.
-fn infer_node(x: &In) -> Outs {
+/// The types a node's outputs get from its inputs; an error when the node cannot run on
+/// them.
+fn infer_node(x: &In) -> Result<Outs> {
     let r = match &x.node.op {
-        Op::Elementwise(o) => elementwise::infer(o, x),
-        Op::Nn(o) => nn::infer(o, x),
-        Op::Layout(o) => layout::infer(o, x),
-        Op::Reduce(o) => reduce::infer(o, x),
-        Op::Misc(o) => misc::infer(o, x),
+        Op::Elementwise(o) => elementwise::infer(o, x)?,
+        Op::Nn(o) => nn::infer(o, x)?,
+        Op::Layout(o) => layout::infer(o, x)?,
+        Op::Reduce(o) => reduce::infer(o, x)?,
+        Op::Misc(o) => misc::infer(o, x)?,
         _ => None,
     };
-    r.unwrap_or_default()
+    Ok(r.unwrap_or_default())
 }
 
-/// Computes the type of every node output from its inputs (see the module docs); returns
-/// whether any type changed.
+/// `node NAME (Op)`, as errors about a node start.
+fn node_context(n: &Node) -> String {
+    format!("node {} ({})", n.name, n.op.name())
+}
+
+/// Computes the type of every node output from its inputs (see the module docs), refining
+/// the types already there (inferred before: a type inference cannot derive again stays);
+/// returns whether any type changed. An invalid node is an error of kind InvalidModel.
 pub fn infer_types(g: &mut Graph) -> Result<bool> {
     let consts: HashMap<ValueId, usize> = g
         .constants
@@ -184,18 +225,17 @@ pub fn infer_types(g: &mut Graph) -> Result<bool> {
             g,
             consts: &consts,
             node: &g.nodes[i],
-        });
+        })
+        .map_err(|e| invalid(e).context(node_context(&g.nodes[i])))?;
         for (slot, ty) in g.nodes[i].outputs.clone().into_iter().zip(outs) {
             let (Some(id), Some(ty)) = (slot, ty) else {
                 continue;
             };
             let old = &g.values[id.0 as usize].ty;
             let new = merge(old.as_ref(), ty).map_err(|e| {
-                let n = &g.nodes[i];
-                e.context(format!(
-                    "node {} ({}), output {}",
-                    n.name,
-                    n.op.name(),
+                invalid(e).context(format!(
+                    "{}, output {}",
+                    node_context(&g.nodes[i]),
                     g.name_of(id)
                 ))
             })?;
@@ -208,7 +248,16 @@ pub fn infer_types(g: &mut Graph) -> Result<bool> {
     Ok(changed)
 }
 
-/// The declared type refined by an inferred one (kept as is when the element types differ).
+/// An inference failure is the model's fault unless a rule said otherwise.
+fn invalid(e: smelt_ir::Error) -> smelt_ir::Error {
+    if e.kind() == ErrorKind::Internal {
+        e.with_kind(ErrorKind::InvalidModel)
+    } else {
+        e
+    }
+}
+
+/// A type known before refined by one inferred now (kept as is when the element types differ).
 fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType> {
     let Some(declared) = declared else {
         return Ok(inferred);
@@ -222,8 +271,8 @@ fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType>
             },
         ) => {
             if dtype != dt2 {
-                // The model contradicts itself (e.g. an input declared with another type than
-                // its consumers expect): keep its word; the run-time input check reports it.
+                // Only over declared types (`confirm_types` reports the contradiction); an
+                // earlier inference from the same inputs cannot disagree. Keep what is there.
                 return Ok(declared.clone());
             }
             let shape = match (shape, s2) {
@@ -231,7 +280,7 @@ fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType>
                     if a.len() != b.len() {
                         bail!(
                             InvalidModel,
-                            "declared rank {} ({}) but inferred rank {} ({})",
+                            "known rank {} ({}) but inferred rank {} ({})",
                             a.len(),
                             smelt_ir::dim::format_shape(a),
                             b.len(),
@@ -264,7 +313,7 @@ fn merge(declared: Option<&ValueType>, inferred: ValueType) -> Result<ValueType>
 fn merge_dim(declared: &Dim, inferred: &Dim) -> Result<Dim> {
     Ok(match (declared, inferred) {
         (Dim::Known(a), Dim::Known(b)) if a != b => {
-            bail!(InvalidModel, "declared size {a} but inferred {b}")
+            bail!(InvalidModel, "known size {a} but inferred {b}")
         }
         (Dim::Known(_), _) | (Dim::Sym(_), Dim::Unknown) => declared.clone(),
         (Dim::Sym(_), Dim::Sym(e)) if e.to_string().contains("max(") => declared.clone(),

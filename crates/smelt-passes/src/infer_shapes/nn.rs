@@ -2,28 +2,53 @@
 //! dropout, attention.
 
 use super::dims::{add, add_int, div_int, mul, sub};
-use super::{axis, broadcast, tensor_type, typed, In, Outs};
+use super::{axis, tensor_type, try_broadcast, typed, In, Outs};
 use smelt_ir::op::{nn::DropoutMode, AutoPad, NnOp};
-use smelt_ir::{DType, Dim};
+use smelt_ir::{bail, ensure, DType, Dim, Result};
 
-/// Output types of an nn op.
-pub(super) fn infer(op: &NnOp, x: &In) -> Option<Outs> {
+/// Two known sizes that must agree (a contraction, channels); an error says which.
+fn agree(a: &Dim, b: &Dim, what: &str) -> Result<()> {
+    if let (Dim::Known(x), Dim::Known(y)) = (a, b) {
+        ensure!(x == y, InvalidModel, "{what}: {x} and {y} differ");
+    }
+    Ok(())
+}
+
+/// Output types of an nn op; an error when known shapes do not fit the op.
+pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
     use NnOp::*;
     let dt = x.dtype(0);
     let same = || Some(vec![typed(dt, x.shape(0))]);
-    match op {
+    Ok(match op {
         MatMul => Some(vec![typed(
             dt,
-            x.shape(0).zip(x.shape(1)).and_then(|(a, b)| matmul(a, b)),
+            match (x.shape(0), x.shape(1)) {
+                (Some(a), Some(b)) => Some(matmul(a, b)?),
+                _ => None,
+            },
         )]),
         Gemm {
             trans_a, trans_b, ..
         } => {
             let s = match (x.shape(0), x.shape(1)) {
-                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => Some(vec![
-                    a[usize::from(*trans_a)].clone(),
-                    b[usize::from(!*trans_b)].clone(),
-                ]),
+                (Some(a), Some(b)) => {
+                    ensure!(
+                        a.len() == 2 && b.len() == 2,
+                        InvalidModel,
+                        "A has rank {} and B rank {}; both must be 2",
+                        a.len(),
+                        b.len()
+                    );
+                    agree(
+                        &a[usize::from(!*trans_a)],
+                        &b[usize::from(*trans_b)],
+                        "the inner dimensions of A and B",
+                    )?;
+                    Some(vec![
+                        a[usize::from(*trans_a)].clone(),
+                        b[usize::from(!*trans_b)].clone(),
+                    ])
+                }
                 _ => None,
             };
             Some(vec![typed(dt, s)])
@@ -31,30 +56,47 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Option<Outs> {
         Conv {
             auto_pad,
             dilations,
+            group,
             kernel_shape,
             pads,
             strides,
-            ..
         } => {
-            let (xs, ws) = (x.shape(0), x.shape(1));
-            let s = (|| {
-                let (xs, ws) = (xs?, ws?);
-                if xs.len() < 3 || ws.len() != xs.len() {
-                    return None;
+            let s = match (x.shape(0), x.shape(1)) {
+                (Some(xs), Some(ws)) => {
+                    ensure!(
+                        xs.len() >= 3 && ws.len() == xs.len(),
+                        InvalidModel,
+                        "input of rank {} and weights of rank {}",
+                        xs.len(),
+                        ws.len()
+                    );
+                    if *group >= 1 {
+                        agree(
+                            &xs[1],
+                            &super::dims::mul(&ws[1], &Dim::Known(*group as u64)),
+                            "input channels and weight channels times group",
+                        )?;
+                    }
+                    let kernel = kernel_dims(kernel_shape, &ws[2..]);
+                    let w = Window {
+                        auto_pad,
+                        dilations,
+                        kernel: &kernel,
+                        pads,
+                        strides,
+                        ceil_mode: false,
+                    };
+                    let mut out = vec![xs[0].clone(), ws[0].clone()];
+                    match w.output(&xs[2..])? {
+                        Some(o) => {
+                            out.extend(o);
+                            Some(out)
+                        }
+                        None => None,
+                    }
                 }
-                let kernel = kernel_dims(kernel_shape, &ws[2..]);
-                let w = Window {
-                    auto_pad,
-                    dilations,
-                    kernel: &kernel,
-                    pads,
-                    strides,
-                    ceil_mode: false,
-                };
-                let mut out = vec![xs[0].clone(), ws[0].clone()];
-                out.extend(w.output(&xs[2..])?);
-                Some(out)
-            })();
+                _ => None,
+            };
             Some(vec![typed(dt, s)])
         }
         ConvTranspose {
@@ -124,24 +166,26 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Option<Outs> {
             strides,
             ..
         } => {
-            let s = (|| {
-                let xs = x.shape(0)?;
-                if xs.len() < 3 {
-                    return None;
+            let s = match x.shape(0) {
+                Some(xs) if xs.len() >= 3 => {
+                    let kernel: Vec<Dim> =
+                        kernel_shape.iter().map(|&k| Dim::Known(k as u64)).collect();
+                    let w = Window {
+                        auto_pad,
+                        dilations,
+                        kernel: &kernel,
+                        pads,
+                        strides,
+                        ceil_mode: *ceil_mode,
+                    };
+                    w.output(&xs[2..])?.map(|o| {
+                        let mut out = xs[..2].to_vec();
+                        out.extend(o);
+                        out
+                    })
                 }
-                let kernel: Vec<Dim> = kernel_shape.iter().map(|&k| Dim::Known(k as u64)).collect();
-                let w = Window {
-                    auto_pad,
-                    dilations,
-                    kernel: &kernel,
-                    pads,
-                    strides,
-                    ceil_mode: *ceil_mode,
-                };
-                let mut out = xs[..2].to_vec();
-                out.extend(w.output(&xs[2..])?);
-                Some(out)
-            })();
+                _ => None,
+            };
             Some(vec![typed(dt, s.clone()), typed(Some(DType::I64), s)])
         }
         GlobalAveragePool | GlobalMaxPool | GlobalLpPool { .. } => {
@@ -207,7 +251,7 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Option<Outs> {
             ..
         } => Some(attention(x, *q_num_heads, *kv_num_heads)),
         _ => None,
-    }
+    })
 }
 
 /// The kernel's spatial dims: the attribute when given, else the weights' trailing dims.
@@ -230,28 +274,33 @@ struct Window<'a> {
 }
 
 impl Window<'_> {
-    /// Output spatial sizes for input spatial sizes.
-    fn output(&self, ins: &[Dim]) -> Option<Vec<Dim>> {
+    /// Output spatial sizes for input spatial sizes; an error when the window does not fit.
+    fn output(&self, ins: &[Dim]) -> Result<Option<Vec<Dim>>> {
         let nd = ins.len();
         if self.kernel.len() != nd {
-            return None;
+            return Ok(None);
         }
-        (0..nd).map(|i| self.axis_out(i, nd, &ins[i])).collect()
+        (0..nd)
+            .map(|i| self.axis_out(i, nd, &ins[i]))
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
     }
 
-    fn axis_out(&self, i: usize, nd: usize, input: &Dim) -> Option<Dim> {
+    fn axis_out(&self, i: usize, nd: usize, input: &Dim) -> Result<Dim> {
         let s = *self.strides.get(i).unwrap_or(&1);
         let d = *self.dilations.get(i).unwrap_or(&1);
-        if s <= 0 || d <= 0 {
-            return None;
-        }
+        ensure!(
+            s > 0 && d > 0,
+            InvalidModel,
+            "stride {s} and dilation {d} of spatial axis {i} must be positive"
+        );
         // The dilated kernel: (k - 1) * d + 1.
         let eff = add_int(
             &mul(&add_int(&self.kernel[i], -1), &Dim::Known(d as u64)),
             1,
         );
         let (pb, pe) = match self.auto_pad {
-            AutoPad::SameUpper | AutoPad::SameLower => return Some(div_int(input, s, true)),
+            AutoPad::SameUpper | AutoPad::SameLower => return Ok(div_int(input, s, true)),
             AutoPad::Valid => (0, 0),
             AutoPad::NotSet => (
                 *self.pads.get(i).unwrap_or(&0),
@@ -261,7 +310,10 @@ impl Window<'_> {
         if let (Dim::Known(n), Dim::Known(k)) = (input, &eff) {
             let span = *n as i64 + pb + pe - *k as i64;
             if span < 0 {
-                return None;
+                bail!(
+                    InvalidModel,
+                    "the window of {k} is larger than spatial axis {i} of {n} padded by {pb} and {pe}"
+                );
             }
             let mut o = if self.ceil_mode {
                 (span + s - 1) / s + 1
@@ -271,22 +323,25 @@ impl Window<'_> {
             if self.ceil_mode && (o - 1) * s >= *n as i64 + pb {
                 o -= 1;
             }
-            return Some(Dim::Known(o.max(0) as u64));
+            return Ok(Dim::Known(o.max(0) as u64));
         }
         if self.ceil_mode {
-            return Some(Dim::Unknown);
+            return Ok(Dim::Unknown);
         }
         let span = add_int(input, pb + pe);
         let span = sub(&span, &eff);
-        Some(add_int(&div_int(&span, s, false), 1))
+        Ok(add_int(&div_int(&span, s, false), 1))
     }
 }
 
-/// Numpy matmul: 1-D operands promoted, batch dims broadcast.
-fn matmul(a: Vec<Dim>, b: Vec<Dim>) -> Option<Vec<Dim>> {
-    if a.is_empty() || b.is_empty() {
-        return None;
-    }
+/// Numpy matmul: 1-D operands promoted, batch dims broadcast; an error when the
+/// contracted dims differ.
+fn matmul(a: Vec<Dim>, b: Vec<Dim>) -> Result<Vec<Dim>> {
+    ensure!(
+        !a.is_empty() && !b.is_empty(),
+        InvalidModel,
+        "MatMul of a scalar"
+    );
     let (a1, b1) = (a.len() == 1, b.len() == 1);
     let a = if a1 {
         vec![Dim::Known(1), a[0].clone()]
@@ -298,14 +353,19 @@ fn matmul(a: Vec<Dim>, b: Vec<Dim>) -> Option<Vec<Dim>> {
     } else {
         b
     };
-    let mut out = broadcast(&[a[..a.len() - 2].to_vec(), b[..b.len() - 2].to_vec()])?;
+    agree(
+        &a[a.len() - 1],
+        &b[b.len() - 2],
+        "the contracted dimensions of the two operands",
+    )?;
+    let mut out = try_broadcast(&[a[..a.len() - 2].to_vec(), b[..b.len() - 2].to_vec()])?;
     if !a1 {
         out.push(a[a.len() - 2].clone());
     }
     if !b1 {
         out.push(b[b.len() - 1].clone());
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Attention (opset 23): Y has Q's layout with V's head size; present key/value append the

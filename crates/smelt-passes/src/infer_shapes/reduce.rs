@@ -3,45 +3,52 @@
 
 use super::{axis, typed, In, Outs};
 use smelt_ir::op::ReduceOp;
-use smelt_ir::{DType, Dim};
+use smelt_ir::{ensure, err, DType, Dim, Result};
 
-/// Output types of a reduce-family op.
-pub(super) fn infer(op: &ReduceOp, x: &In) -> Option<Outs> {
+/// An axis in [-r, r-1] as an index; an error otherwise.
+fn checked_axis(a: i64, r: usize) -> Result<usize> {
+    axis(a, r).ok_or_else(|| err!(InvalidModel, "axis {a} is out of range for rank {r}"))
+}
+
+/// Output types of a reduce-family op; an error names an axis out of range.
+pub(super) fn infer(op: &ReduceOp, x: &In) -> Result<Option<Outs>> {
     use ReduceOp::*;
     let dt = x.dtype(0);
     if let Some(r) = op.reduction() {
         let axes = r.axes.clone().or_else(|| x.ints(1));
-        let s = x.shape(0).and_then(|s| {
+        let s = match (x.shape(0), axes) {
             // An axes input that is not a constant leaves the output unknown.
-            let axes = match axes {
-                Some(a) => a,
-                None if x.has(1) => return None,
-                None => Vec::new(),
-            };
-            if axes.is_empty() && r.noop_with_empty_axes {
-                return Some(s);
+            (Some(_), None) if x.has(1) => None,
+            (Some(s), axes) => {
+                let axes = axes.unwrap_or_default();
+                if axes.is_empty() && r.noop_with_empty_axes {
+                    Some(s)
+                } else {
+                    let picked: Vec<usize> = if axes.is_empty() {
+                        (0..s.len()).collect()
+                    } else {
+                        axes.iter()
+                            .map(|&a| checked_axis(a, s.len()))
+                            .collect::<Result<_>>()?
+                    };
+                    Some(reduced(&s, &picked, r.keepdims))
+                }
             }
-            let picked: Vec<usize> = if axes.is_empty() {
-                (0..s.len()).collect()
-            } else {
-                axes.iter()
-                    .map(|&a| axis(a, s.len()))
-                    .collect::<Option<_>>()?
-            };
-            Some(reduced(&s, &picked, r.keepdims))
-        });
-        return Some(vec![typed(dt, s)]);
+            (None, _) => None,
+        };
+        return Ok(Some(vec![typed(dt, s)]));
     }
-    match op {
+    Ok(match op {
         ArgMax {
             axis: a, keepdims, ..
         }
         | ArgMin {
             axis: a, keepdims, ..
         } => {
-            let s = x
-                .shape(0)
-                .and_then(|s| Some(reduced(&s, &[axis(*a, s.len())?], *keepdims)));
+            let s = match x.shape(0) {
+                Some(s) => Some(reduced(&s, &[checked_axis(*a, s.len())?], *keepdims)),
+                None => None,
+            };
             Some(vec![typed(Some(DType::I64), s)])
         }
         Softmax { .. } | LogSoftmax { .. } | Hardmax { .. } | CumSum { .. } | CumProd { .. } => {
@@ -49,18 +56,30 @@ pub(super) fn infer(op: &ReduceOp, x: &In) -> Option<Outs> {
         }
         TopK { k, axis: a, .. } => {
             let k = k.or_else(|| x.ints(1).and_then(|v| v.first().copied()));
-            let s = x.shape(0).and_then(|s| {
-                let a = axis(*a, s.len())?;
-                let mut o = s;
-                o[a] = k
-                    .and_then(|k| u64::try_from(k).ok())
-                    .map_or(Dim::Unknown, Dim::Known);
-                Some(o)
-            });
+            let s = match x.shape(0) {
+                Some(mut o) => {
+                    let a = checked_axis(*a, o.len())?;
+                    if let Some(k) = k {
+                        ensure!(k >= 0, InvalidModel, "k is {k}");
+                        if let Dim::Known(n) = o[a] {
+                            ensure!(
+                                k as u64 <= n,
+                                InvalidModel,
+                                "k = {k} but axis {a} has {n} elements"
+                            );
+                        }
+                    }
+                    o[a] = k
+                        .and_then(|k| u64::try_from(k).ok())
+                        .map_or(Dim::Unknown, Dim::Known);
+                    Some(o)
+                }
+                None => None,
+            };
             Some(vec![typed(dt, s.clone()), typed(Some(DType::I64), s)])
         }
         _ => None,
-    }
+    })
 }
 
 /// The shape after reducing `axes`: size 1 when kept, else dropped.

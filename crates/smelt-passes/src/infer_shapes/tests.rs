@@ -40,16 +40,18 @@ fn conv_and_pool_with_a_symbolic_height() {
         r#"graph "g" {
   input %0 "x": f32[1,3,h,64]
   input %1 "w": f32[8,3,3,3]
+  input %5 "w2": f32[8,8,3,3]
   %2 "a" = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[2,2]} (%0, %1) # "conv"
-  %3 "b" = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[]} (%2, %1) # "same"
+  %3 "b" = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[]} (%2, %5) # "same"
   %4 "c" = nn.MaxPool {"auto_pad":"SameUpper","ceil_mode":false,"dilations":[],"kernel_shape":[2,2],"pads":[],"storage_order":0,"strides":[2,2]} (%3) # "pool"
   output %4
 }"#,
         r#"graph "g" {
   input %0 "x": f32[1,3,h,64]
   input %1 "w": f32[8,3,3,3]
+  input %5 "w2": f32[8,8,3,3]
   %2 "a": f32[1,8,{floor((h - 1) / 2) + 1},32] = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[2,2]} (%0, %1) # "conv"
-  %3 "b": f32[1,8,{floor((h - 1) / 2) + 1},32] = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[]} (%2, %1) # "same"
+  %3 "b": f32[1,8,{floor((h - 1) / 2) + 1},32] = nn.Conv {"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"pads":[1,1,1,1],"strides":[]} (%2, %5) # "same"
   %4 "c": f32[1,8,{ceil((floor((h - 1) / 2) + 1) / 2)},16] = nn.MaxPool {"auto_pad":"SameUpper","ceil_mode":false,"dilations":[],"kernel_shape":[2,2],"pads":[],"storage_order":0,"strides":[2,2]} (%3) # "pool"
   output %4
 }"#,
@@ -121,4 +123,142 @@ fn input_shapes_bind_symbols_everywhere() {
         .unwrap_err()
         .to_string()
         .contains("nope"));
+}
+
+/// Runs the pass on a one-node graph around `node` (inputs %0 x: f32[2,3], %1 s: i64[2]
+/// and the constants given) and returns the error.
+fn invalid(consts: &str, node: &str) -> smelt_ir::Error {
+    let text = format!(
+        "graph \"g\" {{\n  input %0 \"x\": f32[2,3]\n  input %1 \"s\": i64[2]\n{consts}\n  %9 \"y\" = {node} # \"bad\"\n  output %9\n}}"
+    );
+    let mut g = parse_graph(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    InferShapes
+        .run(&mut g, &no_eval())
+        .expect_err(&format!("should be invalid: {node}"))
+}
+
+#[test]
+fn invalid_nodes_are_errors_not_unknowns() {
+    let c = |v: &str| {
+        format!(
+            "  const %2 \"c\" = {{\"dtype\":\"I64\",\"shape\":[{}],\"data\":{{\"I64\":[{v}]}}}}",
+            v.split(',').count()
+        )
+    };
+    let cases = [
+        (
+            c("-5,3"),
+            "layout.Reshape {\"allowzero\":false,\"shape\":null} (%0, %2)",
+            "-5",
+        ),
+        (
+            c("-1,-1"),
+            "layout.Reshape {\"allowzero\":false,\"shape\":null} (%0, %2)",
+            "-1",
+        ),
+        (
+            c("4,2"),
+            "layout.Reshape {\"allowzero\":false,\"shape\":null} (%0, %2)",
+            "6 elements",
+        ),
+        (
+            c("-1,4"),
+            "layout.Reshape {\"allowzero\":false,\"shape\":null} (%0, %2)",
+            "6 elements",
+        ),
+        (
+            c("0,0,0"),
+            "layout.Reshape {\"allowzero\":false,\"shape\":null} (%0, %2)",
+            "rank 2",
+        ),
+        (
+            String::new(),
+            "layout.Transpose {\"perm\":[0,2,1]} (%0)",
+            "permutation",
+        ),
+        (
+            String::new(),
+            "layout.Transpose {\"perm\":[0,0]} (%0)",
+            "permutation",
+        ),
+        (
+            String::new(),
+            "layout.Concat {\"axis\":2} (%0, %0)",
+            "axis 2",
+        ),
+        (c("3,2"), "elementwise.Add (%0, %2)", "broadcast"),
+        (
+            String::new(),
+            "layout.Squeeze {\"axes\":[0]} (%0)",
+            "squeeze",
+        ),
+        (
+            String::new(),
+            "layout.Unsqueeze {\"axes\":[0,0]} (%0)",
+            "repeat",
+        ),
+        (String::new(), "nn.MatMul (%0, %0)", "contracted"),
+        (c("2,-3"), "layout.Expand (%0, %2)", "-3"),
+        (
+            c("1,1,1"),
+            "layout.Tile {\"legacy_axis\":false} (%0, %2)",
+            "repeats",
+        ),
+        (
+            String::new(),
+            "reduce.ArgMax {\"axis\":5,\"keepdims\":true,\"select_last_index\":false} (%0)",
+            "axis 5",
+        ),
+    ];
+    for (consts, node, needle) in cases {
+        let e = invalid(&consts, node);
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::InvalidModel, "{node}: {e}");
+        let text = e.to_string();
+        assert!(text.contains("node bad ("), "{node}: {text}");
+        assert!(
+            text.contains(needle),
+            "{node}: '{text}' should mention '{needle}'"
+        );
+    }
+}
+
+#[test]
+fn declarations_inference_cannot_confirm_are_dropped_and_contradictions_fail() {
+    // The target comes from an input: the output is unknown, whatever the model declares.
+    let text = r#"graph "g" {
+  input %0 "x": f32[2,3]
+  input %1 "s": i64[2]
+  %2 "r": f32[2,3] = layout.Reshape {"allowzero":false,"shape":null} (%0, %1) # "reshape"
+  %3 "y": f32[2,3] = elementwise.Relu (%2) # "relu"
+  %4 "z": f32[2,3] = elementwise.Relu (%0) # "relu2"
+  output %3, %4
+}"#;
+    let mut g = parse_graph(text).unwrap();
+    assert!(InferShapes.run(&mut g, &no_eval()).unwrap());
+    let out = print_graph(&g);
+    assert!(
+        out.contains(r#"%2 "r": f32[?,?] = layout.Reshape"#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"%3 "y": f32[?,?] = elementwise.Relu"#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"%4 "z": f32[2,3] = elementwise.Relu"#),
+        "{out}"
+    );
+    // A declaration that contradicts inference is an error naming the node.
+    for bad in [
+        "f32[3,2] = elementwise.Relu (%0)",
+        "f64[2,3] = elementwise.Relu (%0)",
+        "f32[2] = elementwise.Relu (%0)",
+    ] {
+        let t = text.replace(r#"f32[2,3] = elementwise.Relu (%0)"#, bad);
+        let e = InferShapes
+            .run(&mut parse_graph(&t).unwrap(), &no_eval())
+            .unwrap_err();
+        assert_eq!(e.kind(), smelt_ir::ErrorKind::InvalidModel, "{e}");
+        assert!(e.to_string().contains("node relu2 (Relu)"), "{e}");
+    }
 }

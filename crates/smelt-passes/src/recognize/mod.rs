@@ -14,7 +14,7 @@ mod layernorm;
 pub mod pattern;
 mod silu;
 
-use crate::{manager::rewrite_nested, rewire::used_values, Pass, PassContext};
+use crate::{manager::rewrite_scoped, rewire::used_values, Pass, PassContext};
 use smelt_ir::op::LayoutOp;
 use smelt_ir::{Constant, Graph, Node, Op, Result, Tensor, ValueId, ValueType};
 
@@ -27,7 +27,8 @@ impl Pass for RecognizeComposites {
     }
 
     fn run(&self, g: &mut Graph, _cx: &PassContext) -> Result<bool> {
-        Ok(rewrite_nested(g, &mut recognize))
+        // Patterns check shapes and element types: the main graph only (see `rewrite_scoped`).
+        Ok(rewrite_scoped(g, &mut |g, typed| typed && recognize(g)))
     }
 }
 
