@@ -36,11 +36,21 @@ pub enum DimExpr {
 pub type Shape = Vec<Dim>;
 
 impl Dim {
-    /// Parses an ONNX `dim_param` string: a symbol or an expression.
+    /// Parses an ONNX `dim_param` string: a symbol or an expression. `?` (what exporters
+    /// such as PaddlePaddle's write for "unknown", once per dim) and an empty string are
+    /// unknown dims, each its own: they bind nothing across dims or inputs. So is an
+    /// expression without symbols that is no size (`-1`).
     pub fn parse(s: &str) -> Dim {
+        let s = s.trim();
+        if s.is_empty() || s == "?" {
+            return Dim::Unknown;
+        }
         match DimExpr::parse(s) {
-            Ok(DimExpr::Num(n)) if n >= 0.0 && n.fract() == 0.0 => Dim::Known(n as u64),
-            Ok(e) => Dim::Sym(e),
+            Ok(e) => match e.eval(&HashMap::new()) {
+                Some(n) if n >= 0.0 && n.fract() == 0.0 && n < 1e18 => Dim::Known(n as u64),
+                Some(_) => Dim::Unknown,
+                None => Dim::Sym(e),
+            },
             Err(_) => Dim::Sym(DimExpr::Sym(s.to_string())),
         }
     }
@@ -301,6 +311,9 @@ mod tests {
         assert_eq!(d.eval(&env), Some(159));
         assert_eq!(Dim::parse("batch"), Dim::Sym(DimExpr::Sym("batch".into())));
         assert_eq!(Dim::parse("8"), Dim::Known(8));
+        for unknown in ["?", " ? ", "", "-1", "1/2"] {
+            assert_eq!(Dim::parse(unknown), Dim::Unknown, "{unknown:?}");
+        }
         assert_eq!(
             Dim::parse("2*seq + 1").eval(&HashMap::from([("seq".into(), 4)])),
             Some(9)
