@@ -47,7 +47,8 @@ impl Progress {
     pub fn finish(&mut self) {
         self.update(self.total);
         if self.tty {
-            eprintln!();
+            // A closed stderr is no reason to stop a benchmark.
+            let _ = writeln!(std::io::stderr());
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::progress::Progress;
 use crate::rng::Rng;
 use crate::stats::Summary;
 use smelt_ir::{err, Error, Result};
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -201,7 +202,8 @@ pub fn find_max_qps(
     for _ in 0..4 {
         let r = server(run, hi, requests_for(hi), callers, seed)?;
         let ok = p99(&r) <= bound_ms;
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "  qps {hi:9.2}: p99 {:9.3} ms {}",
             p99(&r),
             if ok { "ok" } else { "over" }
@@ -221,7 +223,8 @@ pub fn find_max_qps(
         let mid = if lo == 0.0 { hi / 2.0 } else { (lo + hi) / 2.0 };
         let r = server(run, mid, requests_for(mid), callers, seed)?;
         let ok = p99(&r) <= bound_ms;
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "  qps {mid:9.2}: p99 {:9.3} ms {}",
             p99(&r),
             if ok { "ok" } else { "over" }

@@ -125,7 +125,7 @@ fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Re
             Dim::Known(n) => Ok(*n as usize),
             Dim::Sym(smelt_ir::DimExpr::Sym(s)) => {
                 let v = *symbols.entry(s.clone()).or_insert_with(|| {
-                    eprintln!("note: input '{name}': symbolic dimension '{s}' set to 1 (use --shape to choose)");
+                    errln!("note: input '{name}': symbolic dimension '{s}' set to 1 (use --shape to choose)");
                     1
                 });
                 Ok(v as usize)

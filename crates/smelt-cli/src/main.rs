@@ -1,5 +1,7 @@
 //! The `smelt` command line: run, inspect, check, conformance-test and benchmark ONNX models.
 
+#[macro_use]
+mod out;
 mod cmd;
 mod conformance;
 mod hint;
@@ -60,10 +62,12 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::main(a),
     };
     match result {
+        // Output lost for another reason than a closed pipe (a full disk) is an I/O failure.
+        Ok(_) if out::stdout_failed() => ExitCode::from(exit_code(ErrorKind::Io)),
         Ok(code) => code,
         Err(e) => {
             let e = hint::with_flags(e);
-            eprintln!("error[{}]: {e}", e.kind());
+            errln!("error[{}]: {e}", e.kind());
             ExitCode::from(exit_code(e.kind()))
         }
     }

@@ -6,6 +6,7 @@ use crate::SessionOptions;
 use smelt_ir::{Graph, Result};
 use smelt_passes::{PassContext, PassManager};
 use std::collections::HashMap;
+use std::io::Write;
 use std::time::Instant;
 
 /// Compiles `graph` with its inputs fixed to `shapes` (inputs not named keep their types).
@@ -37,7 +38,9 @@ pub fn compile(
     let dump = options.dump_after.as_deref();
     let reports = pm.run(&mut g, &cx, |name, g| {
         if dump == Some("all") || dump == Some(name) {
-            eprintln!(
+            // A closed stderr is no reason to fail the compilation.
+            let _ = writeln!(
+                std::io::stderr(),
                 "=== IR after {name} ===\n{}",
                 smelt_ir::text::print_graph(g)
             );

@@ -107,7 +107,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let session = Session::load_with(&model, &options)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let rss_after_load = proc_status_bytes("VmRSS");
-    eprintln!(
+    errln!(
         "loaded {} in {load_ms:.1} ms (seed {}; smelt and the baselines run on {threads} threads)",
         model.display(),
         a.seed
@@ -158,11 +158,11 @@ pub fn main(a: Args) -> Result<ExitCode> {
     result.peak_rss_bytes = peak_rss_bytes();
     result.analyze();
 
-    print!("{}", result.table());
+    out!("{}", result.table());
     let json = serde_json::to_string_pretty(&result.to_json()).unwrap_or_default();
     if let Some(path) = &a.json {
         write(path, &json)?;
-        eprintln!("wrote {}", path.display());
+        errln!("wrote {}", path.display());
     }
     if let Some(dir) = &a.report {
         std::fs::create_dir_all(dir)
@@ -174,7 +174,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             &cdf_svg(&title, &result.series()),
         )?;
         write(&dir.join("result.json"), &json)?;
-        eprintln!(
+        errln!(
             "wrote {}/summary.md, latency_cdf.svg, result.json",
             dir.display()
         );
@@ -335,7 +335,7 @@ fn make_inputs(
         ));
     }
     for (n, d, s, src) in &described {
-        eprintln!("input {n}: {d} {s:?} {src}");
+        errln!("input {n}: {d} {s:?} {src}");
     }
     Ok((inputs, described))
 }
@@ -424,7 +424,7 @@ fn run_interleaved(
             }
         }
         for rt in &a.vs {
-            eprintln!("starting {rt} with {} ...", python.display());
+            errln!("starting {rt} with {} ...", python.display());
             let w = Worker::spawn(&python, rt, model, &files, threads, &tmp.0).map_err(|e| {
                 let e = match e.kind() {
                     ErrorKind::Io | ErrorKind::Unsupported => {
@@ -434,7 +434,7 @@ fn run_interleaved(
                 };
                 e.context(format!("--vs {rt}"))
             })?;
-            eprintln!("{rt} {} loaded in {:.1} ms", w.version, w.load_ms);
+            errln!("{rt} {} loaded in {:.1} ms", w.version, w.load_ms);
             workers.push(w);
         }
     }
@@ -492,7 +492,7 @@ fn run_server(
     if a.find_max_qps {
         let bound = a.latency_bound_ms.unwrap_or(f64::INFINITY);
         let guess = a.qps.unwrap_or(threads as f64 / service * 0.8);
-        eprintln!("searching the highest rate with p99 <= {bound} ms (start {guess:.2} qps)");
+        errln!("searching the highest rate with p99 <= {bound} ms (start {guess:.2} qps)");
         let (best, probes) =
             scenario::find_max_qps(&run, bound, guess, threads, &requests_for, a.seed)?;
         result.server = best;
@@ -500,7 +500,7 @@ fn run_server(
     } else {
         let q = a.qps.unwrap_or(1.0);
         let n = requests_for(q);
-        eprintln!(
+        errln!(
             "serving {n} requests at {q} qps (Poisson) with {} callers",
             threads
         );
@@ -512,9 +512,9 @@ fn run_server(
 
 fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
-    eprintln!("measuring fp32 FMA peak and STREAM triad (3 x 256 MiB arrays) on 1 and {threads} threads ...");
+    errln!("measuring fp32 FMA peak and STREAM triad (3 x 256 MiB arrays) on 1 and {threads} threads ...");
     let r = Roofline::measure(threads);
-    println!(
+    outln!(
         "cpu {} {} ({} cores; {})  smelt {} {}",
         env.cpu,
         env.cpu_id,
@@ -523,22 +523,24 @@ fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {
         env.smelt_version,
         env.profile
     );
-    println!(
+    outln!(
         "fp32 FMA peak ({}): {:8.1} GFLOP/s one core, {:8.1} GFLOP/s {} threads",
         r.kernel.name(),
         r.gflops_1,
         r.gflops_all,
         threads
     );
-    println!(
+    outln!(
         "STREAM triad:          {:8.1} GB/s one thread, {:8.1} GB/s {} threads",
-        r.triad_gbps_1, r.triad_gbps_all, threads
+        r.triad_gbps_1,
+        r.triad_gbps_all,
+        threads
     );
     if let (Some(c), Some(f)) = (r.clock_ghz, r.flops_per_cycle()) {
-        println!("core clock (dependent adds): {c:.2} GHz, so {f:.1} fp32 flops/cycle per core");
+        outln!("core clock (dependent adds): {c:.2} GHz, so {f:.1} fp32 flops/cycle per core");
     }
     if a.iterations.is_some() || a.duration.is_some() {
-        eprintln!("note: --iterations/--duration do not apply to --roofline");
+        errln!("note: --iterations/--duration do not apply to --roofline");
     }
     let mut j = serde_json::json!({"schema_version": 1, "roofline": r.to_json(), "environment": env.to_json()});
     if let (Some(o), Some(rss)) = (j.as_object_mut(), peak_rss_bytes()) {

@@ -15,7 +15,7 @@ pub struct Args {
 pub fn main(a: Args) -> Result<ExitCode> {
     let imported = smelt_onnx::load_model_lenient(&a.model)?;
     if imported.unsupported.is_empty() {
-        println!(
+        outln!(
             "{}: every op is supported ({} nodes)",
             a.model.display(),
             imported.model.graph.node_count_deep()
@@ -23,8 +23,8 @@ pub fn main(a: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for line in &imported.unsupported {
-        println!("{}: {line}", a.model.display());
+        outln!("{}: {line}", a.model.display());
     }
-    println!("{} unsupported node(s)", imported.unsupported.len());
+    outln!("{} unsupported node(s)", imported.unsupported.len());
     Ok(ExitCode::from(1))
 }

@@ -164,10 +164,10 @@ fn explain_json(model: &std::path::Path, s: &Session, plan: &Plan) -> Json {
 }
 
 fn print_text(r: &Json, plan: &Plan, buffers: bool) {
-    println!("model: {}", r["model"].as_str().unwrap_or(""));
-    println!("passes (nodes before -> after, ms):");
+    outln!("model: {}", r["model"].as_str().unwrap_or(""));
+    outln!("passes (nodes before -> after, ms):");
     for p in r["passes"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "  {:<20} {:>5} -> {:<5} {:>8.2}",
             p["name"].as_str().unwrap_or(""),
             p["nodes_before"],
@@ -176,24 +176,24 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         );
     }
     for c in r["compilations"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "compiled for {}: {}",
             c["shapes"],
             c["reason"].as_str().unwrap_or("")
         );
     }
     let Some(k) = plan.kernels() else {
-        println!(
+        outln!(
             "execution: reference executor ({})",
             plan.fallback_reason().unwrap_or("")
         );
-        println!("kernel_count: {} (one per node)", r["kernel_count"]);
+        outln!("kernel_count: {} (one per node)", r["kernel_count"]);
         return;
     };
     if let Some((threads, isa)) = plan.cpu_setup() {
-        println!("cpu kernels: {isa}, {threads} threads per run");
+        outln!("cpu kernels: {isa}, {threads} threads per run");
     }
-    println!("kernel groups:");
+    outln!("kernel groups:");
     let names = plan.kernel_names();
     for (i, g) in k.groups.iter().enumerate() {
         let nodes = if g.nodes.len() > 4 {
@@ -206,7 +206,7 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         } else {
             g.nodes.join(", ")
         };
-        println!(
+        outln!(
             "  #{i:<4} {:<11} {:<40} {:?}  [{nodes}]\n         kernel: {}",
             g.body.kind(),
             g.ops.join("+"),
@@ -215,14 +215,14 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         );
     }
     if !k.rejected.is_empty() {
-        println!("fusions not done:");
+        outln!("fusions not done:");
         for x in &k.rejected {
-            println!("  {} into {}: {}", x.node, x.into, x.reason);
+            outln!("  {} into {}: {}", x.node, x.into, x.reason);
         }
     }
     let m = &k.memory;
-    println!("kernel_count: {}  {}", k.groups.len(), r["kernels_by_kind"]);
-    println!(
+    outln!("kernel_count: {}  {}", k.groups.len(), r["kernels_by_kind"]);
+    outln!(
         "memory: arena {} bytes for {} bytes of intermediates ({:.1}%), {} in place, {} concats in place",
         m.arena_bytes,
         m.intermediate_bytes,
@@ -232,7 +232,7 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
     );
     if buffers {
         for b in r["memory"]["buffers"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "  {:>10} +{:<10} {} {}{}",
                 b["bytes"],
                 b["offset"],

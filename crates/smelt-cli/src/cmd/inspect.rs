@@ -21,11 +21,11 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let m = &imported.model;
     let g = &m.graph;
     if a.ir {
-        print!("{}", smelt_ir::text::print_graph(g));
+        out!("{}", smelt_ir::text::print_graph(g));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("model: {}", a.model.display());
-    println!(
+    outln!("model: {}", a.model.display());
+    outln!(
         "ir_version: {}  producer: {}",
         m.ir_version,
         if m.producer.is_empty() {
@@ -39,8 +39,8 @@ pub fn main(a: Args) -> Result<ExitCode> {
         .iter()
         .map(|(d, v)| format!("{}={v}", if d.is_empty() { "ai.onnx" } else { d }))
         .collect();
-    println!("opsets: {}", opsets.join(", "));
-    println!("inputs:");
+    outln!("opsets: {}", opsets.join(", "));
+    outln!("inputs:");
     for i in &g.inputs {
         let ty = g
             .value(i.id)
@@ -53,9 +53,9 @@ pub fn main(a: Args) -> Result<ExitCode> {
         } else {
             ""
         };
-        println!("  {}: {ty}{note}", g.name_of(i.id));
+        outln!("  {}: {ty}{note}", g.name_of(i.id));
     }
-    println!("outputs:");
+    outln!("outputs:");
     for &o in &g.outputs {
         let ty = g
             .value(o)
@@ -63,21 +63,21 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .as_ref()
             .map(|t| t.to_string())
             .unwrap_or_else(|| "?".into());
-        println!("  {}: {ty}", g.name_of(o));
+        outln!("  {}: {ty}", g.name_of(o));
     }
     let mut hist = BTreeMap::new();
     histogram(g, &mut hist);
     let total: usize = hist.values().sum();
-    println!("ops: {total} nodes, {} kinds", hist.len());
+    outln!("ops: {total} nodes, {} kinds", hist.len());
     let mut by_count: Vec<_> = hist.into_iter().collect();
     by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     for (op, n) in by_count {
-        println!("  {op:<28} {n}");
+        outln!("  {op:<28} {n}");
     }
     let (count, bytes) = params(g);
-    println!("parameters: {count} ({})", human_bytes(bytes));
+    outln!("parameters: {count} ({})", human_bytes(bytes));
     if !imported.unsupported.is_empty() {
-        println!(
+        outln!(
             "unsupported: {} node(s) (see `smelt check`)",
             imported.unsupported.len()
         );

@@ -107,7 +107,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         for (name, v) in inputs.iter_mut() {
             if let (false, Value::Tensor(t)) = (given.contains(&name.as_str()), v) {
                 let how = crate::inputs::make_plausible(name, t, &limits, &mut rng)?;
-                eprintln!(
+                errln!(
                     "input {name}: {} {:?} {how} (seed {})",
                     t.dtype(),
                     t.shape(),
@@ -123,7 +123,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .map_err(|e| smelt_ir::err!(Io, "cannot create {}: {e}", dir.display()))?;
     }
     for (name, v) in &outputs {
-        println!("{}", describe(name, v));
+        outln!("{}", describe(name, v));
         if let (Some(dir), Value::Tensor(t)) = (&a.output_dir, v) {
             npy::write(&dir.join(format!("{}.npy", safe_file_name(name))), t)?;
         }
@@ -156,7 +156,7 @@ fn run_repeated(
         let trace = smelt_runtime::profile::chrome_trace(&runs);
         std::fs::write(path, trace)
             .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
-        eprintln!("profile: {} ({repeat} runs)", path.display());
+        errln!("profile: {} ({repeat} runs)", path.display());
     }
     Ok(outputs)
 }

@@ -95,12 +95,12 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let results = pool::run_all(&cases, jobs, &a, a.timeout)?;
     let verdict = judge(&results, expected.as_ref());
     for line in &verdict.lines {
-        println!("{line}");
+        outln!("{line}");
     }
     if let Some(p) = &a.json {
         write_json(p, &results, a.rtol, a.atol)?;
     }
-    eprintln!(
+    errln!(
         "({} cases in {:.1}s with {jobs} workers)",
         results.len(),
         started.elapsed().as_secs_f64()
@@ -112,7 +112,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         ok,
         ..
     } = verdict;
-    println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
+    outln!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
