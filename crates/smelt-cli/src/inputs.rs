@@ -2,7 +2,7 @@
 
 use crate::npy;
 use smelt_ir::{bail, err, DType, Data, Dim, Result, Tensor, Value, ValueType};
-use smelt_runtime::IoInfo;
+use smelt_runtime::{InputShapes, IoInfo};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -23,37 +23,24 @@ pub struct InputArgs {
     pub seed: u64,
 }
 
-/// Parses `--shape NAME=AxBxC` arguments.
-pub fn parse_shape_args(args: &[String]) -> Result<HashMap<String, Vec<usize>>> {
-    let mut out = HashMap::new();
-    for a in args {
-        let (name, dims) = a.rsplit_once('=').ok_or_else(|| {
-            err!(
-                InvalidInput,
-                "--shape {a}: expected NAME=DIMS, e.g. x=1x3x224x224"
-            )
-        })?;
-        let dims = if dims.is_empty() {
-            Vec::new()
-        } else {
-            dims.split(['x', ','])
-                .map(|d| {
-                    d.trim()
-                        .parse::<usize>()
-                        .map_err(|_| err!(InvalidInput, "--shape {a}: '{d}' is not a dimension"))
-                })
-                .collect::<Result<Vec<_>>>()?
-        };
-        out.insert(name.to_string(), dims);
+impl InputArgs {
+    /// The `--shape` arguments, parsed once (a bad one is an error of kind InvalidInput).
+    pub fn shapes(&self) -> Result<InputShapes> {
+        parse_shapes(&self.shape)
     }
-    Ok(out)
 }
 
-/// The inputs for a run: files first, then random values for the rest when asked.
+/// Parses `--shape NAME=DIMS` arguments.
+pub fn parse_shapes(args: &[String]) -> Result<InputShapes> {
+    InputShapes::parse(args).map_err(|e| e.context("--shape"))
+}
+
+/// The inputs for a run: files first, then random values for the rest when asked, shaped
+/// by `shapes` (checked against the model by the session) where given.
 pub fn build_inputs(
     sig: &[IoInfo],
     a: &InputArgs,
-    shapes: &HashMap<String, Vec<usize>>,
+    shapes: &InputShapes,
 ) -> Result<HashMap<String, Value>> {
     let mut out = HashMap::new();
     for spec in &a.input {
@@ -72,11 +59,6 @@ pub fn build_inputs(
             name.to_string(),
             Value::Tensor(npy::read(&PathBuf::from(file))?),
         );
-    }
-    for name in shapes.keys() {
-        if !sig.iter().any(|s| &s.name == name) {
-            bail!(InvalidInput, "--shape: the model has no input '{name}'");
-        }
     }
     let mut rng = SplitMix::new(a.seed);
     let mut symbols: HashMap<String, i64> = HashMap::new();
@@ -101,7 +83,7 @@ pub fn build_inputs(
             );
         };
         let dims = match (shapes.get(&s.name), shape) {
-            (Some(d), _) => d.clone(),
+            (Some(d), _) => d.to_vec(),
             (None, Some(shape)) => concrete(shape, &s.name, &mut symbols)?,
             (None, None) => bail!(
                 InvalidInput,

@@ -314,3 +314,35 @@ fn runs_and_writes_outputs() {
     assert!(stdout.contains("y: f32 [2, 3]"), "{stdout}");
     assert!(out.join("y.npy").is_file());
 }
+
+#[test]
+fn bad_shapes_are_errors_in_every_command() {
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/mlp/model.onnx")
+        .display()
+        .to_string();
+    let cases = [
+        ("x=1xq", "'q' is not a dimension"),
+        ("x=-2x16", "'-2' is not a dimension"),
+        ("x16", "NAME=DIMS"),
+        ("nope=2x16", "'nope'"),
+        ("x=2x16x1", "rank"),
+        ("x=2x15", "dimension 1"),
+    ];
+    for cmd in [
+        &["run", &model, "--random-inputs"][..],
+        &["explain", &model][..],
+        &["bench", &model, "--iterations", "1"][..],
+    ] {
+        for (shape, needle) in cases {
+            let mut args = cmd.to_vec();
+            args.extend(["--shape", shape]);
+            let (code, _, err) = smelt(&args);
+            assert_one_line_error(code, &err, "invalid_input", needle);
+        }
+        let mut twice = cmd.to_vec();
+        twice.extend(["--shape", "x=2x16", "--shape", "x=3x16"]);
+        let (code, _, err) = smelt(&twice);
+        assert_one_line_error(code, &err, "invalid_input", "two shapes");
+    }
+}

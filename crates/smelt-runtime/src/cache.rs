@@ -1,11 +1,12 @@
 //! Plans cached by input shapes (the guards), with a log of every compilation and why.
 
 use crate::plan::Plan;
+use crate::InputShapes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The input shapes a plan is specialized to, by input name (inputs in graph order).
-pub type ShapeKey = Vec<(String, Vec<u64>)>;
+/// The input shapes a plan is specialized to: every tensor input, in graph order.
+pub type ShapeKey = InputShapes;
 
 /// One compilation and its cause.
 #[derive(Debug, Clone)]
@@ -29,7 +30,7 @@ pub struct PlanCache {
 }
 
 /// `[1,3,224,224]`
-pub fn format_dims(d: &[u64]) -> String {
+pub fn format_dims(d: &[usize]) -> String {
     format!(
         "[{}]",
         d.iter()
@@ -77,7 +78,7 @@ impl PlanCache {
         let Some(last) = &self.last else {
             return "first compilation".into();
         };
-        for ((name, dims), (_, old)) in key.iter().zip(last) {
+        for ((name, dims), (_, old)) in key.iter().zip(last.iter()) {
             if dims != old {
                 return format!(
                     "input '{name}' has shape {}; the last plan was for {} ({} plan(s) cached)",

@@ -2,19 +2,15 @@
 //! lower to kernel groups (or fall back to the reference executor, saying why).
 
 use crate::plan::{Execution, Plan};
-use crate::SessionOptions;
+use crate::{InputShapes, SessionOptions};
 use smelt_ir::{Graph, Result};
 use smelt_passes::{PassContext, PassManager};
-use std::collections::HashMap;
 use std::io::Write;
 use std::time::Instant;
 
-/// Compiles `graph` with its inputs fixed to `shapes` (inputs not named keep their types).
-pub fn compile(
-    graph: &Graph,
-    shapes: &HashMap<String, Vec<u64>>,
-    options: &SessionOptions,
-) -> Result<Plan> {
+/// Compiles `graph` with its inputs fixed to `shapes` (checked against the graph's inputs;
+/// inputs not named keep their types).
+pub fn compile(graph: &Graph, shapes: &InputShapes, options: &SessionOptions) -> Result<Plan> {
     let t = Instant::now();
     let mut g = graph.clone();
     if options.opt_level == 0 {
@@ -27,7 +23,7 @@ pub fn compile(
             t.elapsed().as_secs_f64(),
         ));
     }
-    smelt_passes::infer_shapes::set_input_shapes(&mut g, shapes)?;
+    smelt_passes::infer_shapes::set_input_shapes(&mut g, shapes.as_slice())?;
     let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
     let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
         smelt_reference::eval_op(op, x, n)

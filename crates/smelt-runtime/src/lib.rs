@@ -11,11 +11,13 @@ mod check;
 mod compile;
 mod plan;
 pub mod profile;
+mod shapes;
 
 pub use cache::{format_dims, Recompile, ShapeKey};
 pub use check::check_inputs;
 pub use plan::{Execution, Plan};
 pub use profile::KernelEvent;
+pub use shapes::InputShapes;
 
 use cache::PlanCache;
 use smelt_ir::{Dim, Model, Result, Value, ValueType};
@@ -43,7 +45,7 @@ pub struct SessionOptions {
     /// Stop the pipeline after this pass.
     pub stop_after: Option<String>,
     /// Input shapes to compile for at load (inputs with symbolic dims need one).
-    pub input_shapes: Vec<(String, Vec<u64>)>,
+    pub input_shapes: InputShapes,
     /// How many shape-specialized plans to keep; the least recently used goes first.
     pub max_plans: usize,
     /// Threads one run may use (the caller's included), from the process's one pool that
@@ -60,7 +62,7 @@ impl Default for SessionOptions {
             opt_level: 1,
             dump_after: None,
             stop_after: None,
-            input_shapes: Vec::new(),
+            input_shapes: InputShapes::new(),
             max_plans: 16,
             threads: smelt_kernels::pool::available_threads(),
             isa: None,
@@ -96,25 +98,18 @@ impl Session {
         Session::from_model_with(model, &SessionOptions::default())
     }
 
-    /// Prepares an imported model. When every input's shape is known (declared, or given in
-    /// `options.input_shapes`), the plan for those shapes is compiled now; otherwise the
-    /// first run compiles.
+    /// Prepares an imported model. The shapes in `options.input_shapes` are checked against
+    /// the model's inputs (an error of kind InvalidInput names the input). When every input's
+    /// shape is known (declared, or given), the plan for those shapes is compiled now;
+    /// otherwise the first run compiles.
     pub fn from_model_with(model: Model, options: &SessionOptions) -> Result<Session> {
         let s = Session {
             model,
             options: options.clone(),
             cache: Mutex::new(PlanCache::default()),
         };
-        let given: HashMap<String, Vec<u64>> = options.input_shapes.iter().cloned().collect();
-        for name in given.keys() {
-            if !s.inputs().iter().any(|i| &i.name == name) {
-                smelt_ir::bail!(
-                    InvalidInput,
-                    "a shape is given for '{name}', which is not an input of the model"
-                );
-            }
-        }
-        if let Ok(key) = s.key_from_shapes(&given) {
+        options.input_shapes.check(&s.inputs())?;
+        if let Ok(key) = s.key_from_shapes(&options.input_shapes) {
             s.plan_for_key(key)?;
         }
         Ok(s)
@@ -180,8 +175,9 @@ impl Session {
     }
 
     /// The plan for the given input shapes (inputs not named use their declared or
-    /// default shape), compiling it on a cache miss.
-    pub fn plan_for(&self, shapes: &HashMap<String, Vec<u64>>) -> Result<Arc<Plan>> {
+    /// default shape), compiling it on a cache miss; the shapes are checked first.
+    pub fn plan_for(&self, shapes: &InputShapes) -> Result<Arc<Plan>> {
+        shapes.check(&self.inputs())?;
         let key = self.key_from_shapes(shapes)?;
         self.plan_for_key(key)
     }
@@ -227,61 +223,58 @@ impl Session {
             return Ok(p);
         }
         let reason = c.miss_reason(&key);
-        let shapes: HashMap<String, Vec<u64>> = key.iter().cloned().collect();
-        let plan = Arc::new(compile::compile(&self.model.graph, &shapes, &self.options)?);
+        let plan = Arc::new(compile::compile(&self.model.graph, &key, &self.options)?);
         c.insert(key, plan.clone(), reason, self.options.max_plans);
         Ok(plan)
     }
 
-    /// The cache key of a run: the shape of every tensor input (given or default).
+    /// The cache key of a run (checked inputs): the shape of every tensor input (given or
+    /// default), in graph order.
     fn key_from_values(&self, inputs: &HashMap<String, Value>) -> ShapeKey {
+        let mut key = InputShapes::new();
         if self.options.opt_level == 0 {
-            return Vec::new();
+            return key;
         }
         let g = &self.model.graph;
-        g.inputs
-            .iter()
-            .filter_map(|i| {
-                let name = g.name_of(i.id);
-                let t = match inputs.get(name) {
-                    Some(Value::Tensor(t)) => t,
-                    Some(_) => return None,
-                    None => i.default.as_ref()?,
-                };
-                Some((
-                    name.to_string(),
-                    t.shape().iter().map(|&d| d as u64).collect(),
-                ))
-            })
-            .collect()
+        for i in &g.inputs {
+            let name = g.name_of(i.id);
+            let t = match inputs.get(name) {
+                Some(Value::Tensor(t)) => t,
+                Some(_) => continue,
+                None => match &i.default {
+                    Some(t) => t,
+                    None => continue,
+                },
+            };
+            key.set(name, t.shape().to_vec());
+        }
+        key
     }
 
-    /// The cache key for given shapes; an error names an input whose shape is unknown.
-    fn key_from_shapes(&self, given: &HashMap<String, Vec<u64>>) -> Result<ShapeKey> {
+    /// The cache key for given (checked) shapes; an error names an input whose shape is
+    /// unknown.
+    fn key_from_shapes(&self, given: &InputShapes) -> Result<ShapeKey> {
+        let mut key = InputShapes::new();
         if self.options.opt_level == 0 {
-            return Ok(Vec::new());
+            return Ok(key);
         }
         let g = &self.model.graph;
-        let mut key = Vec::new();
         for i in &g.inputs {
             let name = g.name_of(i.id);
             if let Some(d) = given.get(name) {
-                key.push((name.to_string(), d.clone()));
+                key.set(name, d.to_vec());
                 continue;
             }
             if let Some(t) = &i.default {
-                key.push((
-                    name.to_string(),
-                    t.shape().iter().map(|&d| d as u64).collect(),
-                ));
+                key.set(name, t.shape().to_vec());
                 continue;
             }
             match &g.value(i.id).ty {
                 Some(ValueType::Tensor { shape: Some(s), .. }) => {
-                    let dims: Option<Vec<u64>> = s
+                    let dims: Option<Vec<usize>> = s
                         .iter()
                         .map(|d| match d {
-                            Dim::Known(n) => Some(*n),
+                            Dim::Known(n) => usize::try_from(*n).ok(),
                             _ => None,
                         })
                         .collect();
@@ -291,7 +284,7 @@ impl Session {
                             "no shape given for input '{name}' (it has symbolic dimensions)"
                         )
                     })?;
-                    key.push((name.to_string(), dims));
+                    key.set(name, dims);
                 }
                 Some(ValueType::Tensor { shape: None, .. }) | None => {
                     smelt_ir::bail!(

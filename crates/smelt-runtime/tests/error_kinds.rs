@@ -3,7 +3,7 @@
 //! not given for symbolic inputs. The messages name no command-line flag.
 
 use smelt_ir::{ErrorKind, Model, Sequence, Tensor, Value};
-use smelt_runtime::{Session, SessionOptions};
+use smelt_runtime::{InputShapes, Session, SessionOptions};
 use std::collections::HashMap;
 
 const GRAPH: &str = r#"graph "g" {
@@ -13,7 +13,7 @@ const GRAPH: &str = r#"graph "g" {
   output %2
 }"#;
 
-fn session(level: u8, shapes: &[(&str, Vec<u64>)]) -> smelt_ir::Result<Session> {
+fn session(level: u8, shapes: &[(&str, Vec<usize>)]) -> smelt_ir::Result<Session> {
     let model = Model {
         graph: smelt_ir::text::parse_graph(GRAPH).expect("parse"),
         opsets: vec![(String::new(), 17)],
@@ -22,10 +22,13 @@ fn session(level: u8, shapes: &[(&str, Vec<u64>)]) -> smelt_ir::Result<Session> 
     };
     let options = SessionOptions {
         opt_level: level,
-        input_shapes: shapes
-            .iter()
-            .map(|(n, d)| (n.to_string(), d.clone()))
-            .collect(),
+        input_shapes: {
+            let mut s = InputShapes::new();
+            for (n, d) in shapes {
+                s.insert(*n, d.clone())?;
+            }
+            s
+        },
         ..Default::default()
     };
     Session::from_model_with(model, &options)
@@ -87,7 +90,7 @@ fn shapes_that_do_not_fit_are_invalid_inputs() {
         .expect("fails");
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     let s = session(1, &[]).expect("session");
-    let e = s.plan_for(&HashMap::new()).err().expect("no shapes");
+    let e = s.plan_for(&InputShapes::new()).err().expect("no shapes");
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert_eq!(
         e.message(),

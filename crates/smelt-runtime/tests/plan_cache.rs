@@ -2,7 +2,7 @@
 //! a seen shape, the compile log's reasons, concurrent runs, and profiles.
 
 use smelt_ir::{Model, Tensor, Value};
-use smelt_runtime::{Session, SessionOptions};
+use smelt_runtime::{InputShapes, Session, SessionOptions};
 use std::collections::HashMap;
 
 /// x[batch, 4] -> MatMul -> +bias -> Relu -> Softmax, plus a transpose and a reduction.
@@ -136,7 +136,7 @@ fn static_shapes_compile_at_load_and_many_threads_share_a_plan() {
     let s = Session::from_model_with(
         model(),
         &SessionOptions {
-            input_shapes: vec![("x".into(), vec![3, 4])],
+            input_shapes: InputShapes::parse(&["x=3x4"]).expect("shape"),
             ..Default::default()
         },
     )
@@ -177,11 +177,12 @@ fn a_wrong_shape_for_a_static_input_names_the_input() {
     let err = Session::from_model_with(
         model(),
         &SessionOptions {
-            input_shapes: vec![("x".into(), vec![3, 5])],
+            input_shapes: InputShapes::parse(&["x=3x5"]).expect("shape"),
             ..Default::default()
         },
     )
     .err()
     .expect("an error");
-    assert!(err.to_string().contains('x'), "{err}");
+    assert!(err.to_string().contains("input 'x'"), "{err}");
+    assert_eq!(err.kind(), smelt_ir::ErrorKind::InvalidInput, "{err}");
 }

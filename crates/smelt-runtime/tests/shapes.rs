@@ -3,7 +3,7 @@
 //! message) when the models are not in `~/.cache/smelt/data/models`.
 
 use smelt_ir::{Dim, Graph, ValueType};
-use smelt_runtime::{Session, SessionOptions};
+use smelt_runtime::{InputShapes, Session, SessionOptions};
 use std::path::PathBuf;
 
 fn models_dir() -> Option<PathBuf> {
@@ -38,7 +38,7 @@ fn census(g: &Graph) -> (usize, Vec<String>, usize) {
 /// A model folder, the concrete shape of each input, and the kernel-count bound.
 type Case = (
     &'static str,
-    &'static [(&'static str, &'static [u64])],
+    &'static [(&'static str, &'static [usize])],
     usize,
 );
 
@@ -66,10 +66,13 @@ fn specialized_models_have_static_shapes() {
             continue;
         }
         let options = SessionOptions {
-            input_shapes: shapes
-                .iter()
-                .map(|(n, d)| (n.to_string(), d.to_vec()))
-                .collect(),
+            input_shapes: {
+                let mut s = InputShapes::new();
+                for (n, d) in shapes {
+                    s.insert(*n, d.to_vec()).expect("distinct names");
+                }
+                s
+            },
             ..Default::default()
         };
         let before = smelt_onnx::load_model(&path).expect("load");

@@ -1,7 +1,7 @@
 //! `smelt bench`: measures a model in a scenario, side by side with baseline runtimes,
 //! and reports statistics; `--roofline` measures the machine's compute and memory peaks.
 
-use crate::inputs::{build_inputs, parse_shape_args, InputArgs, SplitMix};
+use crate::inputs::{build_inputs, parse_shapes, InputArgs, SplitMix};
 use crate::npy;
 use smelt_bench::baseline::{find_python, Worker};
 use smelt_bench::env::{peak_rss_bytes, proc_status_bytes, Environment};
@@ -99,11 +99,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
 
     let t = Instant::now();
     let mut options = a.compile.options()?;
-    options.input_shapes = parse_shape_args(&a.shape)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.into_iter().map(|d| d as u64).collect()))
-        .collect();
+    options.input_shapes = parse_shapes(&a.shape)?;
     let session = Session::load_with(&model, &options)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let rss_after_load = proc_status_bytes("VmRSS");
@@ -245,7 +241,7 @@ fn make_inputs(
     batch: usize,
 ) -> Result<(HashMap<String, Value>, Described)> {
     let sig = session.inputs();
-    let mut shapes = parse_shape_args(&a.shape)?;
+    let mut shapes = session.options().input_shapes.clone();
     let batched: Vec<String> = sig
         .iter()
         .filter(|s| {
@@ -261,10 +257,12 @@ fn make_inputs(
             );
         }
         for name in &batched {
-            if let Some(d) = shapes.get_mut(name) {
+            if let Some(d) = shapes.get(name) {
+                let mut d = d.to_vec();
                 if let Some(first) = d.first_mut() {
                     *first = batch;
                 }
+                shapes.set(name, d);
             }
         }
     }
@@ -283,7 +281,7 @@ fn make_inputs(
         // Random inputs of a batched model get the batch as their symbolic first dimension.
         for s in &sig {
             if batched.contains(&s.name)
-                && !shapes.contains_key(&s.name)
+                && shapes.get(&s.name).is_none()
                 && !from_files.contains(&s.name)
             {
                 if let Some(ValueType::Tensor { shape: Some(d), .. }) = &s.ty {
@@ -297,9 +295,7 @@ fn make_inputs(
                         })
                         .collect();
                     match dims {
-                        Some(dims) => {
-                            shapes.insert(s.name.clone(), dims);
-                        }
+                        Some(dims) => shapes.set(&s.name, dims),
                         None => bail!(
                             InvalidInput,
                             "input '{}' has other symbolic dimensions; give --shape {}=DIMS",

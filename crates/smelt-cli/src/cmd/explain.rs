@@ -1,12 +1,12 @@
 //! `smelt explain`: what the compiler did to a model at given input shapes: each pass,
 //! the kernel groups with their source nodes, the fusions refused and why, the memory plan.
 
-use crate::inputs::parse_shape_args;
+use crate::inputs::parse_shapes;
 use serde_json::{json, Value as Json};
 use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
 use smelt_ir::Result;
 use smelt_runtime::{format_dims, Plan, Session};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,16 +30,17 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
-    let shapes: HashMap<String, Vec<u64>> = parse_shape_args(&a.shape)?
-        .into_iter()
-        .map(|(k, v)| (k, v.into_iter().map(|d| d as u64).collect()))
-        .collect();
     let mut options = a.compile.options()?;
-    options.input_shapes = shapes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    options.input_shapes = parse_shapes(&a.shape)?;
     let session = Session::load_with(&a.model, &options)?;
-    let plan = session
-        .plan_for(&shapes)
-        .map_err(|e| e.context(a.model.display().to_string()))?;
+    // The session checked the shapes and compiled for them when they were complete; else
+    // asking for the plan says which input lacks one.
+    let plan = match session.last_plan() {
+        Some(p) => p,
+        None => session
+            .plan_for(&options.input_shapes)
+            .map_err(|e| e.context(a.model.display().to_string()))?,
+    };
     let report = explain_json(&a.model, &session, &plan);
     print_text(&report, &plan, a.buffers);
     if let Some(path) = &a.json {
@@ -89,11 +90,8 @@ fn explain_json(model: &std::path::Path, s: &Session, plan: &Plan) -> Json {
         .compilations()
         .iter()
         .map(|c| {
-            let shapes: BTreeMap<&str, String> = c
-                .shapes
-                .iter()
-                .map(|(n, d)| (n.as_str(), format_dims(d)))
-                .collect();
+            let shapes: BTreeMap<&str, String> =
+                c.shapes.iter().map(|(n, d)| (n, format_dims(d))).collect();
             json!({"shapes": shapes, "reason": c.reason})
         })
         .collect();

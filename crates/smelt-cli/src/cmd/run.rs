@@ -1,6 +1,6 @@
 //! `smelt run`: runs a model once on .npy or random inputs and writes .npy outputs.
 
-use crate::inputs::{build_inputs, parse_shape_args, InputArgs};
+use crate::inputs::{build_inputs, InputArgs};
 use crate::npy;
 use smelt_ir::{Result, Value};
 use smelt_runtime::Session;
@@ -87,14 +87,10 @@ impl CompileArgs {
 
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
-    let shapes = parse_shape_args(&a.inputs.shape)?;
     let mut options = a.compile.options()?;
-    options.input_shapes = shapes
-        .iter()
-        .map(|(k, v)| (k.clone(), v.iter().map(|&d| d as u64).collect()))
-        .collect();
+    options.input_shapes = a.inputs.shapes()?;
     let session = Session::load_with(&a.model, &options)?;
-    let mut inputs = build_inputs(&session.inputs(), &a.inputs, &shapes)?;
+    let mut inputs = build_inputs(&session.inputs(), &a.inputs, &options.input_shapes)?;
     if a.inputs.random_inputs {
         let given: Vec<&str> = a
             .inputs

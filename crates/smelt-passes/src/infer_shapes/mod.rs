@@ -322,69 +322,47 @@ fn merge_dim(declared: &Dim, inferred: &Dim) -> Result<Dim> {
 }
 
 /// Gives graph inputs concrete shapes, binds the symbols of their declared dims to those
-/// sizes and substitutes the binding in every value type of the graph.
-pub fn set_input_shapes(g: &mut Graph, shapes: &HashMap<String, Vec<u64>>) -> Result<()> {
-    let mut names: Vec<&String> = shapes.keys().collect();
-    names.sort();
+/// sizes and substitutes the binding in every value type of the graph. The shapes must have
+/// been checked against the graph's inputs (`smelt_runtime::InputShapes::check` does it
+/// once, with the caller's errors); one that does not fit is an internal error here.
+pub fn set_input_shapes(g: &mut Graph, shapes: &[(String, Vec<usize>)]) -> Result<()> {
     let mut env: HashMap<String, i64> = HashMap::new();
-    let mut bound_by: HashMap<String, String> = HashMap::new();
     let mut concrete = Vec::new();
-    for name in names {
-        let dims = &shapes[name];
+    for (name, dims) in shapes {
         let input = g
             .inputs
             .iter()
             .find(|i| g.name_of(i.id) == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = g.inputs.iter().map(|i| g.name_of(i.id)).collect();
-                err!(
-                    InvalidInput,
-                    "the model has no input named '{name}' (inputs: {})",
-                    known.join(", ")
-                )
-            })?;
+            .ok_or_else(|| err!(Internal, "unchecked input shapes: no input '{name}'"))?;
         let Some(ValueType::Tensor { dtype, shape }) = &g.value(input.id).ty else {
             bail!(
-                InvalidInput,
-                "input '{name}' has no declared tensor type to give a shape to"
+                Internal,
+                "unchecked input shapes: input '{name}' is no typed tensor"
             );
         };
         if let Some(declared) = shape {
             if declared.len() != dims.len() {
-                bail!(
-                    InvalidInput,
-                    "input '{name}': declared rank {} ({}), but the shape given is {dims:?}",
-                    declared.len(),
-                    smelt_ir::dim::format_shape(declared)
-                );
+                bail!(Internal, "unchecked input shapes: rank of '{name}'");
             }
-            for (i, (d, &n)) in declared.iter().zip(dims).enumerate() {
-                match d {
-                    Dim::Known(k) if *k != n => {
-                        bail!(
-                            InvalidInput,
-                            "input '{name}': dimension {i} is {k}, but the shape given has {n}"
-                        )
-                    }
-                    Dim::Sym(smelt_ir::DimExpr::Sym(s)) => {
-                        if let Some(&prev) = env.get(s) {
-                            if prev != n as i64 {
-                                bail!(InvalidInput,
-                                    "input '{name}': dimension {i} ('{s}') is {n}, but input '{}' has {s} = {prev}",
-                                    bound_by[s]
-                                );
-                            }
-                        }
-                        env.insert(s.clone(), n as i64);
-                        bound_by.insert(s.clone(), name.clone());
-                    }
-                    _ => {}
+            for (d, &n) in declared.iter().zip(dims) {
+                let fits = match d {
+                    Dim::Known(k) => *k == n as u64,
+                    Dim::Sym(smelt_ir::DimExpr::Sym(s)) => env
+                        .insert(s.clone(), n as i64)
+                        .is_none_or(|p| p == n as i64),
+                    _ => true,
+                };
+                if !fits {
+                    bail!(
+                        Internal,
+                        "unchecked input shapes: '{name}' dimension {d} is {n}"
+                    );
                 }
             }
         }
         concrete.push((
             input.id,
-            tensor_type(*dtype, dims.iter().map(|&d| Dim::Known(d)).collect()),
+            tensor_type(*dtype, dims.iter().map(|&d| Dim::Known(d as u64)).collect()),
         ));
     }
     for v in &mut g.values {
