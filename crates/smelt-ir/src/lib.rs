@@ -21,4 +21,4 @@ pub use error::{Error, ErrorKind, Result, ResultExt};
 pub use graph::{Capture, Constant, Graph, GraphInput, Model, Node, ValueId, ValueInfo};
 pub use op::Op;
 pub use tensor::{numel, strides, Data, Tensor};
-pub use value::{Optional, Sequence, Value, ValueType};
+pub use value::{Map, Optional, Sequence, Value, ValueType};

@@ -1,4 +1,4 @@
-//! Runtime values (tensors, sequences, optionals) and their static types.
+//! Runtime values (tensors, sequences, optionals, maps) and their static types.
 
 use crate::{dim::format_shape, DType, Shape, Tensor};
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,70 @@ pub enum Value {
     Sequence(Sequence),
     /// An optional value.
     Optional(Optional),
+    /// A map from scalar keys to scalar values (ai.onnx.ml: ZipMap's rows, DictVectorizer's
+    /// input).
+    Map(Map),
+}
+
+/// A map: `keys[i]` maps to `values[i]`, in this order. Both are 1-D tensors of one length;
+/// keys are integers or strings, none twice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Map {
+    keys: Tensor,
+    values: Tensor,
+}
+
+impl Map {
+    /// A map of keys to values; an error unless both are 1-D of one length, the keys
+    /// integers or strings and distinct.
+    pub fn new(keys: Tensor, values: Tensor) -> crate::Result<Map> {
+        crate::ensure!(
+            keys.rank() == 1 && values.rank() == 1 && keys.len() == values.len(),
+            InvalidInput,
+            "a map needs 1-D keys and values of one length, got {:?} and {:?}",
+            keys.shape(),
+            values.shape()
+        );
+        crate::ensure!(
+            keys.dtype().is_int() || keys.dtype() == DType::Str,
+            InvalidInput,
+            "map keys must be integers or strings, not {}",
+            keys.dtype()
+        );
+        let distinct = match keys.data() {
+            crate::Data::Str(s) => {
+                let set: std::collections::HashSet<&String> = s.iter().collect();
+                set.len() == s.len()
+            }
+            _ => {
+                let v = keys.to_i64()?;
+                let set: std::collections::HashSet<i64> = v.iter().copied().collect();
+                set.len() == v.len()
+            }
+        };
+        crate::ensure!(distinct, InvalidInput, "a map has a key twice");
+        Ok(Map { keys, values })
+    }
+
+    /// The keys (1-D).
+    pub fn keys(&self) -> &Tensor {
+        &self.keys
+    }
+
+    /// The values (1-D, one per key).
+    pub fn values(&self) -> &Tensor {
+        &self.values
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.len() == 0
+    }
 }
 
 /// A sequence value; `elem` types the elements even when empty.
@@ -78,16 +142,18 @@ impl Value {
         }
     }
 
-    /// A word for what the value is: tensor, sequence or optional.
+    /// A word for what the value is: tensor, sequence, optional or map.
     pub fn kind(&self) -> &'static str {
         match self {
             Value::Tensor(_) => "tensor",
             Value::Sequence(_) => "sequence",
             Value::Optional(_) => "optional",
+            Value::Map(_) => "map",
         }
     }
 
-    /// A one-line summary: `f32[1,3,224,224]`, `seq(3 x f32)`, `optional(none)`.
+    /// A one-line summary: `f32[1,3,224,224]`, `seq(3 items)`, `optional(none)`,
+    /// `map(3 x str -> f32)`.
     pub fn summary(&self) -> String {
         match self {
             Value::Tensor(t) => format!("{}{:?}", t.dtype(), t.shape()),
@@ -96,6 +162,12 @@ impl Value {
                 Some(v) => format!("optional({})", v.summary()),
                 None => "optional(none)".into(),
             },
+            Value::Map(m) => format!(
+                "map({} x {} -> {})",
+                m.len(),
+                m.keys.dtype(),
+                m.values.dtype()
+            ),
         }
     }
 
@@ -121,6 +193,13 @@ impl Value {
                     .clone()
                     .or_else(|| o.value.as_ref().and_then(|v| v.value_type()))?,
             )),
+            Value::Map(m) => ValueType::Map(
+                m.keys.dtype(),
+                Box::new(ValueType::Tensor {
+                    dtype: m.values.dtype(),
+                    shape: None,
+                }),
+            ),
         })
     }
 }

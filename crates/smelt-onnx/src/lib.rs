@@ -8,4 +8,4 @@ pub mod proto;
 pub mod tensor;
 
 pub use import::{import_model, load_model, load_model_lenient, Imported};
-pub use tensor::{decode_tensor, decode_type, decode_value_file};
+pub use tensor::{decode_map, decode_tensor, decode_type, decode_value_file};

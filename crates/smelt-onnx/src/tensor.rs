@@ -1,12 +1,12 @@
-//! Decoding ONNX tensors, sequences, optionals and types into smelt values.
+//! Decoding ONNX tensors, sequences, optionals, maps and types into smelt values.
 
 use crate::proto::{
-    optional_proto, sequence_proto, type_proto, OptionalProto, SequenceProto, TensorProto,
-    TypeProto,
+    optional_proto, sequence_proto, type_proto, MapProto, OptionalProto, SequenceProto,
+    TensorProto, TypeProto,
 };
 use half::{bf16, f16};
 use smelt_ir::{
-    bail, ensure, err, DType, Data, Dim, ErrorKind, Optional, Result, Sequence, Tensor, Value,
+    bail, ensure, err, DType, Data, Dim, ErrorKind, Map, Optional, Result, Sequence, Tensor, Value,
     ValueType,
 };
 use std::path::Path;
@@ -306,6 +306,11 @@ pub fn decode_sequence(s: &SequenceProto) -> Result<Sequence> {
             .iter()
             .map(|o| decode_optional(o).map(Value::Optional))
             .collect::<Result<_>>()?,
+        sequence_proto::data_type::MAP => s
+            .map_values
+            .iter()
+            .map(|m| decode_map(m, None).map(Value::Map))
+            .collect::<Result<_>>()?,
         sequence_proto::data_type::UNDEFINED => Vec::new(),
         other => bail!(
             Unsupported,
@@ -331,6 +336,10 @@ pub fn decode_optional(o: &OptionalProto) -> Result<Optional> {
             .optional_value
             .as_ref()
             .map(|s| decode_optional(s).map(Value::Optional)),
+        optional_proto::data_type::MAP => o
+            .map_value
+            .as_ref()
+            .map(|m| decode_map(m, None).map(Value::Map)),
         optional_proto::data_type::UNDEFINED => None,
         other => bail!(
             Unsupported,
@@ -340,6 +349,80 @@ pub fn decode_optional(o: &OptionalProto) -> Result<Optional> {
     let value = value.transpose()?.map(Box::new);
     let elem = value.as_ref().and_then(|v| v.value_type());
     Ok(Optional { elem, value })
+}
+
+/// Decodes a map value: integer or string keys, values a sequence of scalars (stacked into
+/// one 1-D tensor). `values` gives their element type when the map is empty.
+pub fn decode_map(m: &MapProto, values: Option<DType>) -> Result<Map> {
+    let key_type = DType::from_onnx_code(m.key_type)
+        .ok_or_else(|| err!(InvalidModel, "map key type {} is unknown", m.key_type))?;
+    let keys = if key_type == DType::Str {
+        let s = m
+            .string_keys
+            .iter()
+            .map(|b| {
+                String::from_utf8(b.clone())
+                    .map_err(|_| err!(InvalidModel, "a map key is not UTF-8"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Tensor::from_strings(vec![s.len()], s)?
+    } else {
+        ensure!(
+            key_type.is_int(),
+            Unsupported,
+            "map keys of type {key_type} are not supported"
+        );
+        Tensor::from_i64(key_type, vec![m.keys.len()], &m.keys)?
+    };
+    let items = match &m.values {
+        Some(seq) => decode_sequence(seq)?.items,
+        None => Vec::new(),
+    };
+    let parts: Vec<Tensor> = items
+        .into_iter()
+        .map(|v| {
+            let t = v.into_tensor()?;
+            ensure!(
+                t.len() == 1,
+                Unsupported,
+                "map values of shape {:?} are not supported (only scalars)",
+                t.shape()
+            );
+            t.reshape(vec![1])
+        })
+        .collect::<Result<_>>()?;
+    let values = match parts.first() {
+        None => Tensor::zeros(values.unwrap_or(DType::F32), vec![0])?,
+        Some(first) => {
+            let dt = first.dtype();
+            ensure!(
+                parts.iter().all(|p| p.dtype() == dt),
+                InvalidModel,
+                "map values of different element types"
+            );
+            let data: Vec<&Data> = parts.iter().map(|p| p.data()).collect();
+            Tensor::new(dt, vec![parts.len()], Data::concat(&data)?)?
+        }
+    };
+    ensure!(
+        keys.len() == values.len(),
+        InvalidModel,
+        "a map has {} keys but {} values",
+        keys.len(),
+        values.len()
+    );
+    Map::new(keys, values).map_err(|e| e.with_kind(ErrorKind::InvalidModel))
+}
+
+/// The element type of a map type's values.
+fn map_value_dtype(t: &ValueType) -> Option<DType> {
+    match t {
+        ValueType::Map(_, v) => match &**v {
+            ValueType::Tensor { dtype, .. } => Some(*dtype),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Decodes a serialized value file (`input_0.pb`) as the kind the model expects there.
@@ -355,6 +438,11 @@ pub fn decode_value_file(bytes: &[u8], expected: Option<&ValueType>) -> Result<V
 fn decode_value(bytes: &[u8], expected: Option<&ValueType>) -> Result<Value> {
     use prost::Message;
     match expected {
+        Some(t @ ValueType::Map(..)) => {
+            let m =
+                MapProto::decode(bytes).map_err(|e| err!(InvalidInput, "not a MapProto: {e}"))?;
+            Ok(Value::Map(decode_map(&m, map_value_dtype(t))?))
+        }
         Some(ValueType::Sequence(elem)) => {
             let s = SequenceProto::decode(bytes)
                 .map_err(|e| err!(InvalidInput, "not a SequenceProto: {e}"))?;
@@ -388,6 +476,41 @@ mod tests {
             dims: dims.to_vec(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn maps_decode_with_their_key_type_and_reject_duplicates() {
+        let scalar = |v: f64| TensorProto {
+            data_type: data_type::DOUBLE,
+            double_data: vec![v],
+            ..Default::default()
+        };
+        let mut m = MapProto {
+            key_type: data_type::STRING,
+            string_keys: vec![b"a".to_vec(), b"b".to_vec()],
+            values: Some(SequenceProto {
+                elem_type: sequence_proto::data_type::TENSOR,
+                tensor_values: vec![scalar(1.5), scalar(-2.0)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let d = decode_map(&m, None).unwrap();
+        assert_eq!(d.keys().dtype(), DType::Str);
+        assert_eq!(d.values().dtype(), DType::F64);
+        assert_eq!(d.values().to_f64().unwrap(), vec![1.5, -2.0]);
+        m.string_keys[1] = b"a".to_vec();
+        assert_eq!(
+            decode_map(&m, None).unwrap_err().kind(),
+            smelt_ir::ErrorKind::InvalidModel
+        );
+        let empty = MapProto {
+            key_type: data_type::INT64,
+            ..Default::default()
+        };
+        let d = decode_map(&empty, Some(DType::F32)).unwrap();
+        assert!(d.is_empty());
+        assert_eq!(d.values().dtype(), DType::F32);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Comparing computed values with expected ones, with tolerances for floats.
 
-use smelt_ir::{Data, Tensor, Value};
+use smelt_ir::{Data, Map, Tensor, Value};
 
 /// How an output differs from the expected one: a test's verdict, not an error of smelt.
 pub type Mismatch = String;
@@ -47,6 +47,7 @@ pub fn compare(actual: &Value, expected: &Value, tol: Tolerance) -> Result<(), M
                 if x.is_some() { "empty" } else { "present" }
             ),
         },
+        (Value::Map(a), Value::Map(e)) => compare_maps(a, e, tol),
         // An optional output may be compared with its plain contents.
         (Value::Optional(a), e) => match &a.value {
             Some(x) => compare(x, e, tol),
@@ -54,6 +55,46 @@ pub fn compare(actual: &Value, expected: &Value, tol: Tolerance) -> Result<(), M
         },
         (a, e) => differ!("got a {}, expected a {}", a.kind(), e.kind()),
     }
+}
+
+/// Maps match when they have the same keys (in any order: a map has none) and the values
+/// of each key match.
+fn compare_maps(a: &Map, e: &Map, tol: Tolerance) -> Result<(), Mismatch> {
+    let (ak, ek) = (a.keys(), e.keys());
+    if ak.dtype() != ek.dtype() || a.values().dtype() != e.values().dtype() {
+        differ!(
+            "map of {} -> {}, expected {} -> {}",
+            ak.dtype(),
+            a.values().dtype(),
+            ek.dtype(),
+            e.values().dtype()
+        );
+    }
+    let key = |t: &Tensor| -> Result<Vec<String>, Mismatch> {
+        Ok(match t.data() {
+            Data::Str(s) => s.iter().map(|k| format!("{k:?}")).collect(),
+            _ => t
+                .to_i64()
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
+        })
+    };
+    let (akeys, ekeys) = (key(ak)?, key(ek)?);
+    if akeys.len() != ekeys.len() {
+        differ!("map has {} keys, expected {}", akeys.len(), ekeys.len());
+    }
+    let at: std::collections::HashMap<&String, usize> =
+        akeys.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    for (j, k) in ekeys.iter().enumerate() {
+        let Some(&i) = at.get(k) else {
+            differ!("map has no key {k}");
+        };
+        let one = |m: &Map, i: usize| m.values().take(vec![1], &[i]).map_err(|e| e.to_string());
+        compare_tensors(&one(a, i)?, &one(e, j)?, tol).map_err(|m| format!("map key {k}: {m}"))?;
+    }
+    Ok(())
 }
 
 fn compare_tensors(a: &Tensor, e: &Tensor, tol: Tolerance) -> Result<(), Mismatch> {
