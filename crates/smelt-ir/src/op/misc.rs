@@ -1,5 +1,6 @@
 //! The `MiscOp` family: vision, signal, string, random and ML ops that fit no other family.
 
+pub use super::ml::{CastMapTo, SvmClassifierSpec, SvmKernel, SvmSpec};
 use crate::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -502,6 +503,50 @@ crate::op_family! {
             /// Integer sentinel.
             replaced_int: i64,
         },
+        /// ai.onnx.ml ZipMap: each row of `[N, C]` scores (or one `[C]` row) as a map from
+        /// the C labels; a sequence of N maps.
+        ZipMap {
+            /// The keys (i64 or strings, distinct).
+            labels: Tensor,
+        },
+        /// ai.onnx.ml SVMClassifier: labels [N] and scores of a support vector classifier,
+        /// following onnxruntime (votes, Platt scaling with pairwise coupling, the binary case).
+        SVMClassifier(Box<SvmClassifierSpec>),
+        /// ai.onnx.ml SVMRegressor: `[N, 1]` values of a support vector regressor.
+        SVMRegressor {
+            /// The geometry.
+            svm: Box<SvmSpec>,
+            /// One-class SVM: the sign of the value (1 or -1).
+            one_class: bool,
+        },
+        /// ai.onnx.ml OneHotEncoder: `[..., C]` floats, 1 at each value's category.
+        OneHotEncoder {
+            /// The categories (i64 or strings).
+            categories: Tensor,
+            /// An unknown value gives zeros; otherwise it is an error.
+            zeros: bool,
+        },
+        /// ai.onnx.ml DictVectorizer: a map as `[1, V]` values in vocabulary order (0 where
+        /// a word is not a key).
+        DictVectorizer {
+            /// The vocabulary (i64 or strings).
+            vocabulary: Tensor,
+        },
+        /// ai.onnx.ml FeatureVectorizer: the inputs' rows side by side as f32, each input
+        /// cut or zero-padded to its width.
+        FeatureVectorizer {
+            /// The width each input takes.
+            widths: Vec<usize>,
+        },
+        /// ai.onnx.ml CastMap: a map from integers as `[1, K]` values in key order.
+        CastMap {
+            /// The element type of the result.
+            to: CastMapTo,
+            /// Dense: one column per entry; sparse: one per key 0..max_map, padded.
+            dense: bool,
+            /// The width of the sparse form.
+            max_map: usize,
+        },
         /// ai.onnx.preview.training Adagrad: one step for several tensors.
         Adagrad {
             /// Learning-rate decay.
@@ -592,6 +637,33 @@ mod tests {
                 roots: vec![0],
                 membership: vec![vec![1.5, 3.0]],
             })),
+            MiscOp::ZipMap {
+                labels: Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap(),
+            },
+            MiscOp::SVMClassifier(Box::new(SvmClassifierSpec {
+                svm: SvmSpec {
+                    kernel: SvmKernel::Rbf,
+                    gamma: 0.5,
+                    coef0: 0.0,
+                    degree: 3.0,
+                    support_vectors: vec![1.0, 2.0],
+                    vectors: 2,
+                    features: 1,
+                    coefficients: vec![0.5, -0.5],
+                    rho: vec![0.1],
+                },
+                vectors_per_class: vec![1, 1],
+                prob_a: vec![],
+                prob_b: vec![],
+                post_transform: 0,
+                labels: Tensor::from_i64_vec(vec![2], vec![0, 1]).unwrap(),
+            })),
+            MiscOp::CastMap {
+                to: CastMapTo::String,
+                dense: false,
+                max_map: 4,
+            },
+            MiscOp::FeatureVectorizer { widths: vec![2, 3] },
             MiscOp::Imputer {
                 imputed_floats: vec![1.0],
                 imputed_ints: vec![],

@@ -9,6 +9,7 @@ pub mod layout;
 pub mod llm;
 pub mod loss;
 pub mod misc;
+pub mod ml;
 pub mod nn;
 pub mod quant;
 pub mod recurrent;

@@ -5,11 +5,13 @@ mod image;
 mod jpeg;
 mod linalg;
 mod ml;
+mod ml_maps;
 mod png;
 mod random;
 mod regex;
 mod resize;
 mod signal;
+mod svm;
 mod text;
 mod tiff;
 mod vision;
@@ -102,6 +104,13 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             *replaced_float,
             *replaced_int,
         ),
+        ZipMap { labels } => ml_maps::zip_map(x, labels),
+        SVMClassifier(spec) => svm::svm_classifier(x, spec),
+        SVMRegressor { svm, one_class } => svm::svm_regressor(x, svm, *one_class),
+        OneHotEncoder { categories, zeros } => ml_maps::one_hot_encoder(x, categories, *zeros),
+        DictVectorizer { vocabulary } => ml_maps::dict_vectorizer(x, vocabulary),
+        FeatureVectorizer { widths } => ml_maps::feature_vectorizer(x, widths),
+        CastMap { to, dense, max_map } => ml_maps::cast_map(x, *to, *dense, *max_map),
         Adagrad { .. } | Adam { .. } | Momentum { .. } => ml::optimizer(op, x, cx),
     }
 }

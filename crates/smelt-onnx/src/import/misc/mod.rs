@@ -2,6 +2,7 @@
 //! STFT, windows), strings, random ops, and the `ai.onnx.ml` / `ai.onnx.preview.training` ops.
 
 mod ml;
+mod ml_maps;
 
 use super::NodeCtx;
 use smelt_ir::op::misc::{
@@ -15,7 +16,10 @@ use smelt_ir::{bail, err, DType, Op, Result};
 pub fn import(n: &mut NodeCtx) -> Result<Option<Op>> {
     let op = match n.domain {
         "" => import_onnx(n)?,
-        "ai.onnx.ml" => ml::import_ml(n)?,
+        "ai.onnx.ml" => match ml::import_ml(n)? {
+            Some(op) => Some(op),
+            None => ml_maps::import(n)?,
+        },
         "ai.onnx.preview.training" => ml::import_training(n)?,
         _ => None,
     };
