@@ -9,7 +9,8 @@ use std::path::PathBuf;
 /// Input options shared by commands that run a model.
 #[derive(clap::Args, Clone)]
 pub struct InputArgs {
-    /// An input as NAME=FILE.npy (repeatable).
+    /// An input as NAME=FILE.npy, or NAME=FILE.pb (an ONNX TensorProto, SequenceProto or
+    /// MapProto, as the input's type asks) (repeatable).
     #[arg(long = "input", value_name = "NAME=FILE.npy")]
     pub input: Vec<String>,
     /// A concrete input shape as NAME=1x3x224x224 (repeatable), for random inputs.
@@ -47,18 +48,24 @@ pub fn build_inputs(
         let (name, file) = spec
             .rsplit_once('=')
             .ok_or_else(|| err!(InvalidInput, "--input {spec}: expected NAME=FILE.npy"))?;
-        if !sig.iter().any(|s| s.name == name) {
+        let Some(info) = sig.iter().find(|s| s.name == name) else {
             let known: Vec<&str> = sig.iter().map(|s| s.name.as_str()).collect();
             bail!(
                 InvalidInput,
                 "--input {spec}: the model has no input '{name}' (inputs: {})",
                 known.join(", ")
             );
-        }
-        out.insert(
-            name.to_string(),
-            Value::Tensor(npy::read(&PathBuf::from(file))?),
-        );
+        };
+        let path = PathBuf::from(file);
+        let value = if path.extension().is_some_and(|e| e == "pb") {
+            let bytes = std::fs::read(&path)
+                .map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
+            smelt_onnx::decode_value_file(&bytes, info.ty.as_ref())
+                .map_err(|e| e.context(file.to_string()))?
+        } else {
+            Value::Tensor(npy::read(&path)?)
+        };
+        out.insert(name.to_string(), value);
     }
     let mut rng = SplitMix::new(a.seed);
     let mut symbols: HashMap<String, i64> = HashMap::new();

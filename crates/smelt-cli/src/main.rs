@@ -7,6 +7,7 @@ mod conformance;
 mod hint;
 mod inputs;
 mod npy;
+mod values;
 
 use clap::{Parser, Subcommand};
 use smelt_ir::ErrorKind;

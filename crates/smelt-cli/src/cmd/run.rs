@@ -14,7 +14,7 @@ pub struct Args {
     model: PathBuf,
     #[command(flatten)]
     inputs: InputArgs,
-    /// Folder to write each output to, as `<name>.npy`.
+    /// Folder to write each output to, as `<name>.npy` (sequences and maps as `<name>.json`).
     #[arg(long)]
     output_dir: Option<PathBuf>,
     /// Write a per-kernel timing profile (Chrome trace JSON) to this file.
@@ -119,12 +119,31 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .map_err(|e| smelt_ir::err!(Io, "cannot create {}: {e}", dir.display()))?;
     }
     for (name, v) in &outputs {
-        outln!("{}", describe(name, v));
-        if let (Some(dir), Value::Tensor(t)) = (&a.output_dir, v) {
-            npy::write(&dir.join(format!("{}.npy", safe_file_name(name))), t)?;
+        outln!("{}", crate::values::describe(name, v));
+        if let Some(dir) = &a.output_dir {
+            save(dir, name, v)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes one output to `dir`: a tensor as `<name>.npy`; a sequence, map or optional
+/// (which .npy cannot hold) as `<name>.json`, saying so.
+fn save(dir: &std::path::Path, name: &str, v: &Value) -> Result<()> {
+    if let Value::Tensor(t) = v {
+        return npy::write(&dir.join(format!("{}.npy", safe_file_name(name))), t);
+    }
+    let path = dir.join(format!("{}.json", safe_file_name(name)));
+    let text = serde_json::to_string(&crate::values::to_json(v)?)
+        .map_err(|e| smelt_ir::err!(Internal, "cannot encode output '{name}': {e}"))?;
+    std::fs::write(&path, text + "\n")
+        .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
+    errln!(
+        "output {name} is a {}: written as JSON to {} (.npy holds tensors only)",
+        v.kind(),
+        path.display()
+    );
+    Ok(())
 }
 
 /// Runs `repeat` times; with a profile path, writes every run's kernel timings there.
@@ -173,39 +192,6 @@ pub fn safe_file_name(name: &str) -> String {
         format!("_{s}")
     } else {
         s
-    }
-}
-
-fn describe(name: &str, v: &Value) -> String {
-    match v {
-        Value::Tensor(t) => {
-            let n = t.len().min(8);
-            let head = t.take(vec![n], &(0..n).collect::<Vec<_>>());
-            let first: String = match head {
-                Ok(h) if h.dtype().is_int() || h.dtype() == smelt_ir::DType::Bool => {
-                    match h.to_i64() {
-                        Ok(v) => v
-                            .iter()
-                            .map(|x| x.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        Err(e) => e.to_string(),
-                    }
-                }
-                Ok(h) => match h.to_f64() {
-                    Ok(v) => v
-                        .iter()
-                        .map(|x| format!("{x:.6}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    Err(_) => format!("{:?}", h.data()).chars().take(80).collect(),
-                },
-                Err(e) => e.to_string(),
-            };
-            let more = if t.len() > 8 { ", ..." } else { "" };
-            format!("{name}: {} {:?} [{first}{more}]", t.dtype(), t.shape())
-        }
-        other => format!("{name}: {}", other.summary()),
     }
 }
 
