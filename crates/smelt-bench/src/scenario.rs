@@ -97,10 +97,49 @@ fn run_round(
         (0..k).rev().collect()
     };
     for i in order {
+        settle();
         let t = runners[i].run_block(size_of(i))?;
         out[i].push(t);
     }
     Ok(())
+}
+
+/// Waits until the machine is idle again (20 ms windows, at most 300 ms): a runtime whose
+/// workers spin after a run would otherwise take cores from the next runtime's block.
+pub fn settle() {
+    let start = Instant::now();
+    let mut last = cpu_ticks();
+    while start.elapsed() < Duration::from_millis(300) {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = cpu_ticks();
+        match (last, now) {
+            (Some((b0, i0)), Some((b1, i1))) => {
+                let (busy, idle) = (b1.saturating_sub(b0), i1.saturating_sub(i0));
+                if busy + idle > 0 && (busy as f64) < 0.15 * (busy + idle) as f64 {
+                    return;
+                }
+            }
+            _ => return,
+        }
+        last = now;
+    }
+}
+
+/// Busy and idle jiffies over all CPUs, from /proc/stat (None where it cannot be read).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().next()?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 5 {
+        return None;
+    }
+    let idle = v[3] + v[4];
+    let total: u64 = v.iter().take(8).sum();
+    Some((total - idle, idle))
 }
 
 /// What a server run measured.

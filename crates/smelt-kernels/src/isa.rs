@@ -74,6 +74,31 @@ impl fmt::Display for Isa {
     }
 }
 
+/// The size of one core's L2 cache in bytes, as Linux reports it (512 KiB when unknown).
+pub fn l2_bytes() -> usize {
+    let read = |i: usize| -> Option<(u32, usize)> {
+        let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let level = std::fs::read_to_string(format!("{base}/level")).ok()?;
+        let size = std::fs::read_to_string(format!("{base}/size")).ok()?;
+        let size = size.trim();
+        let (num, mult) = match size.strip_suffix('K') {
+            Some(n) => (n, 1 << 10),
+            None => match size.strip_suffix('M') {
+                Some(n) => (n, 1 << 20),
+                None => (size, 1),
+            },
+        };
+        Some((
+            level.trim().parse().ok()?,
+            num.parse::<usize>().ok()? * mult,
+        ))
+    };
+    (0..8)
+        .filter_map(read)
+        .find(|&(level, _)| level == 2)
+        .map_or(512 << 10, |(_, bytes)| bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

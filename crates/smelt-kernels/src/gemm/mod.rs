@@ -241,17 +241,18 @@ impl TileSink for StoreC {
     }
 }
 
-/// Rows of A a task's block aims at: A's block stays in L2 (about 128 KiB).
-const A_BLOCK_BYTES: usize = 128 << 10;
+/// Bytes of A one task's row block aims at: a quarter of the core's L2, so the block stays
+/// there while B's panels stream past it.
+fn a_block_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| (crate::isa::l2_bytes() / 4).clamp(64 << 10, 1 << 20))
+}
 
 /// The task grid: `(row panels, column panels)` per task and the task count.
 fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize) {
     let mp = g.m.div_ceil(mr);
     let np = g.n.div_ceil(nr);
-    let ab: usize = std::env::var("SMELT_AB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(A_BLOCK_BYTES);
+    let ab = a_block_bytes();
     let mut mpt = (ab / (g.k.max(1) * mr * 4)).clamp(1, mp);
     let mut npt = np;
     let tasks = |mpt: usize, npt: usize| g.batch * mp.div_ceil(mpt) * np.div_ceil(npt);
