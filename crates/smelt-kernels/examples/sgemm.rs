@@ -52,6 +52,8 @@ fn main() {
                 step: 1,
             }),
             act1: act,
+            scale: None,
+            shift: None,
             residual: None,
             act2: Act::None,
             out: RowMajor {

@@ -1,4 +1,5 @@
-//! The fused GEMM epilogue as data: `out = act2(act1(alpha * acc + bias) + residual)`,
+//! The fused GEMM epilogue as data:
+//! `out = act2((act1(alpha * acc + bias) * scale + shift) + residual)`,
 //! applied to each finished tile while it is still in L1 (a few register passes per row),
 //! and stored straight into the destination. Bias is per row (a convolution's output
 //! channel) or per column (a linear layer's output feature).
@@ -82,7 +83,12 @@ pub struct Fused<'a> {
     pub col_bias: Option<Vector<'a>>,
     /// Activation after the bias.
     pub act1: Act,
-    /// Added after `act1`.
+    /// After `act1`, a product and a sum per row or per column (an affine step such as a
+    /// batch norm that could not fold): `(vector, per_row)`.
+    pub scale: Option<(Vector<'a>, bool)>,
+    /// See `scale`.
+    pub shift: Option<(Vector<'a>, bool)>,
+    /// Added after `act1` and the affine step.
     pub residual: Option<RowMajor<'a>>,
     /// Activation after the residual (None or Relu).
     pub act2: Act,
@@ -165,6 +171,7 @@ unsafe fn row<V: Vf, const A1: u8, const A2: u8>(
     dst: *mut f32,
     rb: f32,
     cb: Option<*const f32>,
+    post: &Post,
     res: Option<*const f32>,
 ) {
     let alpha = V::splat(e.alpha);
@@ -179,6 +186,16 @@ unsafe fn row<V: Vf, const A1: u8, const A2: u8>(
             v = v.add(ld(c.add(j)));
         }
         v = act_c::<V, A1>(v, e.act1);
+        match post.scale {
+            Some(Side::Row(x)) => v = v.mul(V::splat(x)),
+            Some(Side::Col(p)) => v = v.mul(ld(p.add(j))),
+            None => {}
+        }
+        match post.shift {
+            Some(Side::Row(x)) => v = v.add(V::splat(x)),
+            Some(Side::Col(p)) => v = v.add(ld(p.add(j))),
+            None => {}
+        }
         if let Some(r) = res {
             v = v.add(ld(r.add(j)));
         }
@@ -190,6 +207,31 @@ unsafe fn row<V: Vf, const A1: u8, const A2: u8>(
         }
         j += w;
     }
+}
+
+/// One row's affine step after `act1`: a value for the row, or a pointer to its columns.
+#[derive(Clone, Copy)]
+enum Side {
+    Row(f32),
+    Col(*const f32),
+}
+
+/// The affine step of one row.
+struct Post {
+    scale: Option<Side>,
+    shift: Option<Side>,
+}
+
+/// The affine operand of row `i` of batch `b` from column `j0` on.
+#[inline(always)]
+unsafe fn side(v: &Option<(Vector, bool)>, b: usize, i: usize, j0: usize) -> Option<Side> {
+    v.as_ref().map(|(v, per_row)| {
+        if *per_row {
+            Side::Row(*v.start(b).offset(i as isize * v.step))
+        } else {
+            Side::Col(v.start(b).offset(j0 as isize * v.step))
+        }
+    })
 }
 
 /// See [`FinishFn`], over lanes `V`.
@@ -217,26 +259,30 @@ unsafe fn finish_body<V: Vf>(
         };
         let cb = e.col_bias.map(|v| v.start(b).add(j0));
         let res = e.residual.map(|m| m.row(b, i).add(j0) as *const f32);
+        let post = Post {
+            scale: side(&e.scale, b, i, j0),
+            shift: side(&e.shift, b, i, j0),
+        };
         match (a1, a2) {
-            (0, 0) => row::<V, 0, 0>(e, src, cols, dst, rb, cb, res),
-            (0, 1) => row::<V, 0, 1>(e, src, cols, dst, rb, cb, res),
-            (1, 0) => row::<V, 1, 0>(e, src, cols, dst, rb, cb, res),
-            (1, 1) => row::<V, 1, 1>(e, src, cols, dst, rb, cb, res),
-            (2, 0) => row::<V, 2, 0>(e, src, cols, dst, rb, cb, res),
-            (2, 1) => row::<V, 2, 1>(e, src, cols, dst, rb, cb, res),
-            (3, 0) => row::<V, 3, 0>(e, src, cols, dst, rb, cb, res),
-            (3, 1) => row::<V, 3, 1>(e, src, cols, dst, rb, cb, res),
-            (4, 0) => row::<V, 4, 0>(e, src, cols, dst, rb, cb, res),
-            (4, 1) => row::<V, 4, 1>(e, src, cols, dst, rb, cb, res),
-            (5, 0) => row::<V, 5, 0>(e, src, cols, dst, rb, cb, res),
-            (5, 1) => row::<V, 5, 1>(e, src, cols, dst, rb, cb, res),
-            (6, 0) => row::<V, 6, 0>(e, src, cols, dst, rb, cb, res),
-            (6, 1) => row::<V, 6, 1>(e, src, cols, dst, rb, cb, res),
-            (7, 0) => row::<V, 7, 0>(e, src, cols, dst, rb, cb, res),
-            (7, 1) => row::<V, 7, 1>(e, src, cols, dst, rb, cb, res),
-            (8, 0) => row::<V, 8, 0>(e, src, cols, dst, rb, cb, res),
-            (8, 1) => row::<V, 8, 1>(e, src, cols, dst, rb, cb, res),
-            _ => row::<V, 255, 255>(e, src, cols, dst, rb, cb, res),
+            (0, 0) => row::<V, 0, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (0, 1) => row::<V, 0, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (1, 0) => row::<V, 1, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (1, 1) => row::<V, 1, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (2, 0) => row::<V, 2, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (2, 1) => row::<V, 2, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (3, 0) => row::<V, 3, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (3, 1) => row::<V, 3, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (4, 0) => row::<V, 4, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (4, 1) => row::<V, 4, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (5, 0) => row::<V, 5, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (5, 1) => row::<V, 5, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (6, 0) => row::<V, 6, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (6, 1) => row::<V, 6, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (7, 0) => row::<V, 7, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (7, 1) => row::<V, 7, 1>(e, src, cols, dst, rb, cb, &post, res),
+            (8, 0) => row::<V, 8, 0>(e, src, cols, dst, rb, cb, &post, res),
+            (8, 1) => row::<V, 8, 1>(e, src, cols, dst, rb, cb, &post, res),
+            _ => row::<V, 255, 255>(e, src, cols, dst, rb, cb, &post, res),
         }
     }
 }
@@ -364,6 +410,22 @@ mod tests {
                     step: 1,
                 }),
                 act1,
+                scale: Some((
+                    Vector {
+                        ptr: rb.as_ptr(),
+                        batch: &[0],
+                        step: 1,
+                    },
+                    true,
+                )),
+                shift: Some((
+                    Vector {
+                        ptr: cb.as_ptr(),
+                        batch: &[0],
+                        step: 1,
+                    },
+                    false,
+                )),
                 residual: Some(RowMajor {
                     ptr: res.as_ptr() as *mut f32,
                     batch: &[0],
@@ -407,8 +469,9 @@ mod tests {
                     let dot: f64 = (0..k)
                         .map(|p| a[i * k + p] as f64 * bm[p * n + j] as f64)
                         .sum();
-                    let v =
-                        f(act1, 0.5 * dot + rb[i] as f64 + cb[j] as f64) + res[i * n + j] as f64;
+                    let v = f(act1, 0.5 * dot + rb[i] as f64 + cb[j] as f64) * rb[i] as f64
+                        + cb[j] as f64
+                        + res[i * n + j] as f64;
                     let want = f(act2, v);
                     let got = out[i * n + j] as f64;
                     assert!(

@@ -39,6 +39,8 @@ pub struct Kernels {
     pub finish: epilogue::FinishFn,
     /// One channel of a depthwise convolution.
     pub depthwise: conv::DepthwiseFn,
+    /// One channel of max or average pooling.
+    pub pool: conv::PoolFn,
 }
 
 impl Kernels {
@@ -61,6 +63,7 @@ impl Kernels {
             softmax: program::portable::softmax,
             layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
+            pool: conv::portable::pool,
             finish: epilogue::portable::finish,
         };
         match isa {
@@ -74,6 +77,7 @@ impl Kernels {
                 softmax: program::x86::avx2_softmax,
                 layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
+                pool: conv::x86::pool_avx2,
                 finish: epilogue::x86::finish_avx2,
             },
             #[cfg(target_arch = "x86_64")]
@@ -85,6 +89,7 @@ impl Kernels {
                 softmax: program::x86::avx512_softmax,
                 layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
+                pool: conv::x86::pool_avx512,
                 finish: epilogue::x86::finish_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]

@@ -6,6 +6,7 @@ use super::access::Elem;
 use super::conv::ConvPlan;
 use super::elementwise::LoopPlan;
 use super::matmul::MatMulPlan;
+use super::pool::PoolPlan;
 use super::sdpa::SdpaPlan;
 use super::single::{gather_args, Arg};
 use super::{Exec, RunCx};
@@ -21,6 +22,7 @@ enum Path {
     MatMul(MatMulPlan),
     Conv(ConvPlan),
     Sdpa(SdpaPlan),
+    Pool(PoolPlan),
     /// The reference kernel, and why.
     Reference(String),
 }
@@ -84,6 +86,10 @@ impl AnchorPlan {
                         .into(),
                 ),
             },
+            Op::Nn(NnOp::MaxPool { .. } | NnOp::AveragePool { .. }) => match PoolPlan::new(c, a, kern) {
+                Some(p) => Path::Pool(p),
+                None => Path::Reference(format!("{}: not a 2-D f32 pooling", a.op.name())),
+            },
             op => Path::Reference(format!("{}: no fast kernel yet", op.name())),
         };
         Ok(AnchorPlan {
@@ -99,6 +105,7 @@ impl AnchorPlan {
             Path::MatMul(p) => p.name.clone(),
             Path::Conv(p) => p.name.clone(),
             Path::Sdpa(p) => p.name.clone(),
+            Path::Pool(p) => p.name.clone(),
             Path::Reference(why) => format!("reference ({why})"),
         }
     }
@@ -110,6 +117,7 @@ impl AnchorPlan {
             Path::MatMul(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Conv(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Sdpa(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::Pool(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Reference(_) => return self.run_reference(cx, a),
         }
         Ok(())

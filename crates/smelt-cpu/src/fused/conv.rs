@@ -189,6 +189,7 @@ impl ConvPlan {
                 f.row_bias = Some(BiasSrc::Owned {
                     values: b.clone(),
                     batch,
+                    step: 1,
                 });
             } else {
                 fast = None;
@@ -213,9 +214,9 @@ impl ConvPlan {
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
         };
-        let name = match (&method, &fast) {
-            (Method::Gemm(_), Some(f)) => format!("{base}, epilogue fused {}", f.describe()),
-            _ => format!("{base}, epilogue interpreted"),
+        let name = match &fast {
+            Some(f) => format!("{base}, epilogue fused {}", f.describe()),
+            None => format!("{base}, epilogue interpreted"),
         };
         Some(ConvPlan {
             geom,
@@ -259,6 +260,12 @@ impl ConvPlan {
                             &taps[ch * ntaps..(ch + 1) * ntaps],
                             plane,
                         );
+                        if let Some(f) = &self.fast {
+                            // The fused epilogue adds the bias; each channel is a batch of one row.
+                            let epi = f.bind(mem);
+                            (ex.kern.finish)(&epi, p, 0, 0, 1, px, plane, px);
+                            return;
+                        }
                         if let Some(b) = &self.bias {
                             plane.iter_mut().for_each(|v| *v += b[ch]);
                         }

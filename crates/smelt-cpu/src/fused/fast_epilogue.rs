@@ -13,7 +13,44 @@ use smelt_kernels::epilogue::{Act, Fused, RowMajor, Vector};
 /// A bias whose storage the plan owns (a convolution's bias input) or a window.
 pub(crate) enum BiasSrc {
     Window(Win),
-    Owned { values: Vec<f32>, batch: Vec<isize> },
+    /// Values owned by the plan: element `i` of batch `b` at `batch[b] + i * step`.
+    Owned {
+        values: Vec<f32>,
+        batch: Vec<isize>,
+        step: isize,
+    },
+}
+
+impl BiasSrc {
+    /// A constant for every row.
+    fn constant(c: f32) -> BiasSrc {
+        BiasSrc::Owned {
+            values: vec![c],
+            batch: vec![0],
+            step: 0,
+        }
+    }
+
+    /// The kernel table's form, over one run's storage (`per_row`: indexed by rows, else
+    /// by columns).
+    fn bind<'a>(&'a self, mem: &Mem, per_row: bool) -> Vector<'a> {
+        match self {
+            BiasSrc::Window(w) => Vector {
+                ptr: mem.ptrs[w.slot] as *const f32,
+                batch: &w.batch,
+                step: if per_row { w.rs } else { w.cs },
+            },
+            BiasSrc::Owned {
+                values,
+                batch,
+                step,
+            } => Vector {
+                ptr: values.as_ptr(),
+                batch,
+                step: *step,
+            },
+        }
+    }
 }
 
 /// A recognized epilogue in anchor coordinates.
@@ -22,6 +59,9 @@ pub(crate) struct FastEpilogue {
     pub row_bias: Option<BiasSrc>,
     pub col_bias: Option<Win>,
     pub act1: Act,
+    /// The affine step after `act1`: a window and whether it is per row (else per column).
+    pub scale: Option<(BiasSrc, bool)>,
+    pub shift: Option<(BiasSrc, bool)>,
     pub residual: Option<Win>,
     pub act2: Act,
     pub out: Win,
@@ -34,6 +74,8 @@ enum Stage {
     Scaled,
     Biased,
     Act1,
+    Scaled2,
+    Shifted,
     Residual,
     Act2,
 }
@@ -72,6 +114,8 @@ impl FastEpilogue {
             row_bias: None,
             col_bias: None,
             act1: Act::None,
+            scale: None,
+            shift: None,
             residual: None,
             act2: Act::None,
             out,
@@ -111,6 +155,18 @@ impl FastEpilogue {
                             e.alpha *= k;
                             stage = Stage::Scaled;
                         }
+                        (Binary::Mul, ScalarOp::Const(k))
+                            if stage >= Stage::Act1 && stage < Stage::Scaled2 =>
+                        {
+                            e.scale = Some((BiasSrc::constant(k), true));
+                            stage = Stage::Scaled2;
+                        }
+                        (Binary::Add, ScalarOp::Const(k))
+                            if stage >= Stage::Act1 && stage < Stage::Shifted =>
+                        {
+                            e.shift = Some((BiasSrc::constant(k), true));
+                            stage = Stage::Shifted;
+                        }
                         (Binary::Max, ScalarOp::Const(lo)) if stage < Stage::Act1 => {
                             e.act1 = if lo == 0.0 {
                                 Act::Relu
@@ -125,6 +181,38 @@ impl FastEpilogue {
                                 Act::Clip(lo, f32::INFINITY) => e.act1 = Act::Clip(lo, hi),
                                 _ => return None,
                             }
+                        }
+                        (Binary::Mul, ScalarOp::Load(k))
+                            if stage >= Stage::Act1 && stage < Stage::Scaled2 =>
+                        {
+                            let r = &l.loads[k];
+                            if !f32_buf(r.buffer) {
+                                return None;
+                            }
+                            c.window(r, Use::Load, "load").ok()?;
+                            let w = layout.window(r)?;
+                            let per_row = w.cs == 0;
+                            if !per_row && (w.rs != 0 || w.cs != 1) {
+                                return None;
+                            }
+                            e.scale = Some((BiasSrc::Window(w), per_row));
+                            stage = Stage::Scaled2;
+                        }
+                        (Binary::Add, ScalarOp::Load(k))
+                            if stage >= Stage::Act1 && stage < Stage::Shifted && {
+                                let w = layout.window(&l.loads[k]);
+                                w.is_some_and(|w| w.cs == 0 || (w.rs == 0 && w.cs == 1))
+                            } =>
+                        {
+                            let r = &l.loads[k];
+                            if !f32_buf(r.buffer) {
+                                return None;
+                            }
+                            c.window(r, Use::Load, "load").ok()?;
+                            let w = layout.window(r)?;
+                            let per_row = w.cs == 0;
+                            e.shift = Some((BiasSrc::Window(w), per_row));
+                            stage = Stage::Shifted;
                         }
                         (Binary::Add, ScalarOp::Load(k)) => {
                             let r = &l.loads[k];
@@ -166,24 +254,15 @@ impl FastEpilogue {
         let ptr = |w: &Win| mem.ptrs[w.slot] as *mut f32;
         Fused {
             alpha: self.alpha,
-            row_bias: self.row_bias.as_ref().map(|b| match b {
-                BiasSrc::Window(w) => Vector {
-                    ptr: ptr(w),
-                    batch: &w.batch,
-                    step: w.rs,
-                },
-                BiasSrc::Owned { values, batch } => Vector {
-                    ptr: values.as_ptr(),
-                    batch,
-                    step: 1,
-                },
-            }),
+            row_bias: self.row_bias.as_ref().map(|b| b.bind(mem, true)),
             col_bias: self.col_bias.as_ref().map(|w| Vector {
                 ptr: ptr(w),
                 batch: &w.batch,
                 step: 1,
             }),
             act1: self.act1,
+            scale: self.scale.as_ref().map(|(v, r)| (v.bind(mem, *r), *r)),
+            shift: self.shift.as_ref().map(|(v, r)| (v.bind(mem, *r), *r)),
             residual: self.residual.as_ref().map(|w| RowMajor {
                 ptr: ptr(w),
                 batch: &w.batch,
@@ -209,6 +288,9 @@ impl FastEpilogue {
         }
         if self.act1 != Act::None {
             parts.push(format!("{:?}", self.act1).to_lowercase());
+        }
+        if self.scale.is_some() || self.shift.is_some() {
+            parts.push("affine".into());
         }
         if self.residual.is_some() {
             parts.push("residual".into());

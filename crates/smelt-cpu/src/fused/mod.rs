@@ -19,6 +19,7 @@ mod fast_epilogue;
 mod interp;
 mod matmul;
 mod nest;
+mod pool;
 mod profile;
 mod reduction;
 mod row_kernel;
