@@ -6,6 +6,7 @@
 pub mod attention;
 pub mod buf;
 pub mod conv;
+pub mod direct;
 pub mod epilogue;
 pub mod gemm;
 pub mod isa;
@@ -39,6 +40,10 @@ pub struct Kernels {
     pub finish: epilogue::FinishFn,
     /// One channel of a depthwise convolution.
     pub depthwise: conv::DepthwiseFn,
+    /// The direct convolution micro-kernel.
+    pub direct: direct::DirectFn,
+    /// Output channels of the direct kernel's tile (its pixels are `micro.nr`).
+    pub direct_mr: usize,
     /// One channel of max or average pooling.
     pub pool: conv::PoolFn,
 }
@@ -64,6 +69,8 @@ impl Kernels {
             layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
             pool: conv::portable::pool,
+            direct: direct::portable::direct,
+            direct_mr: gemm::micro::PORTABLE_MR,
             finish: epilogue::portable::finish,
         };
         match isa {
@@ -78,6 +85,8 @@ impl Kernels {
                 layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
                 pool: conv::x86::pool_avx2,
+                direct: direct::x86::direct_avx2,
+                direct_mr: 6,
                 finish: epilogue::x86::finish_avx2,
             },
             #[cfg(target_arch = "x86_64")]
@@ -90,6 +99,8 @@ impl Kernels {
                 layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
                 pool: conv::x86::pool_avx512,
+                direct: direct::x86::direct_avx512,
+                direct_mr: direct::x86::AVX512_DIRECT_MR,
                 finish: epilogue::x86::finish_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]

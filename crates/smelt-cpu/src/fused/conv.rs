@@ -13,12 +13,15 @@ use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::{Conv2d, Im2col};
 use smelt_kernels::epilogue::FusedSink;
-use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs};
+use smelt_kernels::direct::{direct_conv, DirectInput, DirectWeights};
+use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs, TileSink};
 use smelt_kernels::Kernels;
 
 enum Method {
     /// One GEMM per group: packed weights times the input's im2col view.
     Gemm(Vec<PackedA>),
+    /// Direct convolution per group (no im2col).
+    Direct(Vec<DirectWeights>),
     /// Per channel, a direct kernel; taps per channel.
     Depthwise(Vec<f32>),
 }
@@ -197,8 +200,19 @@ impl ConvPlan {
         }
         let depthwise = cg == 1 && mg == 1;
         let k = geom.k();
+        // Direct convolution works on tiles of one output row: it wastes lanes on narrow
+        // rows, where the im2col GEMM (tiles across rows) does better.
+        let nr = kern.micro.nr;
+        let row_use = ow as f64 / (ow.div_ceil(nr) * nr) as f64;
+        let direct = !geom.is_pointwise() && row_use >= 0.75;
         let method = if depthwise {
             Method::Depthwise(wv)
+        } else if direct {
+            Method::Direct(
+                (0..groups)
+                    .map(|g| DirectWeights::new(kern, mg, k, &wv[g * mg * k..(g + 1) * mg * k]))
+                    .collect(),
+            )
         } else {
             Method::Gemm(
                 (0..groups)
@@ -211,6 +225,7 @@ impl ConvPlan {
         let xs: [isize; 4] = <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?;
         let base = match &method {
             Method::Depthwise(_) => kern.name("conv.depthwise"),
+            Method::Direct(_) => kern.name("conv.direct"),
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
         };
@@ -275,6 +290,21 @@ impl ConvPlan {
                     });
                 });
             }
+            Method::Direct(weights) => {
+                for (gi, dw) in weights.iter().enumerate() {
+                    let offsets: Vec<isize> = (0..self.images)
+                        .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
+                        .collect();
+                    let input = DirectInput {
+                        x,
+                        batch: &offsets,
+                        strides: [sc, sh, sw],
+                    };
+                    self.finish_with(mem, ex, gi, |sink| {
+                        direct_conv(ex.kern, ex.pool, threads, g, self.images, &input, dw, sink)
+                    });
+                }
+            }
             Method::Gemm(packed) => {
                 let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
                 for (gi, pa) in packed.iter().enumerate() {
@@ -307,73 +337,78 @@ impl ConvPlan {
                         a: Lhs::Packed(pa),
                         b: rhs,
                     };
-                    let groups = self.groups;
-                    let map = move |b: usize| (b * groups + gi, 0);
-                    let mg = self.mg;
-                    let bias = self.bias.as_deref();
-                    let pre = |_eb: usize,
-                               i0: usize,
-                               _j0: usize,
-                               rows: usize,
-                               cols: usize,
-                               t: &mut [f32],
-                               ld: usize| {
-                        if let Some(b) = bias {
-                            for r in 0..rows {
-                                let bv = b[gi * mg + i0 + r];
-                                t[r * ld..r * ld + cols].iter_mut().for_each(|v| *v += bv);
-                            }
-                        }
-                    };
-                    if let Some(f) = &self.fast {
-                        let mut epi = f.bind(mem);
-                        // The fused epilogue sees GEMM batches (images of this group).
-                        let out_batch: Vec<isize> = (0..self.images)
-                            .map(|i| f.out.batch[i * groups + gi])
-                            .collect();
-                        let res_batch: Option<Vec<isize>> = f
-                            .residual
-                            .as_ref()
-                            .map(|w| (0..self.images).map(|i| w.batch[i * groups + gi]).collect());
-                        let rb_batch: Option<Vec<isize>> = epi.row_bias.map(|v| {
-                            (0..self.images)
-                                .map(|i| {
-                                    v.batch[if v.batch.len() == 1 {
-                                        0
-                                    } else {
-                                        i * groups + gi
-                                    }]
-                                })
-                                .collect()
-                        });
-                        epi.out.batch = &out_batch;
-                        if let (Some(r), Some(rb)) = (epi.residual.as_mut(), res_batch.as_ref()) {
-                            r.batch = rb;
-                        }
-                        if let (Some(v), Some(b)) = (epi.row_bias.as_mut(), rb_batch.as_ref()) {
-                            v.batch = b;
-                        }
-                        if epi.col_bias.is_some() {
-                            // Column biases vary per pixel; none come from convolutions.
-                            unreachable!("a convolution's fused epilogue has no column bias");
-                        }
-                        let sink = FusedSink {
-                            epi,
-                            finish: ex.kern.finish,
-                        };
-                        gemm(ex.kern, ex.pool, threads, &gm, &sink);
-                        continue;
-                    }
-                    let sink = EpilogueSink {
-                        epi: &self.epi,
-                        kern: ex.kern,
-                        mem,
-                        map: &map,
-                        pre,
-                    };
-                    gemm(ex.kern, ex.pool, threads, &gm, &sink);
+                    self.finish_with(mem, ex, gi, |sink| {
+                        gemm(ex.kern, ex.pool, threads, &gm, sink)
+                    });
                 }
             }
         }
+    }
+
+    /// Runs `compute` (one group's product over the images) with the sink that finishes
+    /// its tiles: the fused epilogue with its batch tables narrowed to this group, or the
+    /// general epilogue after the bias.
+    ///
+    /// # Safety
+    /// As for [`ConvPlan::run`].
+    unsafe fn finish_with(&self, mem: &Mem, ex: &Exec, gi: usize, compute: impl FnOnce(&dyn TileSink)) {
+        let groups = self.groups;
+        let images = self.images;
+        // Epilogue batch of the product's batch (image) i.
+        let narrow = |t: &[isize]| -> Vec<isize> {
+            if t.len() == 1 {
+                t.to_vec()
+            } else {
+                (0..images).map(|i| t[i * groups + gi]).collect()
+            }
+        };
+        if let Some(f) = &self.fast {
+            let mut epi = f.bind(mem);
+            let out = narrow(epi.out.batch);
+            let res = epi.residual.map(|r| narrow(r.batch));
+            let rb = epi.row_bias.map(|v| narrow(v.batch));
+            let cb = epi.col_bias.map(|v| narrow(v.batch));
+            let sc = epi.scale.map(|(v, _)| narrow(v.batch));
+            let sh = epi.shift.map(|(v, _)| narrow(v.batch));
+            epi.out.batch = &out;
+            if let (Some(r), Some(t)) = (epi.residual.as_mut(), res.as_ref()) {
+                r.batch = t;
+            }
+            if let (Some(v), Some(t)) = (epi.row_bias.as_mut(), rb.as_ref()) {
+                v.batch = t;
+            }
+            if let (Some(v), Some(t)) = (epi.col_bias.as_mut(), cb.as_ref()) {
+                v.batch = t;
+            }
+            if let (Some((v, _)), Some(t)) = (epi.scale.as_mut(), sc.as_ref()) {
+                v.batch = t;
+            }
+            if let (Some((v, _)), Some(t)) = (epi.shift.as_mut(), sh.as_ref()) {
+                v.batch = t;
+            }
+            compute(&FusedSink {
+                epi,
+                finish: ex.kern.finish,
+            });
+            return;
+        }
+        let map = move |b: usize| (b * groups + gi, 0);
+        let mg = self.mg;
+        let bias = self.bias.as_deref();
+        let pre = |_eb: usize, i0: usize, _j0: usize, rows: usize, cols: usize, t: &mut [f32], ld: usize| {
+            if let Some(b) = bias {
+                for r in 0..rows {
+                    let bv = b[gi * mg + i0 + r];
+                    t[r * ld..r * ld + cols].iter_mut().for_each(|v| *v += bv);
+                }
+            }
+        };
+        compute(&EpilogueSink {
+            epi: &self.epi,
+            kern: ex.kern,
+            mem,
+            map: &map,
+            pre,
+        });
     }
 }

@@ -1,0 +1,444 @@
+//! Direct 2-D convolution, NCHW, without im2col: a register tile of `mr` output channels x
+//! `nr` output pixels of one row, summed over every (input channel, kernel row, kernel
+//! column) tap with the tap's input row segment loaded whole from a padded copy of the
+//! input. Strides become unit steps by splitting the padded input into `stride` column
+//! phases (phase `p` holds columns `p, p + s, ...`), so every tap reads contiguous floats.
+//!
+//! Each output element is one in-order sum over its taps, whatever the split of the work.
+
+use crate::buf::{with_scratch, AlignedBuf};
+use crate::conv::Conv2d;
+use crate::gemm::TileSink;
+use crate::pool::ThreadPool;
+use crate::Kernels;
+
+/// A direct micro-kernel: `(taps, tap offsets, input base, weight panel, tile)`: for each tap
+/// `t`, `mr` weights at `w[t * mr ..]` times `nr` floats at `base + offs[t]`, into a row-major
+/// `mr x nr` tile.
+///
+/// # Safety
+/// Every float read must be readable; the tile holds `mr * nr` floats.
+pub type DirectFn = unsafe fn(usize, *const isize, *const f32, *const f32, *mut f32);
+
+/// Weights packed for the direct kernel: panels of `mr` output channels, each `taps x mr`.
+#[derive(Clone, Debug)]
+pub struct DirectWeights {
+    mr: usize,
+    co: usize,
+    taps: usize,
+    data: AlignedBuf,
+}
+
+impl DirectWeights {
+    /// Packs `co x taps` weights (row-major: channel-major, then taps in (ci, ky, kx) order)
+    /// for `kern`'s tile rows; channels past `co` in the last panel are zero.
+    ///
+    /// # Panics
+    /// When `w` holds fewer than `co * taps` floats.
+    pub fn new(kern: &Kernels, co: usize, taps: usize, w: &[f32]) -> DirectWeights {
+        assert!(
+            w.len() >= co * taps,
+            "{} weights for {co} x {taps}",
+            w.len()
+        );
+        let mr = kern.direct_mr;
+        let panels = co.div_ceil(mr);
+        let mut data = AlignedBuf::zeros(panels * taps * mr);
+        let d = data.as_mut_slice();
+        for c in 0..co {
+            let (p, r) = (c / mr, c % mr);
+            for t in 0..taps {
+                d[(p * taps + t) * mr + r] = w[c * taps + t];
+            }
+        }
+        DirectWeights { mr, co, taps, data }
+    }
+
+    /// Output channels.
+    pub fn channels(&self) -> usize {
+        self.co
+    }
+}
+
+/// Where each batch's input channel block starts, and the input's steps (channel, row,
+/// column).
+#[derive(Clone, Copy)]
+pub struct DirectInput<'a> {
+    /// Element (0, 0, 0) of batch 0's channels.
+    pub x: *const f32,
+    /// Start of each batch's channel block, past `x`.
+    pub batch: &'a [isize],
+    /// Steps between channels, rows and columns.
+    pub strides: [isize; 3],
+}
+
+// SAFETY: only read; the creator guarantees the input outlives the call.
+unsafe impl Sync for DirectInput<'_> {}
+
+/// A raw pointer shared by tasks that write disjoint parts (or only read).
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: see the uses: padding writes disjoint planes, compute only reads.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// The layout of the padded, phase-split input of one batch.
+struct PadLayout {
+    /// Columns per phase row (with slack for the last tile's overrun).
+    wph: usize,
+    /// Rows per channel.
+    hp: usize,
+    /// Floats per phase (all channels).
+    phase: usize,
+    /// Floats per batch (all phases).
+    batch: usize,
+}
+
+impl PadLayout {
+    fn new(g: &Conv2d, nr: usize) -> PadLayout {
+        let hp = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+        // A tap of the last tile reads up to ow.div_ceil(nr) * nr + (kw - 1) * dw / sw columns.
+        let wph = g.ow.div_ceil(nr) * nr + ((g.kw - 1) * g.dw) / g.sw + 1;
+        let phase = g.c * hp * wph;
+        PadLayout {
+            wph,
+            hp,
+            phase,
+            batch: phase * g.sw,
+        }
+    }
+}
+
+/// Runs the convolution of `batches` images (or image groups) with `w`, handing each finished
+/// `mr x nr` tile to `sink` as batch `b`, rows = output channels, columns = output pixels
+/// (`y * ow + x`).
+///
+/// # Safety
+/// Every input element the geometry reads (through `input`) must be readable, and not
+/// written during the call.
+pub unsafe fn direct_conv(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    batches: usize,
+    input: &DirectInput,
+    w: &DirectWeights,
+    sink: &dyn TileSink,
+) {
+    let (mr, nr) = (kern.direct_mr, kern.micro.nr);
+    if batches == 0 || g.oh == 0 || g.ow == 0 || w.co == 0 {
+        return;
+    }
+    debug_assert_eq!(w.mr, mr);
+    debug_assert_eq!(w.taps, g.k());
+    let pl = PadLayout::new(g, nr);
+    let taps = g.k();
+    // Tap offsets into one batch's padded, phase-split input.
+    let mut offs = vec![0isize; taps];
+    for ci in 0..g.c {
+        for ky in 0..g.kh {
+            for kx in 0..g.kw {
+                let col = kx * g.dw;
+                let (phase, c) = (col % g.sw, col / g.sw);
+                offs[(ci * g.kh + ky) * g.kw + kx] =
+                    (phase * pl.phase + ci * pl.hp * pl.wph + ky * g.dh * pl.wph + c) as isize;
+            }
+        }
+    }
+    let [cs, rs, es] = input.strides;
+    // Only the phases and padded rows some tap reads are filled.
+    let phase_used: Vec<bool> = (0..g.sw)
+        .map(|p| (0..g.kw).any(|kx| (kx * g.dw) % g.sw == p))
+        .collect();
+    let row_used: Vec<bool> = (0..pl.hp)
+        .map(|py| {
+            (0..g.kh).any(|ky| {
+                py >= ky * g.dh && (py - ky * g.dh) % g.sh == 0 && (py - ky * g.dh) / g.sh < g.oh
+            })
+        })
+        .collect();
+    with_scratch(batches * pl.batch, |buf| {
+        let bp = Shared(buf.as_mut_ptr());
+        // Phase 1: padded, phase-split copies, one (batch, channel) plane per task.
+        pool.run(threads, batches * g.c, &|t| {
+            let _ = &bp;
+            let (b, ci) = (t / g.c, t % g.c);
+            let src = input.x.offset(input.batch[b] + ci as isize * cs);
+            for phase in (0..g.sw).filter(|&p| phase_used[p]) {
+                let dst =
+                    bp.0.add(b * pl.batch + phase * pl.phase + ci * pl.hp * pl.wph);
+                for py in (0..pl.hp).filter(|&r| row_used[r]) {
+                    let iy = py as isize - g.ph as isize;
+                    let row = std::slice::from_raw_parts_mut(dst.add(py * pl.wph), pl.wph);
+                    if iy < 0 || iy >= g.h as isize {
+                        row.fill(0.0);
+                        continue;
+                    }
+                    let srow = src.offset(iy * rs);
+                    for (j, v) in row.iter_mut().enumerate() {
+                        // Padded column j * sw + phase is input column (that) - pw.
+                        let ix = (j * g.sw + phase) as isize - g.pw as isize;
+                        *v = if ix >= 0 && ix < g.w as isize {
+                            *srow.offset(ix * es)
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        });
+        // Phase 2: tiles. Tasks are (batch, block of channel panels, block of output
+        // rows); within a task each tile position runs every panel of the block, so its
+        // input stays in L1 while the block's weights (sized to half the L2) stream by.
+        let panels = w.co.div_ceil(mr);
+        let per_panel = taps * mr * 4;
+        let pb = ((crate::isa::l2_bytes() / 2) / per_panel.max(1)).clamp(1, panels);
+        let pblocks = panels.div_ceil(pb);
+        let rows_per =
+            g.oh.div_ceil((4 * threads).div_ceil(batches * pblocks).max(1))
+                .max(1);
+        let blocks = g.oh.div_ceil(rows_per);
+        let xt = g.ow.div_ceil(nr);
+        let ker = kern.direct;
+        pool.run(threads, batches * pblocks * blocks, &|t| {
+            let _ = &bp;
+            let b = t / (pblocks * blocks);
+            let pbk = (t / blocks) % pblocks;
+            let blk = t % blocks;
+            let mut tile = [0f32; 8 * 64];
+            for y in blk * rows_per..((blk + 1) * rows_per).min(g.oh) {
+                let base = bp.0.add(b * pl.batch + y * g.sh * pl.wph);
+                for xi in 0..xt {
+                    let x0 = xi * nr;
+                    let cols = nr.min(g.ow - x0);
+                    for p in pbk * pb..((pbk + 1) * pb).min(panels) {
+                        let wp = w.data.as_slice().as_ptr().add(p * taps * mr);
+                        let rows = mr.min(w.co - p * mr);
+                        ker(taps, offs.as_ptr(), base.add(x0), wp, tile.as_mut_ptr());
+                        sink.tile(
+                            b,
+                            p * mr,
+                            y * g.ow + x0,
+                            rows,
+                            cols,
+                            &mut tile[..rows * nr],
+                            nr,
+                        );
+                    }
+                }
+            }
+        });
+    });
+}
+
+macro_rules! direct_portable {
+    () => {
+        /// The portable direct kernel (4 x 8 tile).
+        ///
+        /// # Safety
+        /// See [`DirectFn`].
+        pub unsafe fn direct(
+            k: usize,
+            offs: *const isize,
+            base: *const f32,
+            w: *const f32,
+            t: *mut f32,
+        ) {
+            const MR: usize = crate::gemm::micro::PORTABLE_MR;
+            const NR: usize = crate::gemm::micro::PORTABLE_NR;
+            let mut c = [[0f32; NR]; MR];
+            for tap in 0..k {
+                let p = base.offset(*offs.add(tap));
+                let x = std::slice::from_raw_parts(p, NR);
+                for (r, row) in c.iter_mut().enumerate() {
+                    let wv = *w.add(tap * MR + r);
+                    for j in 0..NR {
+                        row[j] += wv * x[j];
+                    }
+                }
+            }
+            for (r, row) in c.iter().enumerate() {
+                std::ptr::copy_nonoverlapping(row.as_ptr(), t.add(r * NR), NR);
+            }
+        }
+    };
+}
+
+/// The portable build.
+pub mod portable {
+    direct_portable!();
+}
+
+/// The AVX2 (6 x 16) and AVX-512 (6 x 32) direct kernels.
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use std::arch::x86_64::*;
+
+    /// See [`super::DirectFn`] (AVX2+FMA CPUs only).
+    ///
+    /// # Safety
+    /// See [`super::DirectFn`]; the CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn direct_avx2(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+        t: *mut f32,
+    ) {
+        let mut c0 = [_mm256_setzero_ps(); 6];
+        let mut c1 = [_mm256_setzero_ps(); 6];
+        for tap in 0..k {
+            let p = base.offset(*offs.add(tap));
+            let x0 = _mm256_loadu_ps(p);
+            let x1 = _mm256_loadu_ps(p.add(8));
+            let wt = w.add(tap * 6);
+            for r in 0..6 {
+                let wv = _mm256_broadcast_ss(&*wt.add(r));
+                c0[r] = _mm256_fmadd_ps(wv, x0, c0[r]);
+                c1[r] = _mm256_fmadd_ps(wv, x1, c1[r]);
+            }
+        }
+        for r in 0..6 {
+            _mm256_storeu_ps(t.add(r * 16), c0[r]);
+            _mm256_storeu_ps(t.add(r * 16 + 8), c1[r]);
+        }
+    }
+
+    /// Output channels of the AVX-512 tile: 8 x 32 pixels, 16 zmm accumulators, so each
+    /// pair of input loads feeds 16 FMAs.
+    pub const AVX512_DIRECT_MR: usize = 8;
+
+    /// See [`super::DirectFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// See [`super::DirectFn`]; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub unsafe fn direct_avx512(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+        t: *mut f32,
+    ) {
+        const R: usize = AVX512_DIRECT_MR;
+        let mut c0 = [_mm512_setzero_ps(); R];
+        let mut c1 = [_mm512_setzero_ps(); R];
+        for tap in 0..k {
+            let p = base.offset(*offs.add(tap));
+            let x0 = _mm512_loadu_ps(p);
+            let x1 = _mm512_loadu_ps(p.add(16));
+            let wt = w.add(tap * R);
+            for r in 0..R {
+                let wv = _mm512_set1_ps(*wt.add(r));
+                c0[r] = _mm512_fmadd_ps(wv, x0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(wv, x1, c1[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(t.add(r * 32), c0[r]);
+            _mm512_storeu_ps(t.add(r * 32 + 16), c1[r]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::StoreC;
+    use crate::isa_tests;
+    use crate::testing::rand_vec;
+
+    fn check(kern: &Kernels) {
+        for &(c, h, w, co, k, s, d, p) in &[
+            (1, 1, 1, 1, 1, 1, 1, 0),
+            (3, 5, 7, 5, 3, 1, 1, 1),
+            (2, 9, 40, 7, 3, 2, 1, 1),
+            (4, 8, 8, 13, 5, 1, 2, 4),
+            (3, 17, 33, 6, 3, 2, 1, 0),
+            (2, 11, 9, 3, 7, 2, 1, 3),
+            (5, 6, 70, 17, 1, 2, 1, 0),
+        ] {
+            let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
+            let ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
+            let g = Conv2d {
+                c,
+                h,
+                w,
+                kh: k,
+                kw: k,
+                sh: s,
+                sw: s,
+                dh: d,
+                dw: d,
+                ph: p,
+                pw: p,
+                oh,
+                ow,
+            };
+            let batches = 2;
+            let x = rand_vec(batches * c * h * w, 1);
+            let wt = rand_vec(co * g.k(), 2);
+            let dw = DirectWeights::new(kern, co, g.k(), &wt);
+            let mut out = vec![f32::NAN; batches * co * oh * ow];
+            let sink = StoreC {
+                c: out.as_mut_ptr(),
+                ldc: oh * ow,
+                batch_stride: co * oh * ow,
+            };
+            let offsets = [0isize, (c * h * w) as isize];
+            let input = DirectInput {
+                x: x.as_ptr(),
+                batch: &offsets,
+                strides: [(h * w) as isize, w as isize, 1],
+            };
+            unsafe {
+                direct_conv(
+                    kern,
+                    crate::pool::global(),
+                    2,
+                    &g,
+                    batches,
+                    &input,
+                    &dw,
+                    &sink,
+                )
+            };
+            for b in 0..batches {
+                for o in 0..co {
+                    for y in 0..oh {
+                        for xo in 0..ow {
+                            let mut want = 0f64;
+                            for ci in 0..c {
+                                for i in 0..k {
+                                    for j in 0..k {
+                                        let iy = (y * s + i * d) as isize - p as isize;
+                                        let ix = (xo * s + j * d) as isize - p as isize;
+                                        if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize
+                                        {
+                                            want += wt[o * g.k() + (ci * k + i) * k + j] as f64
+                                                * x[b * c * h * w
+                                                    + ci * h * w
+                                                    + iy as usize * w
+                                                    + ix as usize]
+                                                    as f64;
+                                        }
+                                    }
+                                }
+                            }
+                            let got = out[((b * co + o) * oh + y) * ow + xo] as f64;
+                            assert!(
+                                (got - want).abs() < 1e-4,
+                                "{} {g:?} co {co} ({b},{o},{y},{xo}): {got} vs {want}",
+                                kern.isa
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    isa_tests!(direct_convolution, check);
+}
