@@ -116,6 +116,7 @@ impl PadLayout {
 /// # Safety
 /// Every input element the geometry reads (through `input`) must be readable, and not
 /// written during the call.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn direct_conv(
     kern: &Kernels,
     pool: &ThreadPool,
@@ -154,7 +155,7 @@ pub unsafe fn direct_conv(
     let row_used: Vec<bool> = (0..pl.hp)
         .map(|py| {
             (0..g.kh).any(|ky| {
-                py >= ky * g.dh && (py - ky * g.dh) % g.sh == 0 && (py - ky * g.dh) / g.sh < g.oh
+                py >= ky * g.dh && (py - ky * g.dh).is_multiple_of(g.sh) && (py - ky * g.dh) / g.sh < g.oh
             })
         })
         .collect();
