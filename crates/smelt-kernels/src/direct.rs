@@ -155,7 +155,9 @@ pub unsafe fn direct_conv(
     let row_used: Vec<bool> = (0..pl.hp)
         .map(|py| {
             (0..g.kh).any(|ky| {
-                py >= ky * g.dh && (py - ky * g.dh).is_multiple_of(g.sh) && (py - ky * g.dh) / g.sh < g.oh
+                py >= ky * g.dh
+                    && (py - ky * g.dh).is_multiple_of(g.sh)
+                    && (py - ky * g.dh) / g.sh < g.oh
             })
         })
         .collect();

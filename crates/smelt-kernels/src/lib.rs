@@ -16,6 +16,7 @@ pub mod simd;
 #[doc(hidden)]
 pub mod testing;
 pub mod vmath;
+pub mod winograd;
 
 pub use isa::Isa;
 
@@ -44,6 +45,8 @@ pub struct Kernels {
     pub direct: direct::DirectFn,
     /// Output channels of the direct kernel's tile (its pixels are `micro.nr`).
     pub direct_mr: usize,
+    /// Winograd F(4x4, 3x3) transforms: input, output, and tiles per call.
+    pub winograd: (winograd::InputFn, winograd::OutputFn, usize),
     /// One channel of max or average pooling.
     pub pool: conv::PoolFn,
 }
@@ -71,6 +74,7 @@ impl Kernels {
             pool: conv::portable::pool,
             direct: direct::portable::direct,
             direct_mr: gemm::micro::PORTABLE_MR,
+            winograd: (winograd::portable::input, winograd::portable::output, 1),
             finish: epilogue::portable::finish,
         };
         match isa {
@@ -87,6 +91,7 @@ impl Kernels {
                 pool: conv::x86::pool_avx2,
                 direct: direct::x86::direct_avx2,
                 direct_mr: 6,
+                winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 finish: epilogue::x86::finish_avx2,
             },
             #[cfg(target_arch = "x86_64")]
@@ -101,6 +106,11 @@ impl Kernels {
                 pool: conv::x86::pool_avx512,
                 direct: direct::x86::direct_avx512,
                 direct_mr: direct::x86::AVX512_DIRECT_MR,
+                winograd: (
+                    winograd::x86::input_avx512,
+                    winograd::x86::output_avx512,
+                    16,
+                ),
                 finish: epilogue::x86::finish_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]

@@ -32,6 +32,10 @@ pub trait Vf: Copy {
     unsafe fn load_part(p: *const f32, n: usize) -> Self;
     /// Stores the first `n < LANES` lanes at `p`.
     unsafe fn store_part(self, p: *mut f32, n: usize);
+    /// Lane `l` from `p + l * stride`.
+    unsafe fn gather(p: *const f32, stride: isize) -> Self;
+    /// Lane `l` from `p + idx[l]` (`idx` holds at least `LANES` offsets).
+    unsafe fn gather_idx(p: *const f32, idx: *const i32) -> Self;
     /// a + b.
     unsafe fn add(self, b: Self) -> Self;
     /// a - b.
@@ -99,6 +103,14 @@ impl Vf for f32 {
     }
     #[inline(always)]
     unsafe fn store_part(self, _: *mut f32, _: usize) {}
+    #[inline(always)]
+    unsafe fn gather(p: *const f32, _: isize) -> Self {
+        *p
+    }
+    #[inline(always)]
+    unsafe fn gather_idx(p: *const f32, idx: *const i32) -> Self {
+        *p.offset(*idx as isize)
+    }
     #[inline(always)]
     unsafe fn add(self, b: Self) -> Self {
         self + b
@@ -235,6 +247,19 @@ mod x86 {
             std::ptr::copy_nonoverlapping(b.as_ptr(), p, n);
         }
         #[inline(always)]
+        unsafe fn gather(p: *const f32, stride: isize) -> Self {
+            let s = stride as i32;
+            let idx = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
+            Y8(_mm256_i32gather_ps::<4>(p, idx))
+        }
+        #[inline(always)]
+        unsafe fn gather_idx(p: *const f32, idx: *const i32) -> Self {
+            Y8(_mm256_i32gather_ps::<4>(
+                p,
+                _mm256_loadu_si256(idx as *const __m256i),
+            ))
+        }
+        #[inline(always)]
         unsafe fn add(self, b: Self) -> Self {
             Y8(_mm256_add_ps(self.0, b.0))
         }
@@ -346,6 +371,21 @@ mod x86 {
         unsafe fn store_part(self, p: *mut f32, n: usize) {
             let m: __mmask16 = ((1u32 << n) - 1) as u16;
             _mm512_mask_storeu_ps(p, m, self.0)
+        }
+        #[inline(always)]
+        unsafe fn gather(p: *const f32, stride: isize) -> Self {
+            let idx = _mm512_mullo_epi32(
+                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                _mm512_set1_epi32(stride as i32),
+            );
+            Z16(_mm512_i32gather_ps::<4>(idx, p))
+        }
+        #[inline(always)]
+        unsafe fn gather_idx(p: *const f32, idx: *const i32) -> Self {
+            Z16(_mm512_i32gather_ps::<4>(
+                _mm512_loadu_si512(idx as *const _),
+                p,
+            ))
         }
         #[inline(always)]
         unsafe fn add(self, b: Self) -> Self {

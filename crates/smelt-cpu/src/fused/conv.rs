@@ -14,6 +14,7 @@ use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::{Conv2d, Im2col};
 use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::direct::{direct_conv, DirectInput, DirectWeights};
+use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs, TileSink};
 use smelt_kernels::Kernels;
 
@@ -22,6 +23,8 @@ enum Method {
     Gemm(Vec<PackedA>),
     /// Direct convolution per group (no im2col).
     Direct(Vec<DirectWeights>),
+    /// Winograd F(4x4, 3x3) per group.
+    Winograd(Vec<WinogradWeights>),
     /// Per channel, a direct kernel; taps per channel.
     Depthwise(Vec<f32>),
 }
@@ -205,8 +208,20 @@ impl ConvPlan {
         let nr = kern.micro.nr;
         let row_use = ow as f64 / (ow.div_ceil(nr) * nr) as f64;
         let direct = !geom.is_pointwise() && row_use >= 0.75;
+        // Winograd F(4x4, 3x3) by a fixed cost model (so plans are reproducible): 3x3 stride
+        // 1, enough channels to amortize the transforms and enough 4x4 tiles to fill lanes.
+        let tiles = oh.div_ceil(4) * ow.div_ceil(4);
+        let winograd = winograd::applies(&geom) && cg >= 16 && mg >= 16 && tiles >= 16;
         let method = if depthwise {
             Method::Depthwise(wv)
+        } else if winograd {
+            Method::Winograd(
+                (0..groups)
+                    .map(|g| {
+                        WinogradWeights::new(kern, mg, cg, &wv[g * mg * k..(g + 1) * mg * k])
+                    })
+                    .collect(),
+            )
         } else if direct {
             Method::Direct(
                 (0..groups)
@@ -226,6 +241,7 @@ impl ConvPlan {
         let base = match &method {
             Method::Depthwise(_) => kern.name("conv.depthwise"),
             Method::Direct(_) => kern.name("conv.direct"),
+            Method::Winograd(_) => kern.name("conv.winograd-f4x4"),
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
         };
@@ -289,6 +305,21 @@ impl ConvPlan {
                             .apply(ex.kern, mem, p, 0, 1, 0, px, plane.as_ptr(), px);
                     });
                 });
+            }
+            Method::Winograd(weights) => {
+                for (gi, ww) in weights.iter().enumerate() {
+                    let offsets: Vec<isize> = (0..self.images)
+                        .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
+                        .collect();
+                    let input = DirectInput {
+                        x,
+                        batch: &offsets,
+                        strides: [sc, sh, sw],
+                    };
+                    self.finish_with(mem, ex, gi, |sink| {
+                        winograd_conv(ex.kern, ex.pool, threads, g, self.images, &input, ww, sink)
+                    });
+                }
             }
             Method::Direct(weights) => {
                 for (gi, dw) in weights.iter().enumerate() {

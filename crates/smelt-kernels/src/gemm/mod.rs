@@ -149,6 +149,8 @@ impl Batches<'_> {
 pub enum Lhs<'a> {
     /// Packed once, shared by every batch.
     Packed(&'a PackedA),
+    /// Packed once per batch: batch `b` uses `packs[b % packs.len()]`.
+    PackedEach(&'a [PackedA]),
     /// Read in place (packed per call).
     Strided(MatRef, Batches<'a>),
 }
@@ -162,6 +164,8 @@ pub enum Rhs<'a> {
     Strided(MatRef, Batches<'a>),
     /// Produced panel by panel (e.g. the im2col view of a convolution's input).
     Panels(&'a dyn PanelSource),
+    /// Packed once per batch: batch `b` uses `packs[b % packs.len()]`.
+    PackedEach(&'a [PackedB]),
 }
 
 /// A right operand that packs its own panels: `out[p * nr + j] = B_batch[p, j0 + j]` for
@@ -301,11 +305,19 @@ pub unsafe fn gemm(
             debug_assert!(p.mr == mr && p.m == g.m && p.k == k);
             0
         }
+        Lhs::PackedEach(ps) => {
+            debug_assert!(ps.iter().all(|p| p.mr == mr && p.m == g.m && p.k == k));
+            0
+        }
         Lhs::Strided(..) => g.batch * a_batch_len,
     };
     let b_len = match g.b {
         Rhs::Packed(p) => {
             debug_assert!(p.nr == nr && p.n == g.n && p.k == k);
+            0
+        }
+        Rhs::PackedEach(ps) => {
+            debug_assert!(ps.iter().all(|p| p.nr == nr && p.n == g.n && p.k == k));
             0
         }
         Rhs::Strided(..) | Rhs::Panels(_) => g.batch * b_batch_len,
@@ -347,7 +359,7 @@ pub unsafe fn gemm(
                             pack_b_panel(b.offset(bs.at(bi)), j * nr, cols, k, nr, out)
                         }
                         Rhs::Panels(src) => src.pack(bi, j * nr, cols, k, nr, out),
-                        Rhs::Packed(_) => {}
+                        Rhs::Packed(_) | Rhs::PackedEach(_) => {}
                     }
                 }
             });
@@ -361,10 +373,12 @@ pub unsafe fn gemm(
             let (ib, jb) = ((t / cb) % rb, t % cb);
             let apanels: *const f32 = match g.a {
                 Lhs::Packed(p) => p.data.as_slice().as_ptr(),
+                Lhs::PackedEach(ps) => ps[bi % ps.len()].data.as_slice().as_ptr(),
                 Lhs::Strided(..) => ap.0.add(bi * a_batch_len),
             };
             let bpanels: *const f32 = match g.b {
                 Rhs::Packed(p) => p.data.as_slice().as_ptr(),
+                Rhs::PackedEach(ps) => ps[bi % ps.len()].data.as_slice().as_ptr(),
                 Rhs::Strided(..) | Rhs::Panels(_) => bp.0.add(bi * b_batch_len),
             };
             let mut tile = [0f32; 8 * 64];

@@ -1,0 +1,597 @@
+//! Winograd F(4x4, 3x3) convolution for 3x3, stride-1, undilated kernels: each 4x4 output
+//! tile comes from a 6x6 input tile as `A^T [ (G g G^T) . (B^T d B) ] A`, so the 36 products
+//! of transformed weights and transformed inputs are 36 GEMMs over (output channel, input
+//! channel, tile), 2.25 multiplies per output instead of 9. Weights are transformed and
+//! packed once; inputs and outputs are transformed sixteen (or eight) tiles at a time in
+//! vector lanes. The epilogue gets whole output rows.
+//!
+//! The transform points are 0, ±1, ±2 and infinity (Lavin and Gray's F(4x4, 3x3)).
+
+use crate::buf::with_scratch;
+use crate::conv::Conv2d;
+use crate::direct::DirectInput;
+use crate::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, PackedB, Rhs, StoreC, TileSink};
+use crate::pool::ThreadPool;
+use crate::simd::Vf;
+use crate::Kernels;
+
+/// Points of a transformed tile.
+const P: usize = 36;
+
+/// Transformed, packed weights: `U[k] = (G g G^T)[k]` as a `co x ci` matrix per point `k`.
+#[derive(Clone, Debug)]
+pub struct WinogradWeights {
+    co: usize,
+    ci: usize,
+    /// `U[k]` packed as the left operand (`co x ci`), for products over many tiles.
+    u: Vec<PackedA>,
+    /// `U[k]^T` packed as the right operand (`ci x co`), for few tiles (then tiles are rows).
+    ut: Vec<PackedB>,
+}
+
+/// `G`, 6 x 3.
+const G: [[f64; 3]; 6] = [
+    [0.25, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+impl WinogradWeights {
+    /// Transforms and packs `co x ci x 3 x 3` weights (row-major).
+    ///
+    /// # Panics
+    /// When `w` holds fewer than `co * ci * 9` floats.
+    pub fn new(kern: &Kernels, co: usize, ci: usize, w: &[f32]) -> WinogradWeights {
+        assert!(
+            w.len() >= co * ci * 9,
+            "{} weights for {co} x {ci} x 3 x 3",
+            w.len()
+        );
+        let mut u = vec![vec![0f32; co * ci]; P];
+        for o in 0..co {
+            for i in 0..ci {
+                let g = &w[(o * ci + i) * 9..(o * ci + i + 1) * 9];
+                // t = G g (6 x 3), then t G^T (6 x 6), in f64.
+                let mut t = [[0f64; 3]; 6];
+                for (r, row) in t.iter_mut().enumerate() {
+                    for (c, v) in row.iter_mut().enumerate() {
+                        *v = (0..3).map(|k| G[r][k] * g[k * 3 + c] as f64).sum();
+                    }
+                }
+                for r in 0..6 {
+                    for c in 0..6 {
+                        let v: f64 = (0..3).map(|k| t[r][k] * G[c][k]).sum();
+                        u[r * 6 + c][o * ci + i] = v as f32;
+                    }
+                }
+            }
+        }
+        let ut = u
+            .iter()
+            .map(|m| PackedB::new(&kern.micro, ci, co, m, 1, ci))
+            .collect();
+        let u = u
+            .iter()
+            .map(|m| PackedA::new(&kern.micro, co, ci, m, ci, 1))
+            .collect();
+        WinogradWeights { co, ci, u, ut }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.u.iter().map(PackedA::bytes).sum::<usize>()
+            + self.ut.iter().map(PackedB::bytes).sum::<usize>()
+    }
+}
+
+/// `B^T d` for one column of six values.
+#[inline(always)]
+unsafe fn bt<V: Vf>(d: [V; 6]) -> [V; 6] {
+    let (c2, c4, c5) = (V::splat(2.0), V::splat(4.0), V::splat(5.0));
+    let t0 = d[4].sub(c4.mul(d[2]));
+    let t1 = d[3].sub(c4.mul(d[1]));
+    let t2 = d[4].sub(d[2]);
+    let t3 = c2.mul(d[3].sub(d[1]));
+    [
+        c4.mul(d[0]).sub(c5.mul(d[2])).add(d[4]),
+        t0.add(t1),
+        t0.sub(t1),
+        t2.add(t3),
+        t2.sub(t3),
+        c4.mul(d[1]).sub(c5.mul(d[3])).add(d[5]),
+    ]
+}
+
+/// `A^T m` for one column of six values.
+#[inline(always)]
+unsafe fn at<V: Vf>(m: [V; 6]) -> [V; 4] {
+    let (c2, c4, c8) = (V::splat(2.0), V::splat(4.0), V::splat(8.0));
+    let s12 = m[1].add(m[2]);
+    let d12 = m[1].sub(m[2]);
+    let s34 = m[3].add(m[4]);
+    let d34 = m[3].sub(m[4]);
+    [
+        m[0].add(s12).add(s34),
+        d12.add(c2.mul(d34)),
+        s12.add(c4.mul(s34)),
+        d12.add(c8.mul(d34)).add(m[5]),
+    ]
+}
+
+/// The input transform of `V::LANES` tiles of one channel: lane `l`'s tile has its
+/// top-left input element at `src + idx[l]` (a padded copy, row stride `ld`); point `k` of
+/// the lanes' tiles goes to `dst + k * pstride` (the first `n` lanes).
+#[inline(always)]
+unsafe fn input_tiles<V: Vf>(
+    src: *const f32,
+    idx: *const i32,
+    ld: usize,
+    dst: *mut f32,
+    pstride: usize,
+    n: usize,
+) {
+    let mut d = [[V::splat(0.0); 6]; 6];
+    for (i, row) in d.iter_mut().enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = V::gather_idx(src.add(i * ld + j), idx);
+        }
+    }
+    // Columns: B^T d, then rows: (B^T d) B.
+    let mut t = [[V::splat(0.0); 6]; 6];
+    for j in 0..6 {
+        let c = bt([d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]]);
+        for i in 0..6 {
+            t[i][j] = c[i];
+        }
+    }
+    for (i, row) in t.iter().enumerate() {
+        let r = bt(*row);
+        for (j, v) in r.iter().enumerate() {
+            let p = dst.add((i * 6 + j) * pstride);
+            if n == V::LANES {
+                v.store(p);
+            } else {
+                v.store_part(p, n);
+            }
+        }
+    }
+}
+
+/// The output transform of `V::LANES` tiles of one channel: point `k` of lane `l`'s tile
+/// is at `src + k * pstride + l * tstride`; lane `l`'s 4x4 result goes to `dst + idx[l]`
+/// (row stride `ld`), for the first `n` lanes.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn output_tiles<V: Vf>(
+    src: *const f32,
+    pstride: usize,
+    tstride: usize,
+    dst: *mut f32,
+    idx: *const i32,
+    ld: usize,
+    n: usize,
+) {
+    let mut m = [[V::splat(0.0); 6]; 6];
+    for (i, row) in m.iter_mut().enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            let p = src.add((i * 6 + j) * pstride);
+            *v = if tstride == 1 {
+                V::load(p)
+            } else {
+                V::gather(p, tstride as isize)
+            };
+        }
+    }
+    let mut t = [[V::splat(0.0); 6]; 4];
+    for j in 0..6 {
+        let c = at([m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j]]);
+        for i in 0..4 {
+            t[i][j] = c[i];
+        }
+    }
+    let mut lanes = [0f32; 16];
+    for (r, row) in t.iter().enumerate() {
+        let o = at(*row);
+        for (c, v) in o.iter().enumerate() {
+            v.store(lanes.as_mut_ptr());
+            for (l, &x) in lanes[..n].iter().enumerate() {
+                *dst.offset(*idx.add(l) as isize + (r * ld + c) as isize) = x;
+            }
+        }
+    }
+}
+
+/// The input transform of one ISA (see `input_tiles`): `(src, idx, ld, dst, pstride, n)`.
+pub type InputFn = unsafe fn(*const f32, *const i32, usize, *mut f32, usize, usize);
+/// The output transform of one ISA (see `output_tiles`):
+/// `(src, pstride, tstride, dst, idx, ld, n)`.
+pub type OutputFn = unsafe fn(*const f32, usize, usize, *mut f32, *const i32, usize, usize);
+
+/// Lanes of the transforms of an ISA.
+pub fn lanes(kern: &Kernels) -> usize {
+    kern.winograd.2
+}
+
+/// The portable transforms (one tile at a time).
+pub mod portable {
+    /// See [`super::InputFn`].
+    ///
+    /// # Safety
+    /// The tile's input and outputs must be in bounds.
+    pub unsafe fn input(
+        src: *const f32,
+        idx: *const i32,
+        ld: usize,
+        dst: *mut f32,
+        ps: usize,
+        n: usize,
+    ) {
+        super::input_tiles::<f32>(src, idx, ld, dst, ps, n)
+    }
+    /// See [`super::OutputFn`].
+    ///
+    /// # Safety
+    /// As for `input`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn output(
+        src: *const f32,
+        ps: usize,
+        ts: usize,
+        dst: *mut f32,
+        idx: *const i32,
+        ld: usize,
+        n: usize,
+    ) {
+        super::output_tiles::<f32>(src, ps, ts, dst, idx, ld, n)
+    }
+}
+
+/// The AVX2 (8 tiles) and AVX-512 (16 tiles) transforms.
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use crate::simd::{Y8, Z16};
+
+    /// See [`super::InputFn`] (AVX2 CPUs only).
+    ///
+    /// # Safety
+    /// The tiles' input and outputs must be in bounds; the CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn input_avx2(
+        src: *const f32,
+        idx: *const i32,
+        ld: usize,
+        dst: *mut f32,
+        ps: usize,
+        n: usize,
+    ) {
+        super::input_tiles::<Y8>(src, idx, ld, dst, ps, n)
+    }
+    /// See [`super::OutputFn`] (AVX2 CPUs only).
+    ///
+    /// # Safety
+    /// As for `input_avx2`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn output_avx2(
+        src: *const f32,
+        ps: usize,
+        ts: usize,
+        dst: *mut f32,
+        idx: *const i32,
+        ld: usize,
+        n: usize,
+    ) {
+        super::output_tiles::<Y8>(src, ps, ts, dst, idx, ld, n)
+    }
+    /// See [`super::InputFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// As for `input_avx2`, on a CPU with AVX-512.
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    pub unsafe fn input_avx512(
+        src: *const f32,
+        idx: *const i32,
+        ld: usize,
+        dst: *mut f32,
+        ps: usize,
+        n: usize,
+    ) {
+        super::input_tiles::<Z16>(src, idx, ld, dst, ps, n)
+    }
+    /// See [`super::OutputFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// As for `input_avx512`.
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn output_avx512(
+        src: *const f32,
+        ps: usize,
+        ts: usize,
+        dst: *mut f32,
+        idx: *const i32,
+        ld: usize,
+        n: usize,
+    ) {
+        super::output_tiles::<Z16>(src, ps, ts, dst, idx, ld, n)
+    }
+}
+
+/// A raw pointer shared by tasks that write disjoint parts (or only read).
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: see the uses: every phase writes disjoint parts; later phases only read.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// Whether a convolution is one Winograd F(4x4, 3x3) computes.
+pub fn applies(g: &Conv2d) -> bool {
+    g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1
+}
+
+/// Runs the convolution of `batches` images (or groups) with transformed weights, handing
+/// each finished output row of each output channel to `sink` as batch `b`, row = channel,
+/// columns = `y * ow ..`.
+///
+/// # Safety
+/// Every input element the geometry reads must be readable and not written during the
+/// call; `g` must satisfy [`applies`] and match `w`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn winograd_conv(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    batches: usize,
+    input: &DirectInput,
+    w: &WinogradWeights,
+    sink: &dyn TileSink,
+) {
+    let (input_fn, output_fn, lanes) = kern.winograd;
+    let (ty, tx) = (g.oh.div_ceil(4), g.ow.div_ceil(4));
+    // Tiles are flattened (row-major), so narrow images do not waste lanes.
+    let tiles = ty * tx;
+    let tpad = tiles.div_ceil(lanes) * lanes;
+    let (ci, co) = (w.ci, w.co);
+    // Padded input: rows 4 ty + 2, columns 4 tx + 2 (zeros outside the input).
+    let (hp, wp) = (4 * ty + 2, 4 * tx + 2);
+    let plane = hp * wp;
+    let pin_len = batches * ci * plane;
+    let v_len = batches * P * ci * tpad;
+    let m_len = batches * P * co * tpad;
+    // Each tile's top-left offset in the padded input and in an output plane (4 tx wide);
+    // the padding lanes repeat the last tile.
+    let in_idx: Vec<i32> = (0..tpad)
+        .map(|t| {
+            let t = t.min(tiles - 1);
+            (4 * (t / tx) * wp + 4 * (t % tx)) as i32
+        })
+        .collect();
+    let out_ld = 4 * tx;
+    let out_idx: Vec<i32> = (0..tpad)
+        .map(|t| {
+            let t = t.min(tiles - 1);
+            (4 * (t / tx) * out_ld + 4 * (t % tx)) as i32
+        })
+        .collect();
+    let [cs, rs, es] = input.strides;
+    with_scratch(pin_len + v_len + m_len, |buf| {
+        let (pin, rest) = buf.split_at_mut(pin_len);
+        let (vbuf, mbuf) = rest.split_at_mut(v_len);
+        let (pp, vp, mp) = (
+            Shared(pin.as_mut_ptr()),
+            Shared(vbuf.as_mut_ptr()),
+            Shared(mbuf.as_mut_ptr()),
+        );
+        // 1. Pad and transform the input, one (batch, channel) plane per task.
+        pool.run(threads, batches * ci, &|t| {
+            let _ = (&pp, &vp);
+            let (b, c) = (t / ci, t % ci);
+            let src = input.x.offset(input.batch[b] + c as isize * cs);
+            let dst = pp.0.add(t * plane);
+            for py in 0..hp {
+                let iy = py as isize - g.ph as isize;
+                let row = std::slice::from_raw_parts_mut(dst.add(py * wp), wp);
+                if iy < 0 || iy >= g.h as isize {
+                    row.fill(0.0);
+                    continue;
+                }
+                let srow = src.offset(iy * rs);
+                for (px, v) in row.iter_mut().enumerate() {
+                    let ix = px as isize - g.pw as isize;
+                    *v = if ix >= 0 && ix < g.w as isize {
+                        *srow.offset(ix * es)
+                    } else {
+                        0.0
+                    };
+                }
+            }
+            // V[b][k][c][tile].
+            let vb = vp.0.add(b * P * ci * tpad + c * tpad);
+            for t0 in (0..tiles).step_by(lanes) {
+                let n = lanes.min(tiles - t0);
+                input_fn(dst, in_idx.as_ptr().add(t0), wp, vb.add(t0), ci * tpad, n);
+            }
+        });
+        // 2. The 36 products per batch: M[b][k] = U[k] V[b][k] (channels as rows), or for
+        // few tiles M[b][k]^T = V[b][k]^T U[k]^T (tiles as rows, so the channels fill the
+        // column panels).
+        let nr = kern.micro.nr;
+        let transposed = tiles < 2 * nr;
+        if transposed {
+            let gm = Gemm {
+                batch: batches * P,
+                m: tiles,
+                n: co,
+                k: ci,
+                a: Lhs::Strided(
+                    MatRef {
+                        ptr: vp.0,
+                        rs: 1,
+                        cs: tpad as isize,
+                    },
+                    Batches::Stride((ci * tpad) as isize),
+                ),
+                b: Rhs::PackedEach(&w.ut),
+            };
+            let store = StoreC {
+                c: mp.0,
+                ldc: co,
+                batch_stride: tpad * co,
+            };
+            gemm(kern, pool, threads, &gm, &store);
+        } else {
+            let gm = Gemm {
+                batch: batches * P,
+                m: co,
+                n: tiles,
+                k: ci,
+                a: Lhs::PackedEach(&w.u),
+                b: Rhs::Strided(
+                    MatRef::rows(vp.0, tpad),
+                    Batches::Stride((ci * tpad) as isize),
+                ),
+            };
+            let store = StoreC {
+                c: mp.0,
+                ldc: tpad,
+                batch_stride: co * tpad,
+            };
+            gemm(kern, pool, threads, &gm, &store);
+        }
+        // Where point k of channel o, tile t is: base + k * pstride + o * ostride + t * tstride.
+        let (pstride, ostride, tstride) = if transposed {
+            (tpad * co, 1, co)
+        } else {
+            (co * tpad, tpad, 1)
+        };
+        // 3. Output transforms, one (batch, channel) plane per task; rows to the sink.
+        pool.run(threads, batches * co, &|t| {
+            let _ = &mp;
+            let (b, o) = (t / co, t % co);
+            let mb = mp.0.add(b * P * co * tpad + o * ostride);
+            with_scratch(4 * ty * out_ld, |plane_out| {
+                for t0 in (0..tiles).step_by(lanes) {
+                    let n = lanes.min(tiles - t0);
+                    output_fn(
+                        mb.add(t0 * tstride),
+                        pstride,
+                        tstride,
+                        plane_out.as_mut_ptr(),
+                        out_idx.as_ptr().add(t0),
+                        out_ld,
+                        n,
+                    );
+                }
+                for oy in 0..g.oh {
+                    let row = &mut plane_out[oy * out_ld..oy * out_ld + g.ow];
+                    sink.tile(b, o, oy * g.ow, 1, g.ow, row, out_ld);
+                }
+            });
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::StoreC;
+    use crate::isa_tests;
+    use crate::testing::rand_vec;
+
+    fn check(kern: &Kernels) {
+        for &(c, co, h, w, p) in &[
+            (1, 1, 1, 1, 1),
+            (3, 5, 7, 9, 1),
+            (4, 7, 16, 16, 1),
+            (5, 3, 13, 37, 0),
+            (2, 9, 40, 6, 1),
+            (3, 4, 36, 40, 1),
+        ] {
+            let oh = h + 2 * p - 2;
+            let ow = w + 2 * p - 2;
+            if oh == 0 || ow == 0 {
+                continue;
+            }
+            let g = Conv2d {
+                c,
+                h,
+                w,
+                kh: 3,
+                kw: 3,
+                sh: 1,
+                sw: 1,
+                dh: 1,
+                dw: 1,
+                ph: p,
+                pw: p,
+                oh,
+                ow,
+            };
+            let batches = 2;
+            let x = rand_vec(batches * c * h * w, 3);
+            let wt = rand_vec(co * c * 9, 4);
+            let ww = WinogradWeights::new(kern, co, c, &wt);
+            let mut out = vec![f32::NAN; batches * co * oh * ow];
+            let sink = StoreC {
+                c: out.as_mut_ptr(),
+                ldc: oh * ow,
+                batch_stride: co * oh * ow,
+            };
+            let offsets = [0isize, (c * h * w) as isize];
+            let input = DirectInput {
+                x: x.as_ptr(),
+                batch: &offsets,
+                strides: [(h * w) as isize, w as isize, 1],
+            };
+            unsafe {
+                winograd_conv(
+                    kern,
+                    crate::pool::global(),
+                    2,
+                    &g,
+                    batches,
+                    &input,
+                    &ww,
+                    &sink,
+                )
+            };
+            for b in 0..batches {
+                for o in 0..co {
+                    for y in 0..oh {
+                        for xo in 0..ow {
+                            let mut want = 0f64;
+                            for ci in 0..c {
+                                for i in 0..3 {
+                                    for j in 0..3 {
+                                        let iy = (y + i) as isize - p as isize;
+                                        let ix = (xo + j) as isize - p as isize;
+                                        if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize
+                                        {
+                                            want += wt[(o * c + ci) * 9 + i * 3 + j] as f64
+                                                * x[(b * c + ci) * h * w
+                                                    + iy as usize * w
+                                                    + ix as usize]
+                                                    as f64;
+                                        }
+                                    }
+                                }
+                            }
+                            let got = out[((b * co + o) * oh + y) * ow + xo] as f64;
+                            assert!(
+                                (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+                                "{} c{c} co{co} {h}x{w} p{p} ({b},{o},{y},{xo}): {got} vs {want}",
+                                kern.isa
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    isa_tests!(winograd_f4x4, check);
+}
