@@ -4,9 +4,11 @@
 
 use super::access::Elem;
 use super::conv::ConvPlan;
+use super::conv_transpose::ConvTransposePlan;
 use super::elementwise::LoopPlan;
 use super::matmul::MatMulPlan;
 use super::pool::PoolPlan;
+use super::resize::ResizePlan;
 use super::sdpa::SdpaPlan;
 use super::single::{gather_args, Arg};
 use super::{Exec, RunCx};
@@ -23,6 +25,8 @@ enum Path {
     Conv(ConvPlan),
     Sdpa(SdpaPlan),
     Pool(PoolPlan),
+    ConvTranspose(ConvTransposePlan),
+    Resize(ResizePlan),
     /// The reference kernel, and why.
     Reference(String),
 }
@@ -86,9 +90,23 @@ impl AnchorPlan {
                         .into(),
                 ),
             },
+            Op::Nn(NnOp::ConvTranspose { .. }) => match ConvTransposePlan::new(c, weights, a, kern) {
+                Some(p) => Path::ConvTranspose(p),
+                None => Path::Reference(
+                    "ConvTranspose: not a 2-D f32 one with constant weights, explicit pads and no output_shape"
+                        .into(),
+                ),
+            },
             Op::Nn(NnOp::MaxPool { .. } | NnOp::AveragePool { .. }) => match PoolPlan::new(c, a, kern) {
                 Some(p) => Path::Pool(p),
                 None => Path::Reference(format!("{}: not a 2-D f32 pooling", a.op.name())),
+            },
+            Op::Misc(smelt_ir::op::MiscOp::Resize { .. }) => match ResizePlan::new(c, weights, a, kern) {
+                Some(p) => Path::Resize(p),
+                None => Path::Reference(
+                    "Resize: not a 2-D f32 nearest (integer factor) or bilinear resize of the spatial axes"
+                        .into(),
+                ),
             },
             op => Path::Reference(format!("{}: no fast kernel yet", op.name())),
         };
@@ -106,6 +124,8 @@ impl AnchorPlan {
             Path::Conv(p) => p.name.clone(),
             Path::Sdpa(p) => p.name.clone(),
             Path::Pool(p) => p.name.clone(),
+            Path::ConvTranspose(p) => p.name.clone(),
+            Path::Resize(p) => p.name.clone(),
             Path::Reference(why) => format!("reference ({why})"),
         }
     }
@@ -118,6 +138,8 @@ impl AnchorPlan {
             Path::Conv(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Sdpa(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Pool(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::ConvTranspose(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::Resize(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Reference(_) => return self.run_reference(cx, a),
         }
         Ok(())

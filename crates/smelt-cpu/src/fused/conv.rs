@@ -12,10 +12,10 @@ use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::{Conv2d, Im2col};
-use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::direct::{direct_conv, DirectInput, DirectWeights};
-use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
+use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs, TileSink};
+use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::Kernels;
 
 enum Method {
@@ -209,17 +209,17 @@ impl ConvPlan {
         let row_use = ow as f64 / (ow.div_ceil(nr) * nr) as f64;
         let direct = !geom.is_pointwise() && row_use >= 0.75;
         // Winograd F(4x4, 3x3) by a fixed cost model (so plans are reproducible): 3x3 stride
-        // 1, enough channels to amortize the transforms and enough 4x4 tiles to fill lanes.
+        // 1, enough input channels to amortize the output transform, enough output channels
+        // to amortize the input transform (and its 36 x copy of the input), and enough 4x4
+        // tiles to fill lanes.
         let tiles = oh.div_ceil(4) * ow.div_ceil(4);
-        let winograd = winograd::applies(&geom) && cg >= 16 && mg >= 16 && tiles >= 16;
+        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= 64 && tiles >= 16;
         let method = if depthwise {
             Method::Depthwise(wv)
         } else if winograd {
             Method::Winograd(
                 (0..groups)
-                    .map(|g| {
-                        WinogradWeights::new(kern, mg, cg, &wv[g * mg * k..(g + 1) * mg * k])
-                    })
+                    .map(|g| WinogradWeights::new(kern, mg, cg, &wv[g * mg * k..(g + 1) * mg * k]))
                     .collect(),
             )
         } else if direct {
@@ -382,7 +382,13 @@ impl ConvPlan {
     ///
     /// # Safety
     /// As for [`ConvPlan::run`].
-    unsafe fn finish_with(&self, mem: &Mem, ex: &Exec, gi: usize, compute: impl FnOnce(&dyn TileSink)) {
+    unsafe fn finish_with(
+        &self,
+        mem: &Mem,
+        ex: &Exec,
+        gi: usize,
+        compute: impl FnOnce(&dyn TileSink),
+    ) {
         let groups = self.groups;
         let images = self.images;
         // Epilogue batch of the product's batch (image) i.
@@ -426,7 +432,13 @@ impl ConvPlan {
         let map = move |b: usize| (b * groups + gi, 0);
         let mg = self.mg;
         let bias = self.bias.as_deref();
-        let pre = |_eb: usize, i0: usize, _j0: usize, rows: usize, cols: usize, t: &mut [f32], ld: usize| {
+        let pre = |_eb: usize,
+                   i0: usize,
+                   _j0: usize,
+                   rows: usize,
+                   cols: usize,
+                   t: &mut [f32],
+                   ld: usize| {
             if let Some(b) = bias {
                 for r in 0..rows {
                     let bv = b[gi * mg + i0 + r];
