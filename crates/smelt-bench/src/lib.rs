@@ -5,6 +5,7 @@
 
 pub mod baseline;
 pub mod env;
+pub mod gemm;
 pub mod indices;
 pub mod progress;
 pub mod report;

@@ -4,7 +4,7 @@
 //! Only one panel of scores exists at a time, in L1.
 
 use crate::buf::with_scratch;
-use crate::gemm::pack::{pack_a_panel, pack_b_panel, MatRef};
+use crate::gemm::pack::{pack_b_panel, MatRef};
 use crate::gemm::TileSink;
 use crate::Kernels;
 
@@ -53,16 +53,13 @@ pub unsafe fn attention(
     let kp = sk.div_ceil(nr);
     let vp = dv.div_ceil(nr);
     let skpad = kp * nr;
-    // Scratch: K^T panels (d x skpad), V panels (sk x vp*nr), a Q panel (d x mr), the
-    // scores of one row panel (mr x skpad), the P panel (sk x mr) and a mask row.
-    let (kt_len, v_len, q_len, s_len, p_len) =
-        (d * skpad, sk * vp * nr, d * mr, mr * skpad, sk * mr);
-    with_scratch(kt_len + v_len + q_len + s_len + p_len + skpad, |buf| {
+    // Scratch: K^T panels (d x skpad), V panels (sk x vp*nr), the scores of one row panel
+    // (mr x skpad; Q and P are read in place) and a mask row.
+    let (kt_len, v_len, s_len) = (d * skpad, sk * vp * nr, mr * skpad);
+    with_scratch(kt_len + v_len + s_len + skpad, |buf| {
         let (kt, rest) = buf.split_at_mut(kt_len);
         let (vpan, rest) = rest.split_at_mut(v_len);
-        let (qpan, rest) = rest.split_at_mut(q_len);
-        let (s, rest) = rest.split_at_mut(s_len);
-        let (ppan, mrow) = rest.split_at_mut(p_len);
+        let (s, mrow) = rest.split_at_mut(s_len);
         let kt_src = MatRef {
             ptr: h.k.ptr,
             rs: h.k.cs,
@@ -92,12 +89,14 @@ pub unsafe fn attention(
         let mut i0 = rows.start;
         while i0 < rows.end {
             let r = mr.min(rows.end - i0);
-            pack_a_panel(h.q, i0, r, d, mr, qpan);
             let ker = micro.for_rows(r);
             for j in 0..kp {
+                // Q's rows are read in place (the micro-kernel takes A's row and k steps).
                 ker(
                     d,
-                    qpan.as_ptr(),
+                    h.q.ptr.offset(i0 as isize * h.q.rs),
+                    h.q.rs,
+                    h.q.cs,
                     kt.as_ptr().add(j * d * nr),
                     tile.as_mut_ptr(),
                     false,
@@ -121,12 +120,13 @@ pub unsafe fn attention(
                 };
                 (kern.softmax)(row, h.scale, mask);
             }
-            // P as an A panel: ppan[p * mr + rr] = S[rr, p].
-            pack_a_panel(MatRef::rows(s.as_ptr(), skpad), 0, r, sk, mr, ppan);
             for j in 0..vp {
+                // P is read in place, row-major.
                 ker(
                     sk,
-                    ppan.as_ptr(),
+                    s.as_ptr(),
+                    skpad as isize,
+                    1,
                     vpan.as_ptr().add(j * sk * nr),
                     tile.as_mut_ptr(),
                     false,

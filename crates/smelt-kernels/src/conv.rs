@@ -281,11 +281,54 @@ macro_rules! depthwise_body {
             out: &mut [f32],
         ) {
             let [rs, es] = st;
+            if es == 1 && g.sw == 1 {
+                return depthwise_unit(g, x, rs, w, out);
+            }
+            // Strided or non-unit column steps: each input row a tap row reads is split
+            // into `sw` zero-padded column phases, so every tap reads contiguous floats:
+            // padded column xo * sw + j * dw sits in phase (j * dw) % sw at xo + j * dw / sw.
+            let plen = g.ow + ((g.kw - 1) * g.dw) / g.sw + 1;
+            crate::buf::with_scratch(g.sw * plen, |ph| {
+                for y in 0..g.oh {
+                    let o = &mut out[y * g.ow..(y + 1) * g.ow];
+                    o.fill(0.0);
+                    for i in 0..g.kh {
+                        let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+                        if iy < 0 || iy >= g.h as isize {
+                            continue;
+                        }
+                        let row = x.offset(iy * rs);
+                        for r in 0..g.sw {
+                            for q in 0..plen {
+                                let ix = (q * g.sw + r) as isize - g.pw as isize;
+                                ph[r * plen + q] = if ix >= 0 && ix < g.w as isize {
+                                    *row.offset(ix * es)
+                                } else {
+                                    0.0
+                                };
+                            }
+                        }
+                        for j in 0..g.kw {
+                            let wv = w[i * g.kw + j];
+                            let c = j * g.dw;
+                            let src = &ph[(c % g.sw) * plen + c / g.sw..][..g.ow];
+                            for (d, &s) in o.iter_mut().zip(src) {
+                                *d += wv * s;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+
+        /// Unit strides: interior columns without bounds checks.
+        #[inline(always)]
+        unsafe fn depthwise_unit(g: &Conv2d, x: *const f32, rs: isize, w: &[f32], out: &mut [f32]) {
             // Output columns whose taps all fall inside the row: [lo, hi).
-            let lo = g.pw.div_ceil(g.sw).min(g.ow);
+            let lo = g.pw.min(g.ow);
             let span = (g.kw - 1) * g.dw;
             let hi = if g.w + g.pw > span {
-                ((g.w + g.pw - span - 1) / g.sw + 1).clamp(lo, g.ow)
+                (g.w + g.pw - span).clamp(lo, g.ow)
             } else {
                 lo
             };
@@ -301,22 +344,15 @@ macro_rules! depthwise_body {
                     for j in 0..g.kw {
                         let wv = w[i * g.kw + j];
                         let off = (j * g.dw) as isize - g.pw as isize;
-                        // Interior: no bounds checks, unit or constant stride.
-                        if es == 1 && g.sw == 1 {
-                            let src =
-                                std::slice::from_raw_parts(row.offset(lo as isize + off), hi - lo);
-                            for (d, &s) in o[lo..hi].iter_mut().zip(src) {
-                                *d += wv * s;
-                            }
-                        } else {
-                            for xo in lo..hi {
-                                o[xo] += wv * *row.offset(((xo * g.sw) as isize + off) * es);
-                            }
+                        let src =
+                            std::slice::from_raw_parts(row.offset(lo as isize + off), hi - lo);
+                        for (d, &s) in o[lo..hi].iter_mut().zip(src) {
+                            *d += wv * s;
                         }
                         for xo in (0..lo).chain(hi..g.ow) {
-                            let ix = (xo * g.sw) as isize + off;
+                            let ix = xo as isize + off;
                             if ix >= 0 && ix < g.w as isize {
-                                o[xo] += wv * *row.offset(ix * es);
+                                o[xo] += wv * *row.offset(ix);
                             }
                         }
                     }

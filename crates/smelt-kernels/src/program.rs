@@ -74,7 +74,8 @@ pub fn fill_consts(ops: &[ScalarOp], vals: &mut [f32]) {
 
 /// `out[j] = f(a[j])`, `V::LANES` at a time.
 #[inline(always)]
-unsafe fn map<V: Vf>(a: &[f32], out: &mut [f32], f: impl Fn(V) -> V) {
+unsafe fn map<V: Vf, F: Un>(a: &[f32], out: &mut [f32]) {
+    let f = |x: V| F::f::<V>(x);
     let n = a.len().min(out.len());
     let (pa, po) = (a.as_ptr(), out.as_mut_ptr());
     let mut j = 0;
@@ -89,7 +90,8 @@ unsafe fn map<V: Vf>(a: &[f32], out: &mut [f32], f: impl Fn(V) -> V) {
 
 /// `out[j] = f(a[j], b[j])`, `V::LANES` at a time.
 #[inline(always)]
-unsafe fn zip<V: Vf>(a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(V, V) -> V) {
+unsafe fn zip<V: Vf, F: Bin>(a: &[f32], b: &[f32], out: &mut [f32]) {
+    let f = |x: V, y: V| F::f::<V>(x, y);
     let n = a.len().min(b.len()).min(out.len());
     let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
     let mut j = 0;
@@ -125,6 +127,288 @@ unsafe fn pick_nan<V: Vf>(a: V, b: V, take_a: V::M) -> V {
     V::select(b.nan(), b, r)
 }
 
+/// A unary vector op, statically dispatched (a closure would be compiled without the
+/// ISA's features and could not inline its intrinsics).
+trait Un {
+    unsafe fn f<V: Vf>(x: V) -> V;
+}
+
+/// A binary vector op (see [`Un`]).
+trait Bin {
+    unsafe fn f<V: Vf>(a: V, b: V) -> V;
+}
+
+struct UNeg;
+impl Un for UNeg {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        x.mul(V::splat(-1.0))
+    }
+}
+
+struct UAbs;
+impl Un for UAbs {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        V::from_bits(V::iand(x.bits(), V::isplat(0x7fff_ffff)))
+    }
+}
+
+struct UExp;
+impl Un for UExp {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::exp(x)
+    }
+}
+
+struct ULog;
+impl Un for ULog {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::log(x)
+    }
+}
+
+struct USqrt;
+impl Un for USqrt {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        x.sqrt()
+    }
+}
+
+struct URsqrt;
+impl Un for URsqrt {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        V::splat(1.0).div(x.sqrt())
+    }
+}
+
+struct URecip;
+impl Un for URecip {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        V::splat(1.0).div(x)
+    }
+}
+
+struct UTanh;
+impl Un for UTanh {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::tanh(x)
+    }
+}
+
+struct UErf;
+impl Un for UErf {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::erf(x)
+    }
+}
+
+struct USigmoid;
+impl Un for USigmoid {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::sigmoid(x)
+    }
+}
+
+struct URelu;
+impl Un for URelu {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::relu(x)
+    }
+}
+
+struct UGelu;
+impl Un for UGelu {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::gelu(x)
+    }
+}
+
+struct UGeluTanh;
+impl Un for UGeluTanh {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::gelu_tanh(x)
+    }
+}
+
+struct USilu;
+impl Un for USilu {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::silu(x)
+    }
+}
+
+struct UHardSwish;
+impl Un for UHardSwish {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        vmath::hard_swish(x)
+    }
+}
+
+struct USign;
+impl Un for USign {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        {
+            let (z, one) = (V::splat(0.0), V::splat(1.0));
+            V::select(x.gt(z), one, V::select(x.lt(z), V::splat(-1.0), x))
+        }
+    }
+}
+
+struct UNot;
+impl Un for UNot {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        flag::<V>(x.eq(V::splat(0.0)))
+    }
+}
+
+struct UIsNan;
+impl Un for UIsNan {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        flag::<V>(x.nan())
+    }
+}
+
+struct BAdd;
+impl Bin for BAdd {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        a.add(b)
+    }
+}
+
+struct BSub;
+impl Bin for BSub {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        a.sub(b)
+    }
+}
+
+struct BMul;
+impl Bin for BMul {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        a.mul(b)
+    }
+}
+
+struct BDiv;
+impl Bin for BDiv {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        a.div(b)
+    }
+}
+
+struct BMax;
+impl Bin for BMax {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        pick_nan(a, b, a.gt(b))
+    }
+}
+
+struct BMin;
+impl Bin for BMin {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        pick_nan(a, b, a.lt(b))
+    }
+}
+
+struct BEq;
+impl Bin for BEq {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        flag::<V>(a.eq(b))
+    }
+}
+
+struct BLt;
+impl Bin for BLt {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        flag::<V>(a.lt(b))
+    }
+}
+
+struct BGt;
+impl Bin for BGt {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        flag::<V>(a.gt(b))
+    }
+}
+
+struct BLe;
+impl Bin for BLe {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        {
+            let (z, one) = (V::splat(0.0), V::splat(1.0));
+            V::select(
+                a.gt(b),
+                z,
+                V::select(a.nan(), z, V::select(b.nan(), z, one)),
+            )
+        }
+    }
+}
+
+struct BGe;
+impl Bin for BGe {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        {
+            let (z, one) = (V::splat(0.0), V::splat(1.0));
+            V::select(
+                a.lt(b),
+                z,
+                V::select(a.nan(), z, V::select(b.nan(), z, one)),
+            )
+        }
+    }
+}
+
+struct BAnd;
+impl Bin for BAnd {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        {
+            let (z, one) = (V::splat(0.0), V::splat(1.0));
+            V::select(a.eq(z), z, V::select(b.eq(z), z, one))
+        }
+    }
+}
+
+struct BOr;
+impl Bin for BOr {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(a: V, b: V) -> V {
+        {
+            let (z, one) = (V::splat(0.0), V::splat(1.0));
+            V::select(a.eq(z), V::select(b.eq(z), z, one), one)
+        }
+    }
+}
+
 /// See [`EvalFn`], over lanes `V`.
 #[inline(always)]
 unsafe fn eval_body<V: Vf>(
@@ -140,35 +424,30 @@ unsafe fn eval_body<V: Vf>(
         let out = &mut rest[..len];
         let arg = |k: usize| &before[k * CHUNK..k * CHUNK + len];
         let z = V::splat(0.0);
-        let one = V::splat(1.0);
         match ops[i] {
             ScalarOp::Load(_) | ScalarOp::Const(_) | ScalarOp::Acc => {}
             ScalarOp::Reduced(k) => out.fill(reduced[k]),
             ScalarOp::Unary(u, a) => {
                 let a = arg(a);
                 match u {
-                    Unary::Neg => map::<V>(a, out, |x| x.mul(V::splat(-1.0))),
-                    Unary::Abs => map::<V>(a, out, |x| {
-                        V::from_bits(V::iand(x.bits(), V::isplat(0x7fff_ffff)))
-                    }),
-                    Unary::Exp => map::<V>(a, out, |x| vmath::exp(x)),
-                    Unary::Log => map::<V>(a, out, |x| vmath::log(x)),
-                    Unary::Sqrt => map::<V>(a, out, |x| x.sqrt()),
-                    Unary::Rsqrt => map::<V>(a, out, |x| one.div(x.sqrt())),
-                    Unary::Recip => map::<V>(a, out, |x| one.div(x)),
-                    Unary::Tanh => map::<V>(a, out, |x| vmath::tanh(x)),
-                    Unary::Erf => map::<V>(a, out, |x| vmath::erf(x)),
-                    Unary::Sigmoid => map::<V>(a, out, |x| vmath::sigmoid(x)),
-                    Unary::Relu => map::<V>(a, out, |x| vmath::relu(x)),
-                    Unary::Gelu => map::<V>(a, out, |x| vmath::gelu(x)),
-                    Unary::GeluTanh => map::<V>(a, out, |x| vmath::gelu_tanh(x)),
-                    Unary::Silu => map::<V>(a, out, |x| vmath::silu(x)),
-                    Unary::HardSwish => map::<V>(a, out, |x| vmath::hard_swish(x)),
-                    Unary::Sign => map::<V>(a, out, |x| {
-                        V::select(x.gt(z), one, V::select(x.lt(z), V::splat(-1.0), x))
-                    }),
-                    Unary::Not => map::<V>(a, out, |x| flag::<V>(x.eq(z))),
-                    Unary::IsNan => map::<V>(a, out, |x| flag::<V>(x.nan())),
+                    Unary::Neg => map::<V, UNeg>(a, out),
+                    Unary::Abs => map::<V, UAbs>(a, out),
+                    Unary::Exp => map::<V, UExp>(a, out),
+                    Unary::Log => map::<V, ULog>(a, out),
+                    Unary::Sqrt => map::<V, USqrt>(a, out),
+                    Unary::Rsqrt => map::<V, URsqrt>(a, out),
+                    Unary::Recip => map::<V, URecip>(a, out),
+                    Unary::Tanh => map::<V, UTanh>(a, out),
+                    Unary::Erf => map::<V, UErf>(a, out),
+                    Unary::Sigmoid => map::<V, USigmoid>(a, out),
+                    Unary::Relu => map::<V, URelu>(a, out),
+                    Unary::Gelu => map::<V, UGelu>(a, out),
+                    Unary::GeluTanh => map::<V, UGeluTanh>(a, out),
+                    Unary::Silu => map::<V, USilu>(a, out),
+                    Unary::HardSwish => map::<V, UHardSwish>(a, out),
+                    Unary::Sign => map::<V, USign>(a, out),
+                    Unary::Not => map::<V, UNot>(a, out),
+                    Unary::IsNan => map::<V, UIsNan>(a, out),
                     Unary::Floor => map_scalar(a, out, f32::floor),
                     Unary::Ceil => map_scalar(a, out, f32::ceil),
                     Unary::Round => map_scalar(a, out, f32::round_ties_even),
@@ -180,35 +459,19 @@ unsafe fn eval_body<V: Vf>(
             ScalarOp::Binary(b, x, y) => {
                 let (x, y) = (arg(x), arg(y));
                 match b {
-                    Binary::Add => zip::<V>(x, y, out, |a, b| a.add(b)),
-                    Binary::Sub => zip::<V>(x, y, out, |a, b| a.sub(b)),
-                    Binary::Mul => zip::<V>(x, y, out, |a, b| a.mul(b)),
-                    Binary::Div => zip::<V>(x, y, out, |a, b| a.div(b)),
-                    Binary::Max => zip::<V>(x, y, out, |a, b| pick_nan(a, b, a.gt(b))),
-                    Binary::Min => zip::<V>(x, y, out, |a, b| pick_nan(a, b, a.lt(b))),
-                    Binary::Eq => zip::<V>(x, y, out, |a, b| flag::<V>(a.eq(b))),
-                    Binary::Lt => zip::<V>(x, y, out, |a, b| flag::<V>(a.lt(b))),
-                    Binary::Le => zip::<V>(x, y, out, |a, b| {
-                        V::select(
-                            a.gt(b),
-                            z,
-                            V::select(a.nan(), z, V::select(b.nan(), z, one)),
-                        )
-                    }),
-                    Binary::Gt => zip::<V>(x, y, out, |a, b| flag::<V>(a.gt(b))),
-                    Binary::Ge => zip::<V>(x, y, out, |a, b| {
-                        V::select(
-                            a.lt(b),
-                            z,
-                            V::select(a.nan(), z, V::select(b.nan(), z, one)),
-                        )
-                    }),
-                    Binary::And => zip::<V>(x, y, out, |a, b| {
-                        V::select(a.eq(z), z, V::select(b.eq(z), z, one))
-                    }),
-                    Binary::Or => zip::<V>(x, y, out, |a, b| {
-                        V::select(a.eq(z), V::select(b.eq(z), z, one), one)
-                    }),
+                    Binary::Add => zip::<V, BAdd>(x, y, out),
+                    Binary::Sub => zip::<V, BSub>(x, y, out),
+                    Binary::Mul => zip::<V, BMul>(x, y, out),
+                    Binary::Div => zip::<V, BDiv>(x, y, out),
+                    Binary::Max => zip::<V, BMax>(x, y, out),
+                    Binary::Min => zip::<V, BMin>(x, y, out),
+                    Binary::Eq => zip::<V, BEq>(x, y, out),
+                    Binary::Lt => zip::<V, BLt>(x, y, out),
+                    Binary::Le => zip::<V, BLe>(x, y, out),
+                    Binary::Gt => zip::<V, BGt>(x, y, out),
+                    Binary::Ge => zip::<V, BGe>(x, y, out),
+                    Binary::And => zip::<V, BAnd>(x, y, out),
+                    Binary::Or => zip::<V, BOr>(x, y, out),
                     Binary::Pow => {
                         for ((o, &a), &b) in out.iter_mut().zip(x).zip(y) {
                             *o = pow(a, b);

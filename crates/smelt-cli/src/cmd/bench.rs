@@ -81,6 +81,13 @@ pub struct Args {
     /// Measure the machine's peak fp32 FMA rate and memory bandwidth instead (no MODEL).
     #[arg(long)]
     roofline: bool,
+    /// Measure smelt's SGEMM on MxNxK instead (no MODEL): B packed ahead, at 1 thread and
+    /// at --threads, against the FMA peak.
+    #[arg(long, value_name = "MxNxK", conflicts_with = "roofline")]
+    gemm: Option<String>,
+    /// With --gemm: fuse `act(C + bias)` into the product (none, relu, gelu, silu...).
+    #[arg(long, value_name = "ACT", requires = "gemm")]
+    gemm_epilogue: Option<String>,
     #[command(flatten)]
     compile: super::run::CompileArgs,
 }
@@ -90,6 +97,9 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let threads = a.compile.thread_count();
     if a.roofline {
         return roofline(&a, threads);
+    }
+    if let Some(spec) = &a.gemm {
+        return gemm_bench(&a, spec, threads);
     }
     let Some(model) = a.model.clone() else {
         bail!(InvalidInput, "give a MODEL to benchmark (or --roofline)");
@@ -550,6 +560,71 @@ fn roofline(a: &Args, threads: usize) -> Result<ExitCode> {
         std::fs::create_dir_all(dir)
             .map_err(|e| err!(Io, "cannot create {}: {e}", dir.display()))?;
         write(&dir.join("roofline.json"), &text)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gemm_bench(a: &Args, spec: &str, threads: usize) -> Result<ExitCode> {
+    use smelt_kernels::epilogue::Act;
+    let dims: Vec<usize> = spec
+        .split('x')
+        .map(|d| d.trim().parse::<usize>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| err!(InvalidInput, "--gemm {spec}: expected MxNxK, e.g. 1024x1024x1024"))?;
+    let [m, n, k] = <[usize; 3]>::try_from(dims)
+        .map_err(|_| err!(InvalidInput, "--gemm {spec}: expected three sizes MxNxK"))?;
+    if m == 0 || n == 0 || k == 0 || m.checked_mul(k).and_then(|x| x.checked_mul(n)).is_none_or(|x| x > 1 << 40) {
+        bail!(InvalidInput, "--gemm {spec}: sizes must be positive and the product at most 2^40");
+    }
+    let act = match a.gemm_epilogue.as_deref() {
+        None => None,
+        Some("none") => Some(Act::None),
+        Some("relu") => Some(Act::Relu),
+        Some("gelu") => Some(Act::Gelu),
+        Some("gelu-tanh") => Some(Act::GeluTanh),
+        Some("silu") => Some(Act::Silu),
+        Some("hardswish") => Some(Act::HardSwish),
+        Some("sigmoid") => Some(Act::Sigmoid),
+        Some("tanh") => Some(Act::Tanh),
+        Some(o) => bail!(InvalidInput, "--gemm-epilogue {o}: expected none, relu, gelu, gelu-tanh, silu, hardswish, sigmoid or tanh"),
+    };
+    let env = Environment::detect(env!("CARGO_PKG_VERSION"));
+    let kern = smelt_kernels::kernels();
+    errln!("measuring the FMA peak and SGEMM {m}x{n}x{k} ({}) ...", kern.name("gemm"));
+    let kernel = smelt_bench::roofline::Kernel::detect();
+    let peak1 = smelt_bench::roofline::fma_gflops(kernel, 1, 0.001, 300);
+    let peakt = smelt_bench::roofline::fma_gflops(kernel, threads, 0.002, 150);
+    let secs = a.duration.unwrap_or(2.0);
+    let epi = match a.gemm_epilogue.as_deref() {
+        Some(e) => format!(", fused bias+{e}"),
+        None => String::new(),
+    };
+    outln!("cpu {} ({}; {} cores; {})", env.cpu, env.cpu_id, env.cores, env.simd.join(" "));
+    let mut rows = Vec::new();
+    for (t, peak) in [(1, peak1), (threads, peakt)] {
+        if t == 1 && threads == 1 && !rows.is_empty() {
+            break;
+        }
+        let r = smelt_bench::gemm::measure(m, n, k, t, act, secs);
+        outln!(
+            "sgemm {m}x{n}x{k}{epi} ({}) {t} thread(s): median {:.3} ms, {:.1} GFLOP/s = {:.1}% of the {:.1} GFLOP/s FMA peak",
+            kern.name("gemm"),
+            r.median_s * 1e3,
+            r.gflops,
+            100.0 * r.gflops / peak,
+            peak
+        );
+        rows.push((r, peak));
+    }
+    if let [(one, _), (many, _)] = rows.as_slice() {
+        outln!("{} threads / 1 thread: {:.2}x", many.threads, many.gflops / one.gflops);
+    }
+    if let Some(p) = &a.json {
+        let j: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(r, peak)| serde_json::json!({"m": m, "n": n, "k": k, "threads": r.threads, "epilogue": a.gemm_epilogue, "median_ms": r.median_s * 1e3, "best_ms": r.best_s * 1e3, "gflops": r.gflops, "fma_peak_gflops": peak, "isa": kern.isa.name()}))
+            .collect();
+        write(p, &serde_json::to_string_pretty(&j).unwrap_or_default())?;
     }
     Ok(ExitCode::SUCCESS)
 }

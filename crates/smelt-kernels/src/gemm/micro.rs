@@ -1,16 +1,17 @@
-//! Register-blocked GEMM micro-kernels, one per ISA: `R x NR` of C from an A panel
-//! (k-major, `MR` floats per step) and a B panel (k-major, `NR` floats per step), written
-//! row-major into a tile of row stride `NR`, or added to it. `R` runs from 1 to `MR`, so an
-//! edge of fewer rows costs only its own FMAs.
+//! Register-blocked GEMM micro-kernels, one per ISA: `R x NR` of C from A (element
+//! `(r, p)` at `a + r * rs + p * ps`: a packed panel has `rs = 1, ps = MR`, a row-major A
+//! read in place has `rs = lda, ps = 1`) and a B panel (k-major, `NR` floats per step),
+//! written row-major into a tile of row stride `NR`, or added to it. `R` runs from 1 to
+//! `MR`, so an edge of fewer rows costs only its own FMAs.
 //!
 //! Every variant sums over k in order with one fused or unfused multiply-add per step, so a
 //! given ISA gives the same result for an element whatever tile or thread computed it.
 
-/// A micro-kernel: `(k, a_panel, b_panel, tile, accumulate)`.
+/// A micro-kernel: `(k, a, a_row_step, a_k_step, b_panel, tile, accumulate)`.
 ///
 /// # Safety
-/// `a` holds `k * MR` floats, `b` holds `k * NR` floats, `tile` holds `R * NR` floats.
-pub type MicroFn = unsafe fn(usize, *const f32, *const f32, *mut f32, bool);
+/// A's `R x k` elements are readable, `b` holds `k * NR` floats, `tile` holds `R * NR`.
+pub type MicroFn = unsafe fn(usize, *const f32, isize, isize, *const f32, *mut f32, bool);
 
 /// The micro-kernel family of one ISA: tile geometry and one kernel per row count.
 #[derive(Clone, Copy)]
@@ -35,14 +36,30 @@ pub const PORTABLE_MR: usize = 4;
 /// Portable tile columns.
 pub const PORTABLE_NR: usize = 8;
 
-#[inline(always)]
-unsafe fn portable<const R: usize>(k: usize, a: *const f32, b: *const f32, t: *mut f32, acc: bool) {
+/// One kernel per row count 1..=8 (only `1..=mr` are ever called).
+macro_rules! rows_table {
+    ($f:ident) => {
+        [
+            $f::<1>, $f::<2>, $f::<3>, $f::<4>, $f::<5>, $f::<6>, $f::<7>, $f::<8>,
+        ]
+    };
+}
+
+unsafe fn portable<const R: usize>(
+    k: usize,
+    a: *const f32,
+    rs: isize,
+    ps: isize,
+    b: *const f32,
+    t: *mut f32,
+    acc: bool,
+) {
     const NR: usize = PORTABLE_NR;
     let mut c = [[0f32; NR]; R];
     for p in 0..k {
         let bp = std::slice::from_raw_parts(b.add(p * NR), NR);
         for (r, row) in c.iter_mut().enumerate() {
-            let av = *a.add(p * PORTABLE_MR + r);
+            let av = *a.offset(r as isize * rs + p as isize * ps);
             for j in 0..NR {
                 row[j] += av * bp[j];
             }
@@ -56,31 +73,12 @@ unsafe fn portable<const R: usize>(k: usize, a: *const f32, b: *const f32, t: *m
     }
 }
 
-/// One kernel per row count 1..=8 (only `1..=mr` are ever called).
-macro_rules! rows_table {
-    ($f:ident) => {
-        [
-            $f::<1>, $f::<2>, $f::<3>, $f::<4>, $f::<5>, $f::<6>, $f::<7>, $f::<8>,
-        ]
-    };
-}
-
-unsafe fn portable_entry<const R: usize>(
-    k: usize,
-    a: *const f32,
-    b: *const f32,
-    t: *mut f32,
-    acc: bool,
-) {
-    portable::<R>(k, a, b, t, acc)
-}
-
 /// The portable family.
 pub fn portable_micro() -> Micro {
     Micro {
         mr: PORTABLE_MR,
         nr: PORTABLE_NR,
-        kernels: rows_table!(portable_entry),
+        kernels: rows_table!(portable),
     }
 }
 
@@ -99,20 +97,32 @@ mod x86 {
     pub const AVX512_NR: usize = 32;
 
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2<const R: usize>(k: usize, a: *const f32, b: *const f32, t: *mut f32, acc: bool) {
+    unsafe fn avx2<const R: usize>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        t: *mut f32,
+        acc: bool,
+    ) {
         const NR: usize = AVX2_NR;
         let mut c0 = [_mm256_setzero_ps(); R];
         let mut c1 = [_mm256_setzero_ps(); R];
-        let (mut ap, mut bp) = (a, b);
+        let mut rows = [a; R];
+        for (r, p) in rows.iter_mut().enumerate() {
+            *p = a.offset(r as isize * rs);
+        }
+        let mut bp = b;
         for _ in 0..k {
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
             for r in 0..R {
-                let av = _mm256_broadcast_ss(&*ap.add(r));
+                let av = _mm256_broadcast_ss(&*rows[r]);
                 c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+                rows[r] = rows[r].offset(ps);
             }
-            ap = ap.add(AVX2_MR);
             bp = bp.add(NR);
         }
         for r in 0..R {
@@ -131,6 +141,8 @@ mod x86 {
     unsafe fn avx512<const R: usize>(
         k: usize,
         a: *const f32,
+        rs: isize,
+        ps: isize,
         b: *const f32,
         t: *mut f32,
         acc: bool,
@@ -138,16 +150,20 @@ mod x86 {
         const NR: usize = AVX512_NR;
         let mut c0 = [_mm512_setzero_ps(); R];
         let mut c1 = [_mm512_setzero_ps(); R];
-        let (mut ap, mut bp) = (a, b);
+        let mut rows = [a; R];
+        for (r, p) in rows.iter_mut().enumerate() {
+            *p = a.offset(r as isize * rs);
+        }
+        let mut bp = b;
         for _ in 0..k {
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
             for r in 0..R {
-                let av = _mm512_set1_ps(*ap.add(r));
+                let av = _mm512_set1_ps(*rows[r]);
                 c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+                rows[r] = rows[r].offset(ps);
             }
-            ap = ap.add(AVX512_MR);
             bp = bp.add(NR);
         }
         for r in 0..R {

@@ -309,6 +309,8 @@ pub unsafe fn gemm(
             debug_assert!(ps.iter().all(|p| p.mr == mr && p.m == g.m && p.k == k));
             0
         }
+        // Row-major A (unit column step) is read in place by the micro-kernel.
+        Lhs::Strided(a, _) if a.cs == 1 => 0,
         Lhs::Strided(..) => g.batch * a_batch_len,
     };
     let b_len = match g.b {
@@ -371,10 +373,29 @@ pub unsafe fn gemm(
             let _ = (&ap, &bp);
             let bi = t / (rb * cb);
             let (ib, jb) = ((t / cb) % rb, t % cb);
-            let apanels: *const f32 = match g.a {
-                Lhs::Packed(p) => p.data.as_slice().as_ptr(),
-                Lhs::PackedEach(ps) => ps[bi % ps.len()].data.as_slice().as_ptr(),
-                Lhs::Strided(..) => ap.0.add(bi * a_batch_len),
+            // Where A's row panel i starts, its row and k steps.
+            let (a0, a_rs, a_ps, a_panel): (*const f32, isize, isize, isize) = match g.a {
+                Lhs::Packed(p) => (
+                    p.data.as_slice().as_ptr(),
+                    1,
+                    mr as isize,
+                    (k * mr) as isize,
+                ),
+                Lhs::PackedEach(ps) => (
+                    ps[bi % ps.len()].data.as_slice().as_ptr(),
+                    1,
+                    mr as isize,
+                    (k * mr) as isize,
+                ),
+                Lhs::Strided(a, bs) if a.cs == 1 => {
+                    (a.ptr.offset(bs.at(bi)), a.rs, 1, a.rs * mr as isize)
+                }
+                Lhs::Strided(..) => (
+                    ap.0.add(bi * a_batch_len),
+                    1,
+                    mr as isize,
+                    (k * mr) as isize,
+                ),
             };
             let bpanels: *const f32 = match g.b {
                 Rhs::Packed(p) => p.data.as_slice().as_ptr(),
@@ -387,8 +408,8 @@ pub unsafe fn gemm(
                 let bpan = bpanels.add(j * k * nr);
                 for i in ib * mpt..((ib + 1) * mpt).min(mp) {
                     let rows = mr.min(g.m - i * mr);
-                    let apan = apanels.add(i * k * mr);
-                    (micro.for_rows(rows))(k, apan, bpan, tile.as_mut_ptr(), false);
+                    let apan = a0.offset(i as isize * a_panel);
+                    (micro.for_rows(rows))(k, apan, a_rs, a_ps, bpan, tile.as_mut_ptr(), false);
                     sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
                 }
             }

@@ -65,6 +65,19 @@ pub unsafe fn pack_a_panel(
     if rows < mr {
         out.fill(0.0);
     }
+    if a.cs == 1 && rows == mr {
+        // Full panels of row-major A: walk k once, writing each step's mr floats together.
+        let mut rp = [std::ptr::null::<f32>(); 16];
+        for (r, p) in rp.iter_mut().enumerate().take(mr) {
+            *p = a.ptr.offset((i0 + r) as isize * a.rs);
+        }
+        for (p, dst) in out.chunks_exact_mut(mr).enumerate() {
+            for (r, d) in dst.iter_mut().enumerate() {
+                *d = *rp[r].add(p);
+            }
+        }
+        return;
+    }
     for r in 0..rows {
         let row = a.ptr.offset((i0 + r) as isize * a.rs);
         if a.cs == 1 {
