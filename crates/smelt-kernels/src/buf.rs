@@ -28,6 +28,7 @@ impl AlignedBuf {
             self.raw = vec![0.0; len + LINE];
             let addr = self.raw.as_ptr() as usize;
             self.start = (LINE - (addr / 4) % LINE) % LINE;
+            advise_huge_pages(&mut self.raw);
         }
         self.len = len;
     }
@@ -61,6 +62,36 @@ impl AlignedBuf {
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "AlignedBuf({} floats)", self.len)
+    }
+}
+
+/// Asks Linux to back a large buffer with 2 MiB pages where it can (transparent huge
+/// pages in `madvise` mode): packed weights and scratch are streamed, and 4 KiB pages would
+/// miss the TLB on every few panels. Smaller buffers and other systems are left alone.
+pub fn advise_huge_pages(v: &mut [f32]) {
+    advise_huge_pages_bytes(v.as_mut_ptr().cast(), std::mem::size_of_val(v));
+}
+
+/// [`advise_huge_pages`] for any allocation: `ptr .. ptr + bytes` must be one live allocation.
+pub fn advise_huge_pages_bytes(ptr: *mut u8, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    if bytes < 2 * HUGE {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        const MADV_HUGEPAGE: i32 = 14;
+        let start = (ptr as usize).next_multiple_of(HUGE);
+        let end = (ptr as usize + bytes) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: [start, end) lies inside the allocation and is page-aligned; the
+            // advice changes only how the kernel backs the pages, never their contents.
+            // Failure (no THP support) is harmless and ignored.
+            unsafe { madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE) };
+        }
     }
 }
 

@@ -38,6 +38,10 @@ impl Arena {
         let need = bytes.div_ceil(ARENA_ALIGN);
         if need > self.blocks.len() {
             self.blocks.resize(need, Block([0; ARENA_ALIGN]));
+            smelt_kernels::buf::advise_huge_pages_bytes(
+                self.blocks.as_mut_ptr().cast(),
+                self.blocks.len() * ARENA_ALIGN,
+            );
         }
     }
 
