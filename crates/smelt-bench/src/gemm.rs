@@ -21,7 +21,14 @@ pub struct GemmRate {
 
 /// Measures `C = A B` for an `m x k` A read in place and a `k x n` B packed ahead, with the
 /// epilogue `act(C + bias)` fused when `epilogue` is given, for about `seconds`.
-pub fn measure(m: usize, n: usize, k: usize, threads: usize, epilogue: Option<Act>, seconds: f64) -> GemmRate {
+pub fn measure(
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    epilogue: Option<Act>,
+    seconds: f64,
+) -> GemmRate {
     let kern = kernels();
     let a: Vec<f32> = (0..m * k).map(|i| ((i % 17) as f32 - 8.0) / 16.0).collect();
     let b: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) / 16.0).collect();

@@ -570,11 +570,25 @@ fn gemm_bench(a: &Args, spec: &str, threads: usize) -> Result<ExitCode> {
         .split('x')
         .map(|d| d.trim().parse::<usize>())
         .collect::<std::result::Result<_, _>>()
-        .map_err(|_| err!(InvalidInput, "--gemm {spec}: expected MxNxK, e.g. 1024x1024x1024"))?;
+        .map_err(|_| {
+            err!(
+                InvalidInput,
+                "--gemm {spec}: expected MxNxK, e.g. 1024x1024x1024"
+            )
+        })?;
     let [m, n, k] = <[usize; 3]>::try_from(dims)
         .map_err(|_| err!(InvalidInput, "--gemm {spec}: expected three sizes MxNxK"))?;
-    if m == 0 || n == 0 || k == 0 || m.checked_mul(k).and_then(|x| x.checked_mul(n)).is_none_or(|x| x > 1 << 40) {
-        bail!(InvalidInput, "--gemm {spec}: sizes must be positive and the product at most 2^40");
+    if m == 0
+        || n == 0
+        || k == 0
+        || m.checked_mul(k)
+            .and_then(|x| x.checked_mul(n))
+            .is_none_or(|x| x > 1 << 40)
+    {
+        bail!(
+            InvalidInput,
+            "--gemm {spec}: sizes must be positive and the product at most 2^40"
+        );
     }
     let act = match a.gemm_epilogue.as_deref() {
         None => None,
@@ -590,7 +604,10 @@ fn gemm_bench(a: &Args, spec: &str, threads: usize) -> Result<ExitCode> {
     };
     let env = Environment::detect(env!("CARGO_PKG_VERSION"));
     let kern = smelt_kernels::kernels();
-    errln!("measuring the FMA peak and SGEMM {m}x{n}x{k} ({}) ...", kern.name("gemm"));
+    errln!(
+        "measuring the FMA peak and SGEMM {m}x{n}x{k} ({}) ...",
+        kern.name("gemm")
+    );
     let kernel = smelt_bench::roofline::Kernel::detect();
     let peak1 = smelt_bench::roofline::fma_gflops(kernel, 1, 0.001, 300);
     let peakt = smelt_bench::roofline::fma_gflops(kernel, threads, 0.002, 150);
@@ -599,7 +616,13 @@ fn gemm_bench(a: &Args, spec: &str, threads: usize) -> Result<ExitCode> {
         Some(e) => format!(", fused bias+{e}"),
         None => String::new(),
     };
-    outln!("cpu {} ({}; {} cores; {})", env.cpu, env.cpu_id, env.cores, env.simd.join(" "));
+    outln!(
+        "cpu {} ({}; {} cores; {})",
+        env.cpu,
+        env.cpu_id,
+        env.cores,
+        env.simd.join(" ")
+    );
     let mut rows = Vec::new();
     for (t, peak) in [(1, peak1), (threads, peakt)] {
         if t == 1 && threads == 1 && !rows.is_empty() {
@@ -617,7 +640,11 @@ fn gemm_bench(a: &Args, spec: &str, threads: usize) -> Result<ExitCode> {
         rows.push((r, peak));
     }
     if let [(one, _), (many, _)] = rows.as_slice() {
-        outln!("{} threads / 1 thread: {:.2}x", many.threads, many.gflops / one.gflops);
+        outln!(
+            "{} threads / 1 thread: {:.2}x",
+            many.threads,
+            many.gflops / one.gflops
+        );
     }
     if let Some(p) = &a.json {
         let j: Vec<serde_json::Value> = rows

@@ -4,7 +4,7 @@
 //! epilogue applied to each block as it is produced.
 
 use super::epilogue::{Epilogue, EpilogueSink, Layout};
-use super::fast_epilogue::{BiasSrc, FastEpilogue};
+use super::fast_epilogue::{BiasSrc, FastEpilogue, Narrowed};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
@@ -391,38 +391,10 @@ impl ConvPlan {
     ) {
         let groups = self.groups;
         let images = self.images;
-        // Epilogue batch of the product's batch (image) i.
-        let narrow = |t: &[isize]| -> Vec<isize> {
-            if t.len() == 1 {
-                t.to_vec()
-            } else {
-                (0..images).map(|i| t[i * groups + gi]).collect()
-            }
-        };
         if let Some(f) = &self.fast {
             let mut epi = f.bind(mem);
-            let out = narrow(epi.out.batch);
-            let res = epi.residual.map(|r| narrow(r.batch));
-            let rb = epi.row_bias.map(|v| narrow(v.batch));
-            let cb = epi.col_bias.map(|v| narrow(v.batch));
-            let sc = epi.scale.map(|(v, _)| narrow(v.batch));
-            let sh = epi.shift.map(|(v, _)| narrow(v.batch));
-            epi.out.batch = &out;
-            if let (Some(r), Some(t)) = (epi.residual.as_mut(), res.as_ref()) {
-                r.batch = t;
-            }
-            if let (Some(v), Some(t)) = (epi.row_bias.as_mut(), rb.as_ref()) {
-                v.batch = t;
-            }
-            if let (Some(v), Some(t)) = (epi.col_bias.as_mut(), cb.as_ref()) {
-                v.batch = t;
-            }
-            if let (Some((v, _)), Some(t)) = (epi.scale.as_mut(), sc.as_ref()) {
-                v.batch = t;
-            }
-            if let (Some((v, _)), Some(t)) = (epi.shift.as_mut(), sh.as_ref()) {
-                v.batch = t;
-            }
+            let tables = Narrowed::new(&epi, images, |i| i * groups + gi);
+            tables.apply(&mut epi);
             compute(&FusedSink {
                 epi,
                 finish: ex.kern.finish,

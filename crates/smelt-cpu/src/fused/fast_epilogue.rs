@@ -310,3 +310,55 @@ impl FastEpilogue {
 fn layout_cols(l: &Layout) -> usize {
     l.col.iter().map(|&(_, n)| n).product()
 }
+
+/// A bound epilogue's per-batch tables re-indexed for a product over a subset of the
+/// epilogue's batches: product batch `b` is epilogue batch `pick(b)`.
+pub(crate) struct Narrowed {
+    out: Vec<isize>,
+    res: Option<Vec<isize>>,
+    rb: Option<Vec<isize>>,
+    cb: Option<Vec<isize>>,
+    sc: Option<Vec<isize>>,
+    sh: Option<Vec<isize>>,
+}
+
+impl Narrowed {
+    /// The tables of `e` for `n` product batches.
+    pub(crate) fn new(e: &Fused, n: usize, pick: impl Fn(usize) -> usize) -> Narrowed {
+        let narrow = |t: &[isize]| -> Vec<isize> {
+            if t.len() == 1 {
+                t.to_vec()
+            } else {
+                (0..n).map(|b| t[pick(b)]).collect()
+            }
+        };
+        Narrowed {
+            out: narrow(e.out.batch),
+            res: e.residual.map(|r| narrow(r.batch)),
+            rb: e.row_bias.map(|v| narrow(v.batch)),
+            cb: e.col_bias.map(|v| narrow(v.batch)),
+            sc: e.scale.map(|(v, _)| narrow(v.batch)),
+            sh: e.shift.map(|(v, _)| narrow(v.batch)),
+        }
+    }
+
+    /// Points `e`'s tables at these.
+    pub(crate) fn apply<'a>(&'a self, e: &mut Fused<'a>) {
+        e.out.batch = &self.out;
+        if let (Some(r), Some(t)) = (e.residual.as_mut(), self.res.as_ref()) {
+            r.batch = t;
+        }
+        if let (Some(v), Some(t)) = (e.row_bias.as_mut(), self.rb.as_ref()) {
+            v.batch = t;
+        }
+        if let (Some(v), Some(t)) = (e.col_bias.as_mut(), self.cb.as_ref()) {
+            v.batch = t;
+        }
+        if let (Some((v, _)), Some(t)) = (e.scale.as_mut(), self.sc.as_ref()) {
+            v.batch = t;
+        }
+        if let (Some((v, _)), Some(t)) = (e.shift.as_mut(), self.sh.as_ref()) {
+            v.batch = t;
+        }
+    }
+}

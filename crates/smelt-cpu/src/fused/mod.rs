@@ -17,6 +17,7 @@ mod conv_transpose;
 mod elementwise;
 mod epilogue;
 mod fast_epilogue;
+mod gather;
 mod interp;
 mod matmul;
 mod nest;
@@ -41,6 +42,7 @@ pub use profile::{total_by_group, KernelTiming};
 use access::Elem;
 use anchor::AnchorPlan;
 use elementwise::LoopPlan;
+use gather::GatherPlan;
 use reduction::ReductionPlan;
 use smelt_ir::kernel::check::{Checker, Use};
 use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
@@ -101,6 +103,7 @@ enum Prepared {
     Anchor(Box<AnchorPlan>),
     Copy,
     Single,
+    Gather(Box<GatherPlan>),
 }
 
 /// Every buffer's storage during one run (plus one slot for an anchor's result).
@@ -308,6 +311,8 @@ impl CpuPlan {
             },
             (GroupBody::Anchor(a), Prepared::Anchor(ap)) => ap.run(cx, a)?,
             (GroupBody::Single(s), Prepared::Single) => single::run(cx, s)?,
+            // SAFETY: validated by CpuPlan::new against these buffers.
+            (GroupBody::Single(_), Prepared::Gather(g)) => unsafe { g.run(&cx.mem)? },
             _ => smelt_ir::bail!(Internal, "group and its prepared form disagree"),
         }
         Ok(())
@@ -356,6 +361,7 @@ fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
         Prepared::Reduction(r) => r.kernel_name(kern),
         Prepared::Anchor(a) => a.kernel_name(),
         Prepared::Copy => "copy".into(),
+        Prepared::Gather(_) => "gather.rows".into(),
         Prepared::Single => match body {
             GroupBody::Single(s) => format!("reference ({}: runs whole)", s.op.name()),
             _ => "reference".into(),
@@ -396,7 +402,10 @@ fn prepare(
         }
         GroupBody::Single(s) => {
             single::check(c, s)?;
-            Prepared::Single
+            match GatherPlan::new(c, s) {
+                Some(g) => Prepared::Gather(Box::new(g)),
+                None => Prepared::Single,
+            }
         }
     })
 }

@@ -5,12 +5,14 @@
 //! to O's tiles.
 
 use super::epilogue::{Epilogue, EpilogueSink, Layout};
+use super::fast_epilogue::{FastEpilogue, Narrowed};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, TensorRef};
 use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op};
 use smelt_kernels::attention::{attention, Head};
+use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::MatRef;
 use smelt_kernels::Kernels;
 
@@ -48,6 +50,8 @@ pub(crate) struct SdpaPlan {
     mask: Option<View>,
     scale: f32,
     epi: Epilogue,
+    /// The epilogue in the form the kernel table finishes in registers, if it has it.
+    fast: Option<FastEpilogue>,
     /// The kernel's name, for `explain`.
     pub name: String,
 }
@@ -126,6 +130,15 @@ impl SdpaPlan {
             col: vec![(3, dv)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let fast = FastEpilogue::recognize(c, &a.epilogue, &layout);
+        let name = format!(
+            "{}, epilogue {}",
+            kern.name("attention"),
+            fast.as_ref().map_or("interpreted".to_string(), |f| format!(
+                "fused {}",
+                f.describe()
+            ))
+        );
         Some(SdpaPlan {
             dims: [b, h, sq, d, hk, sk, dv],
             q: View::of(q)?,
@@ -134,7 +147,8 @@ impl SdpaPlan {
             mask,
             scale: scale.unwrap_or(1.0 / (d as f32).sqrt()),
             epi,
-            name: kern.name("attention"),
+            fast,
+            name,
         })
     }
 
@@ -184,6 +198,18 @@ impl SdpaPlan {
                 scale: self.scale,
                 mask,
             };
+            // The fused epilogue addresses batches by (batch, head): narrow it to this one.
+            if let Some(f) = &self.fast {
+                let mut epi = f.bind(mem);
+                let tables = Narrowed::new(&epi, 1, |_| bh);
+                tables.apply(&mut epi);
+                let sink = FusedSink {
+                    epi,
+                    finish: ex.kern.finish,
+                };
+                attention(ex.kern, &head, i0..i1, 0, &sink);
+                return;
+            }
             let map = |_: usize| (bh, 0);
             let sink = EpilogueSink {
                 epi: &self.epi,
