@@ -110,6 +110,10 @@ pub unsafe fn attention(
                 let row = &mut s[rr * skpad..rr * skpad + sk];
                 let mask: &[f32] = match h.mask {
                     None => &[],
+                    Some(m) if m.cs == 1 => {
+                        // A contiguous mask row is read in place.
+                        std::slice::from_raw_parts(m.ptr.offset((i0 + rr) as isize * m.rs), sk)
+                    }
                     Some(m) => {
                         let base = m.ptr.offset((i0 + rr) as isize * m.rs);
                         for (j, x) in mrow[..sk].iter_mut().enumerate() {
@@ -147,17 +151,20 @@ mod tests {
     use crate::testing::rand_vec;
 
     fn check(kern: &Kernels) {
-        for &(sq, sk, d, dv) in &[
-            (1, 1, 1, 1),
-            (3, 17, 5, 7),
-            (17, 63, 32, 33),
-            (40, 100, 16, 64),
+        // Mask steps 1 (read in place) and 2 (gathered).
+        for &(sq, sk, d, dv, mstep) in &[
+            (1, 1, 1, 1, 1),
+            (3, 17, 5, 7, 2),
+            (17, 63, 32, 33, 1),
+            (17, 63, 32, 33, 2),
+            (40, 100, 16, 64, 1),
         ] {
             let q = rand_vec(sq * d, 1);
             let k = rand_vec(sk * d, 2);
             let v = rand_vec(sk * dv, 3);
-            let mut mask = rand_vec(sk, 4);
-            mask[0] = f32::NEG_INFINITY;
+            let mut mask_buf = rand_vec(sk * mstep, 4);
+            mask_buf[0] = f32::NEG_INFINITY;
+            let mask: Vec<f32> = (0..sk).map(|j| mask_buf[j * mstep]).collect();
             let mut out = vec![f32::NAN; sq * dv];
             let h = Head {
                 q: MatRef::rows(q.as_ptr(), d),
@@ -169,9 +176,9 @@ mod tests {
                 dv,
                 scale: 0.3,
                 mask: Some(MatRef {
-                    ptr: mask.as_ptr(),
+                    ptr: mask_buf.as_ptr(),
                     rs: 0,
-                    cs: 1,
+                    cs: mstep as isize,
                 }),
             };
             let sink = StoreC {

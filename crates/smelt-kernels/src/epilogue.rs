@@ -249,6 +249,7 @@ unsafe fn finish_body<V: Vf>(
 ) {
     let a1 = code(e.act1);
     let a2 = code(e.act2);
+    prefetch_next_tile(e, b, i0 + rows, j0, rows, cols);
     for r in 0..rows {
         let i = i0 + r;
         let src = t[r * ld..r * ld + cols].as_ptr();
@@ -284,6 +285,36 @@ unsafe fn finish_body<V: Vf>(
             (8, 1) => row::<V, 8, 1>(e, src, cols, dst, rb, cb, &post, res),
             _ => row::<V, 255, 255>(e, src, cols, dst, rb, cb, &post, res),
         }
+    }
+}
+
+/// Prefetches the residual and destination lines of the tile below this one (rows
+/// `i0 .. i0 + rows`), the tile the GEMM finishes next: both are usually far from the
+/// core (written by earlier kernels, or never read), and the tile's compute hides the wait.
+/// Addresses past the product's end are only hints, never touched.
+#[inline(always)]
+fn prefetch_next_tile(e: &Fused, b: usize, i0: usize, j0: usize, rows: usize, cols: usize) {
+    const LINE: usize = 16;
+    let at = |m: &RowMajor, r: usize, j: usize| {
+        let off = m.batch[if m.batch.len() == 1 { 0 } else { b }];
+        m.ptr
+            .wrapping_offset(off + (i0 + r) as isize * m.rs)
+            .wrapping_add(j0 + j) as *const f32
+    };
+    for r in 0..rows {
+        let mut j = 0;
+        while j < cols {
+            if let Some(m) = &e.residual {
+                crate::simd::prefetch_read(at(m, r, j));
+            }
+            crate::simd::prefetch_write(at(&e.out, r, j));
+            j += LINE;
+        }
+        // The last element's line, when the row is not line-aligned.
+        if let Some(m) = &e.residual {
+            crate::simd::prefetch_read(at(m, r, cols - 1));
+        }
+        crate::simd::prefetch_write(at(&e.out, r, cols - 1));
     }
 }
 

@@ -204,6 +204,33 @@ impl Vf for f32 {
 #[cfg(target_arch = "x86_64")]
 pub use x86::{Y8, Z16};
 
+/// Asks for the cache line holding `p` to be loaded for reading (a hint: any address,
+/// even one outside every allocation, is allowed; a no-op off x86-64).
+#[inline(always)]
+pub fn prefetch_read(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks for the cache line holding `p` to be loaded for writing (see [`prefetch_read`]).
+#[inline(always)]
+pub fn prefetch_write(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        _mm_prefetch::<_MM_HINT_ET0>(p as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Vf;

@@ -1,6 +1,7 @@
 //! Reductions: per row, each stage combines its value over the reduced dims (later stages
 //! may read earlier results), then per-element and per-row stores are written.
 
+use super::access::Elem;
 use super::interp::{eval, store, with_values, Windows};
 use super::nest::{for_parts, walk_chunks, walk_points, Nest, PARALLEL_MIN};
 use super::row_kernel::RowKernel;
@@ -48,8 +49,13 @@ pub(crate) struct ReductionPlan {
     elem_stores: Vec<(usize, usize)>,
     elem_order: Vec<usize>,
     elem_uniform: Vec<usize>,
-    /// A whole-row kernel for the body, with the evaluation order of its inputs.
-    row_kernel: Option<(RowKernel, Vec<usize>)>,
+    /// A whole-row kernel for the body, with the evaluation order of its inputs and the
+    /// inputs (as [`RowKernel::inputs`] lists them).
+    row_kernel: Option<(RowKernel, Vec<usize>, Vec<usize>)>,
+    /// With a row kernel: each kernel input's load window and the store's window, when
+    /// they are all plain loads and one store stepping by one element along a one-dim row,
+    /// so the kernel reads and writes memory in place (when every buffer is f32).
+    direct: Option<(Vec<usize>, usize)>,
     row_stores: Vec<(usize, usize)>,
     row_order: Vec<usize>,
     parallel: bool,
@@ -166,10 +172,26 @@ impl ReductionPlan {
             .then(|| super::row_kernel::recognize(r, row_len))
             .flatten()
             .map(|k| {
-                let order = validate::deps(&l.ops, &k.inputs());
-                (k, order)
+                let ins = k.inputs();
+                let order = validate::deps(&l.ops, &ins);
+                (k, order, ins)
             });
+        let direct = row_kernel.as_ref().and_then(|(_, _, rk_ins)| {
+            let [(_, st)] = elem_stores.as_slice() else {
+                return None;
+            };
+            let unit = |w: usize| row_nest.shape.len() == 1 && row_nest.strides[w][0] == 1;
+            let ins: Option<Vec<usize>> = rk_ins
+                .iter()
+                .map(|&i| match l.ops[i] {
+                    ScalarOp::Load(j) if unit(j) => Some(j),
+                    _ => None,
+                })
+                .collect();
+            ins.filter(|_| unit(*st)).map(|ins| (ins, *st))
+        });
         Ok(ReductionPlan {
+            direct,
             row_kernel,
             bufs: windows.iter().map(|w| w.buffer.0 as usize).collect(),
             offsets: windows.iter().map(|w| w.offset as isize).collect(),
@@ -305,8 +327,8 @@ impl ReductionPlan {
     /// The kernel's name, for `explain`.
     pub(crate) fn kernel_name(&self, kern: &Kernels) -> String {
         match &self.row_kernel {
-            Some((RowKernel::LayerNorm { .. }, _)) => kern.name("layer-norm"),
-            Some((RowKernel::Softmax { .. }, _)) => kern.name("softmax"),
+            Some((RowKernel::LayerNorm { .. }, ..)) => kern.name("layer-norm"),
+            Some((RowKernel::Softmax { .. }, ..)) => kern.name("softmax"),
             None => kern.name("reduction"),
         }
     }
@@ -320,17 +342,22 @@ impl ReductionPlan {
         &self,
         kern: &Kernels,
         mem: &Mem,
-        rk: &(RowKernel, Vec<usize>),
+        rk: &(RowKernel, Vec<usize>, Vec<usize>),
         roffs: &[isize],
         v: &mut super::interp::Values,
     ) {
         let n = self.row.len();
         let n_row = self.row_inner.len();
+        if let Some((ins, st)) = &self.direct {
+            if self.row_in_place(kern, mem, &rk.0, ins, *st, roffs) {
+                return;
+            }
+        }
         with_scratch(4 * n, |buf| {
             let (xr, rest) = buf.split_at_mut(n);
             let (gr, rest) = rest.split_at_mut(n);
             let (br, out) = rest.split_at_mut(n);
-            let (kernel, order) = rk;
+            let (kernel, order, ins) = rk;
             let mut pos = 0;
             walk_chunks(
                 &self.row.shape,
@@ -344,8 +371,7 @@ impl ReductionPlan {
                         inner: &self.row_inner,
                     };
                     eval(kern, &self.ops, order, mem, &w, len, v, &[]);
-                    let ins = kernel.inputs();
-                    for (dst, &op) in [&mut *xr, &mut *gr, &mut *br].into_iter().zip(&ins) {
+                    for (dst, &op) in [&mut *xr, &mut *gr, &mut *br].into_iter().zip(ins) {
                         dst[pos..pos + len].copy_from_slice(v.get(op, len));
                     }
                     pos += len;
@@ -385,6 +411,49 @@ impl ReductionPlan {
                 },
             );
         });
+    }
+
+    /// One row through its row kernel straight from and to memory, when every window is
+    /// f32 and the output's buffer is none of the inputs' (else false, nothing done).
+    ///
+    /// # Safety
+    /// As for [`ReductionPlan::run`]; `roffs` are the row's window offsets.
+    unsafe fn row_in_place(
+        &self,
+        kern: &Kernels,
+        mem: &Mem,
+        rk: &RowKernel,
+        ins: &[usize],
+        st: usize,
+        roffs: &[isize],
+    ) -> bool {
+        let n = self.row.len();
+        let f32_buf = |w: usize| mem.elems[self.bufs[w]] == Elem::F32;
+        let out_buf = self.bufs[st];
+        if !f32_buf(st) || ins.iter().any(|&j| !f32_buf(j) || self.bufs[j] == out_buf) {
+            return false;
+        }
+        // SAFETY: the validated windows hold `n` f32 elements at unit step from each
+        // row's offset; the output's buffer differs from every input's.
+        let row = |w: usize| unsafe {
+            std::slice::from_raw_parts((mem.ptrs[self.bufs[w]] as *const f32).offset(roffs[w]), n)
+        };
+        let out =
+            std::slice::from_raw_parts_mut((mem.ptrs[out_buf] as *mut f32).offset(roffs[st]), n);
+        match rk {
+            RowKernel::LayerNorm { g, b, eps, .. } => {
+                let gr = g.map(|_| row(ins[1])).unwrap_or(&[]);
+                let br = b
+                    .map(|_| row(ins[if g.is_some() { 2 } else { 1 }]))
+                    .unwrap_or(&[]);
+                (kern.layer_norm)(row(ins[0]), gr, br, *eps, out);
+            }
+            RowKernel::Softmax { .. } => {
+                out.copy_from_slice(row(ins[0]));
+                (kern.softmax)(out, 1.0, &[]);
+            }
+        }
+        true
     }
 
     /// Evaluates the row-constant ops `ops` once (at the row's first element) and spreads

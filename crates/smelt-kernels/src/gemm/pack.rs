@@ -78,6 +78,14 @@ pub unsafe fn pack_a_panel(
         }
         return;
     }
+    if a.rs == 1 {
+        // Column-major A: each k step's rows are contiguous.
+        for (p, dst) in out.chunks_exact_mut(mr).enumerate() {
+            let src = a.ptr.offset(i0 as isize + p as isize * a.cs);
+            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), rows);
+        }
+        return;
+    }
     for r in 0..rows {
         let row = a.ptr.offset((i0 + r) as isize * a.rs);
         if a.cs == 1 {
@@ -117,11 +125,77 @@ pub unsafe fn pack_b_panel(
         if cols < nr {
             out.fill(0.0);
         }
-        for j in 0..cols {
+        let mut j_done = 0;
+        if b.rs == 1 {
+            // Column-major B (a transposed operand, e.g. attention's keys): 4 x 4 blocks
+            // transposed in registers, the rest below.
+            j_done = transpose_4x4_blocks(b, j0, cols, k, nr, out);
+        }
+        for j in j_done..cols {
             let col = b.ptr.offset((j0 + j) as isize * b.cs);
             for p in 0..k {
                 *out.get_unchecked_mut(p * nr + j) = *col.offset(p as isize * b.rs);
             }
+        }
+    }
+}
+
+/// Packs `out[p * nr + j] = b[p, j0 + j]` for column-major `b` (`rs == 1`) by 4 x 4 blocks:
+/// every row `p < k - k % 4` of the first `cols - cols % 4` columns, plus those columns'
+/// last rows one by one. Returns the columns done.
+///
+/// # Safety
+/// As for [`pack_b_panel`].
+unsafe fn transpose_4x4_blocks(
+    b: MatRef,
+    j0: usize,
+    cols: usize,
+    k: usize,
+    nr: usize,
+    out: &mut [f32],
+) -> usize {
+    let jn = cols - cols % 4;
+    let kn = k - k % 4;
+    let col = |j: usize| b.ptr.offset((j0 + j) as isize * b.cs);
+    let dst = out.as_mut_ptr();
+    for j in (0..jn).step_by(4) {
+        let c = [col(j), col(j + 1), col(j + 2), col(j + 3)];
+        for p in (0..kn).step_by(4) {
+            transpose_4x4(c, p, dst.add(p * nr + j), nr);
+        }
+        for p in kn..k {
+            for (jj, cp) in c.iter().enumerate() {
+                *dst.add(p * nr + j + jj) = *cp.add(p);
+            }
+        }
+    }
+    jn
+}
+
+/// `dst[q * ld + jj] = c[jj][p + q]` for `q, jj < 4`.
+#[inline(always)]
+unsafe fn transpose_4x4(c: [*const f32; 4], p: usize, dst: *mut f32, ld: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SSE is part of x86-64's baseline.
+        let r0 = _mm_loadu_ps(c[0].add(p));
+        let r1 = _mm_loadu_ps(c[1].add(p));
+        let r2 = _mm_loadu_ps(c[2].add(p));
+        let r3 = _mm_loadu_ps(c[3].add(p));
+        let t0 = _mm_unpacklo_ps(r0, r1);
+        let t1 = _mm_unpacklo_ps(r2, r3);
+        let t2 = _mm_unpackhi_ps(r0, r1);
+        let t3 = _mm_unpackhi_ps(r2, r3);
+        _mm_storeu_ps(dst, _mm_movelh_ps(t0, t1));
+        _mm_storeu_ps(dst.add(ld), _mm_movehl_ps(t1, t0));
+        _mm_storeu_ps(dst.add(2 * ld), _mm_movelh_ps(t2, t3));
+        _mm_storeu_ps(dst.add(3 * ld), _mm_movehl_ps(t3, t2));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for q in 0..4 {
+        for jj in 0..4 {
+            *dst.add(q * ld + jj) = *c[jj].add(p + q);
         }
     }
 }
@@ -149,5 +223,54 @@ mod tests {
         let mut out = [9.0f32; 6];
         unsafe { pack_b_panel(MatRef::rows(a.as_ptr(), 2), 0, 2, 3, 2, &mut out) };
         assert_eq!(out, a);
+    }
+
+    #[test]
+    fn transposed_operands_pack_like_the_element_rule() {
+        // Odd sizes around the 4 x 4 blocks, column-major and row-major, for A and B.
+        for (rows, cols) in [(1, 1), (3, 5), (4, 4), (7, 9), (17, 13)] {
+            let data: Vec<f32> = (0..rows * cols).map(|v| v as f32 + 0.5).collect();
+            for (rs, cs) in [(1, rows), (cols, 1)] {
+                let m = MatRef {
+                    ptr: data.as_ptr(),
+                    rs: rs as isize,
+                    cs: cs as isize,
+                };
+                // As B: k = rows, columns j0 = 1.. in a panel of 8.
+                if cols > 1 {
+                    let (nr, n) = (8, (cols - 1).min(8));
+                    let mut out = vec![9.0f32; rows * nr];
+                    unsafe { pack_b_panel(m, 1, n, rows, nr, &mut out) };
+                    for p in 0..rows {
+                        for j in 0..nr {
+                            let want = if j < n {
+                                unsafe { m.at(p, 1 + j) }
+                            } else {
+                                0.0
+                            };
+                            assert_eq!(
+                                out[p * nr + j],
+                                want,
+                                "B {rows}x{cols} ({rs},{cs}) p{p} j{j}"
+                            );
+                        }
+                    }
+                }
+                // As A: k = cols, rows 0.. in a panel of 6.
+                let (mr, r) = (6, rows.min(6));
+                let mut out = vec![9.0f32; cols * mr];
+                unsafe { pack_a_panel(m, 0, r, cols, mr, &mut out) };
+                for p in 0..cols {
+                    for i in 0..mr {
+                        let want = if i < r { unsafe { m.at(i, p) } } else { 0.0 };
+                        assert_eq!(
+                            out[p * mr + i],
+                            want,
+                            "A {rows}x{cols} ({rs},{cs}) p{p} i{i}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
