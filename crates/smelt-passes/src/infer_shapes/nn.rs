@@ -379,8 +379,12 @@ fn attention(x: &In, q_heads: Option<i64>, kv_heads: Option<i64>) -> Outs {
         }
         (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
             let hidden = match (q_heads, kv_heads, &v[2]) {
-                (Some(qh), Some(kh), Dim::Known(vh)) if kh > 0 && *vh % kh as u64 == 0 => {
-                    Dim::Known(vh / kh as u64 * qh as u64)
+                (Some(qh), Some(kh), Dim::Known(vh))
+                    if kh > 0 && qh > 0 && *vh % kh as u64 == 0 =>
+                {
+                    (vh / kh as u64)
+                        .checked_mul(qh as u64)
+                        .map_or(Dim::Unknown, Dim::Known)
                 }
                 (Some(qh), Some(kh), vh) if qh == kh => vh.clone(),
                 _ => Dim::Unknown,
