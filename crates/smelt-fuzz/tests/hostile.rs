@@ -398,3 +398,26 @@ fn an_image_declaring_more_pixels_than_the_limits_is_refused() {
     assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{e}");
     assert!(e.to_string().contains("32x2097152"), "{e}");
 }
+
+/// The fuzzers' ONNX findings (fuzz/regressions/onnx), each with its kind: before their
+/// fixes they panicked on an overflow (Attention's head count in shape inference, a
+/// 2^63-element dim reaching the lowering's strides).
+#[test]
+fn fuzz_regressions_are_errors() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/regressions/onnx");
+    for (file, want) in [
+        ("attention-head-overflow.onnx", ErrorKind::InvalidModel),
+        (
+            "lowering-stride-overflow.onnx",
+            ErrorKind::ResourceExhausted,
+        ),
+    ] {
+        let p = Path::new(dir).join(file);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(1))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), 1)?)
+        }))
+        .unwrap_or_else(|_| panic!("{file} panicked"));
+        assert_eq!(r.err().map(|e| e.kind()), Some(want), "{file}");
+    }
+}

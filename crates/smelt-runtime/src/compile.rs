@@ -50,6 +50,7 @@ pub fn compile(graph: &Graph, shapes: &InputShapes, options: &SessionOptions) ->
         },
         (None, Some(reason)) => Execution::Reference { reason },
         (None, None) => {
+            check_value_sizes(&g, &options.limits)?;
             let kp = smelt_passes::lower::lower(&mut g)?;
             check_plan_memory(&kp, &options.limits)?;
             let cpu = smelt_cpu::fused::CpuOptions {
@@ -104,5 +105,47 @@ fn check_plan_memory(kp: &smelt_ir::kernel::KernelPlan, limits: &smelt_ir::Limit
         kp.memory.arena_bytes,
         limits.max_run_bytes
     );
+    Ok(())
+}
+
+/// Every value whose shape inference made concrete must fit the tensor limit before the
+/// graph is lowered (lowering computes strides and offsets from those shapes).
+fn check_value_sizes(g: &Graph, limits: &smelt_ir::Limits) -> Result<()> {
+    for v in &g.values {
+        let Some(smelt_ir::ValueType::Tensor {
+            dtype,
+            shape: Some(s),
+        }) = &v.ty
+        else {
+            continue;
+        };
+        let dims: Option<Vec<u64>> = s
+            .iter()
+            .map(|d| match d {
+                smelt_ir::Dim::Known(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let Some(dims) = dims else { continue };
+        let bytes = dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| smelt_ir::limits::storage_bytes(*dtype, n));
+        match bytes {
+            Some(b) if b <= limits.max_tensor_bytes => {}
+            Some(b) => smelt_ir::bail!(
+                ResourceExhausted,
+                "value '{}' ({dtype} {dims:?}) needs {b} bytes, over the tensor limit of {}",
+                v.name,
+                limits.max_tensor_bytes
+            ),
+            None => smelt_ir::bail!(
+                ResourceExhausted,
+                "value '{}' ({dtype} {dims:?}) has too many elements to address",
+                v.name
+            ),
+        }
+    }
     Ok(())
 }
