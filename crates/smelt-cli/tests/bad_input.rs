@@ -295,7 +295,12 @@ fn random_inputs_obey_the_limits() {
     assert_one_line_error(code, &err, "resource_exhausted", "random f32 input");
     // Compiled for that shape, the plan's output is refused before anything runs.
     let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
-    assert_one_line_error(code, &err, "resource_exhausted", "too many elements to address");
+    assert_one_line_error(
+        code,
+        &err,
+        "resource_exhausted",
+        "too many elements to address",
+    );
     // A small limit holds too, and names the input.
     let p = write_model(&d, &relu_model("x"));
     let limit = ["--max-tensor-bytes", "16", "--opt-level", "0"];
