@@ -51,6 +51,26 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
                 }
                 _ => None,
             };
+            // C must broadcast to [M, N] one way (the fused epilogue reads it as such).
+            if let (Some(out), Some(c)) = (&s, x.shape(2)) {
+                ensure!(
+                    c.len() <= 2,
+                    InvalidModel,
+                    "C has rank {}; it must broadcast to [M, N]",
+                    c.len()
+                );
+                for (cd, od) in c.iter().rev().zip(out.iter().rev()) {
+                    if let (Dim::Known(cv), Dim::Known(ov)) = (cd, od) {
+                        ensure!(
+                            *cv == 1 || cv == ov,
+                            InvalidModel,
+                            "C of shape {} does not broadcast to the output {}",
+                            smelt_ir::dim::format_shape(&c),
+                            smelt_ir::dim::format_shape(out)
+                        );
+                    }
+                }
+            }
             Some(vec![typed(dt, s)])
         }
         Conv {
