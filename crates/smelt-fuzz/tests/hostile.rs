@@ -401,7 +401,7 @@ fn an_image_declaring_more_pixels_than_the_limits_is_refused() {
 
 /// The fuzzers' ONNX findings (fuzz/regressions/onnx), each with its kind: before their
 /// fixes they panicked on an overflow (Attention's head count in shape inference, a
-/// 2^63-element dim reaching the lowering's strides).
+/// 2^63-element dim reaching the lowering's strides) or crashed.
 #[test]
 fn fuzz_regressions_are_errors() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/regressions/onnx");
@@ -411,6 +411,9 @@ fn fuzz_regressions_are_errors() {
             "lowering-stride-overflow.onnx",
             ErrorKind::ResourceExhausted,
         ),
+        // Gemm's C of [0, 4] for a [3, 4] output: the fused epilogue read past C (a
+        // segfault on one thread, garbage on two).
+        ("gemm-c-not-broadcast.onnx", ErrorKind::InvalidModel),
     ] {
         let p = Path::new(dir).join(file);
         let r = catch_unwind(AssertUnwindSafe(|| {
