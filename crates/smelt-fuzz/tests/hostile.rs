@@ -424,3 +424,30 @@ fn fuzz_regressions_are_errors() {
         assert_eq!(r.err().map(|e| e.kind()), Some(want), "{file}");
     }
 }
+
+/// A campaign finding: a Reshape whose shape input declares 2^40 elements made shape
+/// inference allocate a rank-2^40 shape ("capacity overflow", or an abort under ulimit).
+#[test]
+fn a_shape_operand_declaring_a_huge_rank_is_no_allocation() {
+    let mut m = hostile::shape_bomb("Reshape", &[2, 3]);
+    if let Some(g) = m.graph.as_mut() {
+        g.initializer.clear();
+        g.input.push(hostile::vi(
+            "shape",
+            smelt_onnx::proto::tensor_proto::data_type::INT64,
+            Some(&[1 << 40]),
+        ));
+    }
+    let p = write("reshape-rank", &m.encode_to_vec());
+    for level in [0, 1] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(level))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), 1)?)
+        }))
+        .unwrap_or_else(|_| panic!("level {level} panicked"));
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::ResourceExhausted)
+        );
+    }
+}
