@@ -55,4 +55,18 @@ conf sklearn "$DATA/sklearn" --rtol 1e-5 --atol 1e-6
 if [[ $status -ne 0 ]]; then
   echo "conformance: some suite did not match its expected-failures list" >&2
 fi
+
+# Hostile inputs: structure-aware mutants of the node test models, each run by the smelt
+# binary under a 4 GB address-space limit and a 20 s limit; a panic, abort, internal error
+# or hang fails (docs/fuzzing.md has the 20,000-mutant campaign).
+step "mutant campaign"
+target/release/smelt-mutants --smelt "$SMELT" --models "$DATA/node" --count 2000 --seed 1 \
+  --vmem-kb 4000000 --timeout 20 --keep target/mutants || status=1
+
+# A bounded, seeded libFuzzer run of each fuzz target (about 4 minutes with the build;
+# SMELT_SKIP_FUZZ=1 skips it).
+if [[ -z "${SMELT_SKIP_FUZZ:-}" ]]; then
+  step "fuzz smoke"
+  scripts/fuzz.sh smoke || status=1
+fi
 exit $status

@@ -1,7 +1,7 @@
 //! Building model inputs from the command line: `.npy` files, `--shape`, random values.
 
-use crate::npy;
 use smelt_ir::{bail, err, DType, Data, Dim, Result, Tensor, Value, ValueType};
+use smelt_runtime::npy;
 use smelt_runtime::{InputShapes, IoInfo};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -130,28 +130,30 @@ fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Re
 /// The seeded generator random inputs are drawn from (the bench crate's splitmix64).
 pub use smelt_bench::rng::Rng as SplitMix;
 
-/// A random tensor: floats uniform in [0, 1), integers in [0, 10), random booleans.
+/// A random tensor: floats uniform in [0, 1), integers in [0, 10), random booleans. Its
+/// size is checked against the running thread's limits before anything is allocated.
 pub fn random_tensor(dtype: DType, shape: Vec<usize>, rng: &mut SplitMix) -> Result<Tensor> {
-    let n = smelt_ir::numel(&shape)?;
+    use smelt_ir::limits::{check_shape, try_vec};
+    let what = || format!("a random {dtype} input {shape:?}");
+    let n = check_shape(dtype, &shape, &what)?;
     if dtype == DType::Bool {
-        return Tensor::new(
-            dtype,
-            shape,
-            Data::Bool((0..n).map(|_| rng.next_u64() & 1 == 1).collect()),
-        );
+        let mut v = try_vec(n, false, &what)?;
+        v.iter_mut().for_each(|b| *b = rng.next_u64() & 1 == 1);
+        return Tensor::new(dtype, shape, Data::Bool(v));
     }
     if dtype == DType::Str {
-        return Tensor::new(
-            dtype,
-            shape,
-            Data::Str((0..n).map(|i| format!("s{i}")).collect()),
-        );
+        let mut v = try_vec(n, String::new(), &what)?;
+        v.iter_mut()
+            .enumerate()
+            .for_each(|(i, s)| *s = format!("s{i}"));
+        return Tensor::new(dtype, shape, Data::Str(v));
     }
-    let v: Vec<f64> = if dtype.is_int() {
-        (0..n).map(|_| (rng.next_u64() % 10) as f64).collect()
+    let mut v = try_vec(n, 0f64, &what)?;
+    if dtype.is_int() {
+        v.iter_mut().for_each(|x| *x = (rng.next_u64() % 10) as f64);
     } else {
-        (0..n).map(|_| rng.next_f64()).collect()
-    };
+        v.iter_mut().for_each(|x| *x = rng.next_f64());
+    }
     Tensor::from_f64(dtype, shape, &v)
 }
 
@@ -165,13 +167,14 @@ pub fn make_plausible(
     rng: &mut SplitMix,
 ) -> Result<String> {
     if smelt_bench::indices::is_mask(name) && t.dtype() != DType::Str {
-        *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &vec![1.0; t.len()])?;
+        let ones = smelt_ir::limits::try_vec(t.len(), 1.0, &|| format!("input '{name}'"))?;
+        *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &ones)?;
         return Ok("ones (mask)".to_string());
     }
     if let (true, Some(&limit)) = (t.dtype().is_int(), limits.get(name)) {
-        let v: Vec<f64> = (0..t.len())
-            .map(|_| (rng.next_u64() % limit.max(1) as u64) as f64)
-            .collect();
+        let mut v = smelt_ir::limits::try_vec(t.len(), 0.0, &|| format!("input '{name}'"))?;
+        v.iter_mut()
+            .for_each(|x| *x = (rng.next_u64() % limit.max(1) as u64) as f64);
         *t = Tensor::from_f64(t.dtype(), t.shape().to_vec(), &v)?;
         return Ok(format!(
             "random in [0, {limit}) (indexes a table of {limit})"

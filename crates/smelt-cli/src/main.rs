@@ -6,7 +6,6 @@ mod cmd;
 mod conformance;
 mod hint;
 mod inputs;
-mod npy;
 mod values;
 
 use clap::{Parser, Subcommand};

@@ -111,6 +111,8 @@ fn code_of(kind: &str) -> i32 {
         "invalid_model" => 3,
         "invalid_input" => 4,
         "unsupported" => 5,
+        "resource_exhausted" => 6,
+        "deadline_exceeded" => 7,
         "io" => 8,
         other => panic!("no code for {other} here"),
     }
@@ -277,6 +279,44 @@ fn external_data_leaving_the_model_folder() {
         let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
         assert_one_line_error(code, &err, "invalid_model", "leaves the model's folder");
     }
+}
+
+#[test]
+fn random_inputs_obey_the_limits() {
+    // A declared input of 2^40 x 2^40 floats aborted the process allocating it.
+    let d = tmpdir("huge-input");
+    let mut m = relu_model("x");
+    if let Some(g) = m.graph.as_mut() {
+        g.input = vec![vi("x", &[1 << 40, 1 << 40])];
+        g.output = vec![vi("y", &[1 << 40, 1 << 40])];
+    }
+    let p = write_model(&d, &m);
+    let (code, _, err) = smelt(&["run", &p, "--random-inputs", "--opt-level", "0"]);
+    assert_one_line_error(code, &err, "resource_exhausted", "random f32 input");
+    // Compiled for that shape, the plan's output is refused before anything runs.
+    let (code, _, err) = smelt(&["run", &p, "--random-inputs"]);
+    assert_one_line_error(
+        code,
+        &err,
+        "resource_exhausted",
+        "too many elements to address",
+    );
+    // A small limit holds too, and names the input.
+    let p = write_model(&d, &relu_model("x"));
+    let limit = ["--max-tensor-bytes", "16", "--opt-level", "0"];
+    let (code, _, err) = smelt(&[&["run", p.as_str(), "--random-inputs"][..], &limit].concat());
+    assert_one_line_error(code, &err, "resource_exhausted", "input [2, 3]");
+    let (code, _, err) = smelt(&["run", &p, "--random-inputs", "--max-tensor-bytes", "lots"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn an_endless_loop_stops_at_the_timeout() {
+    let d = tmpdir("endless");
+    let p = write_model(&d, &smelt_fuzz::hostile::endless_loop(i64::MAX));
+    let (code, _, err) = smelt(&["run", &p, "--random-inputs", "--timeout", "0.2"]);
+    let err: String = err.lines().filter(|l| !l.starts_with("input ")).collect();
+    assert_one_line_error(code, &err, "deadline_exceeded", "Loop iteration");
 }
 
 #[test]

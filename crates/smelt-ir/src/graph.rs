@@ -77,6 +77,21 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Nodes of the graph and of every subgraph inside it, and how deep subgraphs nest
+    /// (0 when there are none), as the model limits count them.
+    pub fn size_and_depth(&self) -> (usize, usize) {
+        let mut nodes = self.nodes.len();
+        let mut depth = 0;
+        for n in &self.nodes {
+            for sub in n.op.subgraphs() {
+                let (sn, sd) = sub.size_and_depth();
+                nodes = nodes.saturating_add(sn);
+                depth = depth.max(sd + 1);
+            }
+        }
+        (nodes, depth)
+    }
+
     /// Adds a value and returns its id.
     pub fn add_value(&mut self, name: impl Into<String>, ty: Option<ValueType>) -> ValueId {
         self.values.push(ValueInfo {

@@ -231,35 +231,63 @@ impl Data {
         self.len() == 0
     }
 
-    /// Zero-filled storage for a logical type.
-    pub fn zeros(dtype: DType, n: usize) -> Data {
+    /// Zero-filled storage for a logical type, allocated fallibly within the running
+    /// thread's limits (see [`crate::limits::check_alloc`]).
+    pub fn zeros(dtype: DType, n: usize) -> Result<Data> {
+        use crate::limits::try_vec;
+        use DType::*;
+        let what = || format!("{n} {dtype} elements");
+        Ok(match dtype {
+            F32 => Data::F32(try_vec(n, 0.0, &what)?),
+            F64 => Data::F64(try_vec(n, 0.0, &what)?),
+            F16 => Data::F16(try_vec(n, f16::ZERO, &what)?),
+            BF16 => Data::BF16(try_vec(n, bf16::ZERO, &what)?),
+            I8 | I4 | I2 => Data::I8(try_vec(n, 0, &what)?),
+            I16 => Data::I16(try_vec(n, 0, &what)?),
+            I32 => Data::I32(try_vec(n, 0, &what)?),
+            I64 => Data::I64(try_vec(n, 0, &what)?),
+            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => {
+                Data::U8(try_vec(n, 0, &what)?)
+            }
+            F8E8M0 => Data::U8(try_vec(n, 127, &what)?),
+            U16 => Data::U16(try_vec(n, 0, &what)?),
+            U32 => Data::U32(try_vec(n, 0, &what)?),
+            U64 => Data::U64(try_vec(n, 0, &what)?),
+            Bool => Data::Bool(try_vec(n, false, &what)?),
+            Str => Data::Str(try_vec(n, String::new(), &what)?),
+            C64 => Data::C64(try_vec(n, [0.0; 2], &what)?),
+            C128 => Data::C128(try_vec(n, [0.0; 2], &what)?),
+        })
+    }
+
+    /// Empty storage of the variant that holds `dtype`.
+    fn empty(dtype: DType) -> Data {
         use DType::*;
         match dtype {
-            F32 => Data::F32(vec![0.0; n]),
-            F64 => Data::F64(vec![0.0; n]),
-            F16 => Data::F16(vec![f16::ZERO; n]),
-            BF16 => Data::BF16(vec![bf16::ZERO; n]),
-            I8 | I4 | I2 => Data::I8(vec![0; n]),
-            I16 => Data::I16(vec![0; n]),
-            I32 => Data::I32(vec![0; n]),
-            I64 => Data::I64(vec![0; n]),
-            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => {
-                Data::U8(vec![0; n])
+            F32 => Data::F32(Vec::new()),
+            F64 => Data::F64(Vec::new()),
+            F16 => Data::F16(Vec::new()),
+            BF16 => Data::BF16(Vec::new()),
+            I8 | I4 | I2 => Data::I8(Vec::new()),
+            I16 => Data::I16(Vec::new()),
+            I32 => Data::I32(Vec::new()),
+            I64 => Data::I64(Vec::new()),
+            U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => {
+                Data::U8(Vec::new())
             }
-            F8E8M0 => Data::U8(vec![127; n]),
-            U16 => Data::U16(vec![0; n]),
-            U32 => Data::U32(vec![0; n]),
-            U64 => Data::U64(vec![0; n]),
-            Bool => Data::Bool(vec![false; n]),
-            Str => Data::Str(vec![String::new(); n]),
-            C64 => Data::C64(vec![[0.0; 2]; n]),
-            C128 => Data::C128(vec![[0.0; 2]; n]),
+            U16 => Data::U16(Vec::new()),
+            U32 => Data::U32(Vec::new()),
+            U64 => Data::U64(Vec::new()),
+            Bool => Data::Bool(Vec::new()),
+            Str => Data::Str(Vec::new()),
+            C64 => Data::C64(Vec::new()),
+            C128 => Data::C128(Vec::new()),
         }
     }
 
     /// True when this storage variant is the one used for `dtype`.
     pub fn holds(&self, dtype: DType) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(&Data::zeros(dtype, 0))
+        std::mem::discriminant(self) == std::mem::discriminant(&Data::empty(dtype))
     }
 
     /// Elements at the given flat indices, in that order (the basis of every data-movement op).
@@ -360,16 +388,19 @@ impl Tensor {
             "shape {shape:?} needs {n} elements, got {}",
             data.len()
         );
+        if let Some(bytes) = crate::limits::storage_bytes(dtype, n) {
+            crate::limits::check_alloc(bytes, &|| format!("a {dtype} tensor {shape:?}"))?;
+        }
         Ok(Tensor { dtype, shape, data })
     }
 
-    /// A zero-filled tensor.
+    /// A zero-filled tensor, allocated fallibly within the running thread's limits.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
         let n = numel(&shape)?;
         Ok(Tensor {
             dtype,
+            data: Data::zeros(dtype, n).map_err(|e| e.context(format!("tensor {shape:?}")))?,
             shape,
-            data: Data::zeros(dtype, n),
         })
     }
 
@@ -453,9 +484,10 @@ impl Tensor {
 
     /// Same elements, another shape with the same element count.
     pub fn reshape(mut self, shape: Vec<usize>) -> Result<Tensor> {
-        let n = numel(&shape)?;
+        // A shape whose element count overflows matches no tensor.
+        let n = numel(&shape).ok();
         ensure!(
-            n == self.len(),
+            n == Some(self.len()),
             InvalidModel,
             "cannot reshape {:?} to {shape:?}",
             self.shape

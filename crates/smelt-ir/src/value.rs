@@ -116,6 +116,27 @@ pub struct Optional {
 }
 
 impl Value {
+    /// Bytes the value's elements take in memory (string contents included), as the run
+    /// limits count them.
+    pub fn memory_bytes(&self) -> u64 {
+        fn tensor(t: &Tensor) -> u64 {
+            let base = crate::limits::storage_bytes(t.dtype(), t.len()).unwrap_or(u64::MAX);
+            match t.data() {
+                crate::Data::Str(v) => base.saturating_add(v.iter().map(|s| s.len() as u64).sum()),
+                _ => base,
+            }
+        }
+        match self {
+            Value::Tensor(t) => tensor(t),
+            Value::Sequence(s) => s
+                .items
+                .iter()
+                .fold(0u64, |a, v| a.saturating_add(v.memory_bytes())),
+            Value::Optional(o) => o.value.as_ref().map_or(0, |v| v.memory_bytes()),
+            Value::Map(m) => tensor(m.keys()).saturating_add(tensor(m.values())),
+        }
+    }
+
     /// The tensor inside, if this is a tensor.
     pub fn as_tensor(&self) -> Option<&Tensor> {
         match self {

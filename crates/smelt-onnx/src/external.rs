@@ -68,7 +68,10 @@ pub fn read(t: &TensorProto, base_dir: &Path) -> Result<Vec<u8>> {
         );
     }
     f.seek(SeekFrom::Start(offset))?;
-    let mut buf = vec![0u8; len as usize];
+    let len = usize::try_from(len)
+        .map_err(|_| err!(ResourceExhausted, "external data of {len} bytes"))?;
+    let mut buf =
+        smelt_ir::limits::try_vec(len, 0u8, &|| format!("external data {}", path.display()))?;
     f.read_exact(&mut buf)?;
     Ok(buf)
 }

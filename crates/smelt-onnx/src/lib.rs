@@ -7,5 +7,7 @@ pub mod import;
 pub mod proto;
 pub mod tensor;
 
-pub use import::{import_model, load_model, load_model_lenient, Imported};
+pub use import::{
+    decode_model, import_model, load_model, load_model_lenient, load_model_with, Imported,
+};
 pub use tensor::{decode_map, decode_tensor, decode_type, decode_value_file};

@@ -31,7 +31,9 @@ fn decode_inner(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
         ensure!(d >= 0, InvalidModel, "negative dimension {d}");
         shape.push(d as usize);
     }
-    let n = smelt_ir::numel(&shape)?;
+    // No data can fill dims whose product overflows: the file is malformed.
+    let n = smelt_ir::numel(&shape)
+        .map_err(|_| err!(InvalidModel, "dims {shape:?} have too many elements"))?;
     let external;
     let raw: Option<&[u8]> = if t.data_location == 1 {
         let Some(dir) = base_dir else {
@@ -57,11 +59,10 @@ fn chunks<const N: usize>(
     dtype: DType,
 ) -> Result<impl Iterator<Item = [u8; N]> + '_> {
     ensure!(
-        b.len() == n * N,
+        n.checked_mul(N) == Some(b.len()),
         InvalidModel,
-        "{dtype} data has {} bytes, shape needs {}",
-        b.len(),
-        n * N
+        "{dtype} data has {} bytes, shape needs {n} elements of {N}",
+        b.len()
     );
     Ok(b.chunks_exact(N).map(|c| {
         let mut a = [0u8; N];
@@ -211,21 +212,19 @@ fn from_fields(t: &TensorProto, dtype: DType, n: usize) -> Result<Data> {
         U64 => Data::U64(expect_len(t.uint64_data.clone(), n, dtype)?),
         C64 => {
             ensure!(
-                t.float_data.len() == 2 * n,
+                n.checked_mul(2) == Some(t.float_data.len()),
                 InvalidModel,
-                "complex64 tensor has {} floats, needs {}",
-                t.float_data.len(),
-                2 * n
+                "complex64 tensor has {} floats, needs two per element of {n}",
+                t.float_data.len()
             );
             Data::C64(t.float_data.chunks_exact(2).map(|c| [c[0], c[1]]).collect())
         }
         C128 => {
             ensure!(
-                t.double_data.len() == 2 * n,
+                n.checked_mul(2) == Some(t.double_data.len()),
                 InvalidModel,
-                "complex128 tensor has {} doubles, needs {}",
-                t.double_data.len(),
-                2 * n
+                "complex128 tensor has {} doubles, needs two per element of {n}",
+                t.double_data.len()
             );
             Data::C128(
                 t.double_data

@@ -120,12 +120,55 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         .checked_sub(1 + n)
         .ok_or_else(|| err!(InvalidModel, "Loop: the body returns too few values"))?;
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); k];
+    // The scan outputs gathered so far count against the run until they are stacked.
+    let mut held = 0u64;
+    let r = loop_trips(
+        body,
+        cx,
+        max_trips,
+        cond_given,
+        &mut cond,
+        &mut carried,
+        &mut scans,
+        &mut held,
+    );
+    cx.control.release(held);
+    r?;
+    let mut result = carried;
+    for (j, parts) in scans.iter().enumerate() {
+        let t = if parts.is_empty() {
+            empty_stack(body, body.outputs[1 + n + j], 0)?
+        } else {
+            stack(&parts.iter().collect::<Vec<_>>(), 0)
+                .map_err(|e| e.context(format!("Loop scan output {j}")))?
+        };
+        result.push(Value::Tensor(t));
+    }
+    Ok(result)
+}
+
+/// Runs a Loop's iterations: the run's deadline and cancel token are checked before each.
+#[allow(clippy::too_many_arguments)]
+fn loop_trips(
+    body: &Graph,
+    cx: &Ctx,
+    max_trips: Option<i64>,
+    cond_given: bool,
+    cond: &mut bool,
+    carried: &mut Vec<Value>,
+    scans: &mut [Vec<Tensor>],
+    held: &mut u64,
+) -> Result<()> {
+    let (n, k) = (carried.len(), scans.len());
     let mut i: i64 = 0;
-    while cond && max_trips.is_none_or(|m| i < m) {
+    while *cond && max_trips.is_none_or(|m| i < m) {
+        cx.control
+            .check()
+            .map_err(|e| e.context(format!("Loop iteration {i}")))?;
         let mut inputs = Vec::with_capacity(2 + n);
         inputs.push(Value::Tensor(Tensor::scalar_i64(i)));
-        inputs.push(Value::Tensor(Tensor::from_bools(vec![], vec![cond])?));
-        inputs.append(&mut carried);
+        inputs.push(Value::Tensor(Tensor::from_bools(vec![], vec![*cond])?));
+        inputs.append(carried);
         let outs = cx
             .run_subgraph(body, inputs)
             .map_err(|e| e.context(format!("Loop iteration {i}")))?;
@@ -141,25 +184,19 @@ fn run_loop(body: &Graph, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
             .next()
             .ok_or_else(|| err!(InvalidModel, "Loop: the body returned no condition"))?;
         if cond_given {
-            cond = scalar_bool(c.tensor()?).map_err(|e| e.context("Loop body condition"))?;
+            *cond = scalar_bool(c.tensor()?).map_err(|e| e.context("Loop body condition"))?;
         }
         carried.extend(outs.by_ref().take(n));
         for (s, v) in scans.iter_mut().zip(outs) {
+            let bytes = v.memory_bytes();
+            cx.control
+                .charge(bytes, &|| format!("Loop scan output of iteration {i}"))?;
+            *held += bytes;
             s.push(v.into_tensor().map_err(|e| e.context("Loop scan output"))?);
         }
         i += 1;
     }
-    let mut result = carried;
-    for (j, parts) in scans.iter().enumerate() {
-        let t = if parts.is_empty() {
-            empty_stack(body, body.outputs[1 + n + j], 0)?
-        } else {
-            stack(&parts.iter().collect::<Vec<_>>(), 0)
-                .map_err(|e| e.context(format!("Loop scan output {j}")))?
-        };
-        result.push(Value::Tensor(t));
-    }
-    Ok(result)
+    Ok(())
 }
 
 /// An empty stack (size 0 along `axis`) of the slices a body output declares.
@@ -249,6 +286,9 @@ fn scan_core(
     );
     let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(steps); k];
     for s in 0..steps {
+        cx.control
+            .check()
+            .map_err(|e| e.context(format!("Scan iteration {s}")))?;
         let mut inputs = Vec::with_capacity(n + ins.len());
         inputs.append(&mut states);
         for (j, t) in ins.iter().enumerate() {

@@ -2,6 +2,9 @@
 //!
 //! One module per op family mirrors `smelt_ir::op`. Kernels see their inputs through
 //! [`Inputs`] and the running graph through [`Ctx`] (for subgraphs and output counts).
+//! Every run has a [`RunControl`]: the executor checks its deadline and cancel token before
+//! each node (and loops before each iteration), counts the bytes the run holds against its
+//! limits, and refuses subgraphs nested deeper than they allow.
 
 pub mod broadcast;
 pub mod control;
@@ -16,8 +19,11 @@ pub mod recurrent;
 pub mod reduce;
 pub mod sequence;
 
-use smelt_ir::{bail, ensure, err, ErrorKind, Graph, Op, Result, Tensor, Value, ValueId};
+use smelt_ir::{
+    bail, ensure, err, ErrorKind, Graph, Op, Result, RunControl, Tensor, Value, ValueId,
+};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Values known while a graph runs, by id.
 pub type Env = HashMap<ValueId, Value>;
@@ -92,6 +98,10 @@ pub struct Ctx<'a> {
     pub env: &'a Env,
     /// The running graph's constants.
     pub consts: &'a Env,
+    /// The run's limits, deadline and cancel token.
+    pub control: &'a RunControl,
+    /// How deep the running graph nests (0: the main graph).
+    pub depth: usize,
 }
 
 impl Ctx<'_> {
@@ -121,8 +131,20 @@ impl Ctx<'_> {
                 })?;
             env.insert(c.inner, v.clone());
         }
+        let depth = self.depth + 1;
+        let max = self.control.limits().max_nesting;
+        ensure!(
+            depth <= max,
+            ResourceExhausted,
+            "subgraph '{}' nests {depth} deep, over the limit of {max}",
+            g.name
+        );
         let consts = Constants::of(g);
-        execute(g, inputs.into_iter().map(Some).collect(), env, &consts)
+        let run = Run {
+            control: self.control,
+            depth,
+        };
+        execute(g, inputs.into_iter().map(Some).collect(), env, &consts, run)
     }
 }
 
@@ -143,22 +165,28 @@ impl Constants {
 
 /// Runs a graph on inputs given by name; missing inputs take their defaults.
 /// Returns the outputs in graph order.
-pub fn run_graph_named(g: &Graph, mut inputs: HashMap<String, Value>) -> Result<Vec<Value>> {
-    let mut pos = Vec::with_capacity(g.inputs.len());
-    for inp in &g.inputs {
-        pos.push(inputs.remove(g.name_of(inp.id)));
-    }
-    if let Some(extra) = inputs.keys().next() {
-        bail!(InvalidInput, "the model has no input named '{extra}'");
-    }
-    execute(g, pos, Env::new(), &Constants::of(g))
+pub fn run_graph_named(g: &Graph, inputs: HashMap<String, Value>) -> Result<Vec<Value>> {
+    run_graph_prepared(g, &Constants::of(g), inputs)
 }
 
-/// Runs a graph on inputs given by name, with its constants prepared once by the caller.
+/// Runs a graph on inputs given by name, with its constants prepared once by the caller,
+/// under the thread's run control (see [`RunControl::enter`]) or the default limits.
 pub fn run_graph_prepared(
     g: &Graph,
     consts: &Constants,
+    inputs: HashMap<String, Value>,
+) -> Result<Vec<Value>> {
+    let control = RunControl::current().unwrap_or_default();
+    run_graph_controlled(g, consts, inputs, &control)
+}
+
+/// Runs a graph on inputs given by name under a run control: its deadline and cancel token
+/// are checked before every node, its limits bound what the run allocates and holds.
+pub fn run_graph_controlled(
+    g: &Graph,
+    consts: &Constants,
     mut inputs: HashMap<String, Value>,
+    control: &Arc<RunControl>,
 ) -> Result<Vec<Value>> {
     let mut pos = Vec::with_capacity(g.inputs.len());
     for inp in &g.inputs {
@@ -167,21 +195,68 @@ pub fn run_graph_prepared(
     if let Some(extra) = inputs.keys().next() {
         bail!(InvalidInput, "the model has no input named '{extra}'");
     }
-    execute(g, pos, Env::new(), consts)
+    let _entered = control.enter();
+    let run = Run { control, depth: 0 };
+    execute(g, pos, Env::new(), consts, run)
 }
 
 /// Runs a graph on positional inputs (None takes the input's default).
 pub fn run_graph(g: &Graph, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
-    execute(g, inputs, Env::new(), &Constants::of(g))
+    let control = RunControl::current().unwrap_or_default();
+    let _entered = control.enter();
+    let run = Run {
+        control: &control,
+        depth: 0,
+    };
+    execute(g, inputs, Env::new(), &Constants::of(g), run)
+}
+
+/// A run control with the process's default limits, for kernels tested outside a run.
+#[cfg(test)]
+pub(crate) fn test_control() -> &'static RunControl {
+    static C: std::sync::OnceLock<RunControl> = std::sync::OnceLock::new();
+    C.get_or_init(RunControl::default)
+}
+
+/// The run a graph executes in, and how deep it nests.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    control: &'a RunControl,
+    depth: usize,
+}
+
+/// Counts a value's bytes against the run, naming what made it.
+fn charge(run: Run, v: &Value, what: &dyn Fn() -> String) -> Result<u64> {
+    let bytes = v.memory_bytes();
+    run.control.charge(bytes, what)?;
+    Ok(bytes)
 }
 
 fn execute(
     g: &Graph,
     inputs: Vec<Option<Value>>,
+    env: Env,
+    consts: &Constants,
+    run: Run,
+) -> Result<Vec<Value>> {
+    // Everything this graph's values hold is released when it returns (its outputs are
+    // counted again by the node that receives them).
+    let mut held = 0u64;
+    let r = execute_counted(g, inputs, env, consts, run, &mut held);
+    run.control.release(held);
+    r
+}
+
+fn execute_counted(
+    g: &Graph,
+    inputs: Vec<Option<Value>>,
     mut env: Env,
     consts: &Constants,
+    run: Run,
+    held: &mut u64,
 ) -> Result<Vec<Value>> {
     let consts = &consts.0;
+    run.control.check()?;
     if inputs.len() > g.inputs.len() {
         bail!(
             InvalidInput,
@@ -203,7 +278,11 @@ fn execute(
                 g.name_of(inp.id)
             ),
         };
+        *held += charge(run, &v, &|| format!("input '{}'", g.name_of(inp.id)))?;
         env.insert(inp.id, v);
+    }
+    for v in env.values() {
+        *held += charge(run, v, &|| "a captured value".to_string())?;
     }
     // Free intermediate values after their last use.
     let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -225,6 +304,9 @@ fn execute(
     // an invalid model.
     let mut from_consts: HashSet<ValueId> = HashSet::new();
     for (i, node) in g.nodes.iter().enumerate() {
+        run.control
+            .check()
+            .map_err(|e| e.context(format!("before node {} ({})", node.name, node.op.name())))?;
         let constant_only = node.inputs.iter().any(Option::is_some)
             && node.op.subgraphs().is_empty()
             && node
@@ -243,6 +325,8 @@ fn execute(
                 outputs_used: node.outputs.iter().map(|o| o.is_some()).collect(),
                 env: &env,
                 consts,
+                control: run.control,
+                depth: run.depth,
             };
             run_op(&node.op, &Inputs::new(vals), &cx).map_err(|e| {
                 let e = match e.kind() {
@@ -259,12 +343,23 @@ fn execute(
         }
         for (slot, v) in node.outputs.iter().zip(outs) {
             if let Some(id) = slot {
-                env.insert(*id, v);
+                *held += charge(run, &v, &|| {
+                    format!("node {} ({}) output", node.name, node.op.name())
+                })?;
+                if let Some(old) = env.insert(*id, v) {
+                    let b = old.memory_bytes();
+                    run.control.release(b);
+                    *held = held.saturating_sub(b);
+                }
             }
         }
         for id in node.inputs.iter().flatten() {
             if last_use.get(id) == Some(&i) {
-                env.remove(id);
+                if let Some(old) = env.remove(id) {
+                    let b = old.memory_bytes();
+                    run.control.release(b);
+                    *held = held.saturating_sub(b);
+                }
             }
         }
     }
@@ -310,11 +405,14 @@ pub fn one(t: Tensor) -> Result<Vec<Value>> {
 /// Evaluates one op on borrowed values (no subgraph captures), without copying its inputs.
 pub fn eval_values(op: &Op, inputs: &[Option<&Value>], n_outputs: usize) -> Result<Vec<Value>> {
     let empty = Env::new();
+    let control = RunControl::current().unwrap_or_default();
     let cx = Ctx {
         n_outputs,
         outputs_used: vec![true; n_outputs],
         env: &empty,
         consts: &empty,
+        control: &control,
+        depth: 0,
     };
     run_op(op, &Inputs::new(inputs.to_vec()), &cx)
 }
@@ -327,11 +425,14 @@ pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], n_outputs: usize) -> Result<
         .collect();
     let vals = owned.iter().map(|v| v.as_ref()).collect();
     let empty = Env::new();
+    let control = RunControl::current().unwrap_or_default();
     let cx = Ctx {
         n_outputs,
         outputs_used: vec![true; n_outputs],
         env: &empty,
         consts: &empty,
+        control: &control,
+        depth: 0,
     };
     run_op(op, &Inputs::new(vals), &cx)?
         .into_iter()

@@ -153,6 +153,8 @@ mod tests {
             outputs_used: vec![true; n_outputs],
             env: &env,
             consts: &env,
+            control: crate::test_control(),
+            depth: 0,
         };
         let x = Inputs::new(vals.iter().map(|v| v.as_ref()).collect());
         run(op, &x, &cx)
@@ -196,6 +198,8 @@ mod tests {
             outputs_used: vec![true],
             env: &env,
             consts: &env,
+            control: crate::test_control(),
+            depth: 0,
         };
         assert!(run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx).is_err());
     }

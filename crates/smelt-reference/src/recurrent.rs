@@ -418,6 +418,8 @@ mod tests {
             outputs_used: vec![true; n],
             env,
             consts: env,
+            control: crate::test_control(),
+            depth: 0,
         }
     }
 

@@ -50,7 +50,9 @@ pub fn compile(graph: &Graph, shapes: &InputShapes, options: &SessionOptions) ->
         },
         (None, Some(reason)) => Execution::Reference { reason },
         (None, None) => {
+            check_value_sizes(&g, &options.limits)?;
             let kp = smelt_passes::lower::lower(&mut g)?;
+            check_plan_memory(&kp, &options.limits)?;
             let cpu = smelt_cpu::fused::CpuOptions {
                 threads: options.threads,
                 isa: options.isa,
@@ -59,4 +61,91 @@ pub fn compile(graph: &Graph, shapes: &InputShapes, options: &SessionOptions) ->
         }
     };
     Ok(Plan::new(g, execution, reports, t.elapsed().as_secs_f64()))
+}
+
+/// A fused plan's memory is known before it runs: every intermediate and output buffer
+/// must fit the tensor limit, and the arena with the outputs the run limit.
+fn check_plan_memory(kp: &smelt_ir::kernel::KernelPlan, limits: &smelt_ir::Limits) -> Result<()> {
+    use smelt_ir::kernel::BufferKind;
+    let mut outputs = 0u64;
+    for b in &kp.buffers {
+        if matches!(b.kind, BufferKind::Input(_) | BufferKind::Weight(_)) {
+            continue;
+        }
+        let bytes = smelt_ir::numel(&b.shape)
+            .ok()
+            .and_then(|n| smelt_ir::limits::storage_bytes(b.dtype, n))
+            .unwrap_or(u64::MAX);
+        smelt_ir::ensure!(
+            bytes != u64::MAX,
+            ResourceExhausted,
+            "value '{}' ({} {:?}) has too many elements to address",
+            b.name,
+            b.dtype,
+            b.shape
+        );
+        smelt_ir::ensure!(
+            bytes <= limits.max_tensor_bytes,
+            ResourceExhausted,
+            "value '{}' ({} {:?}) needs {bytes} bytes, over the tensor limit of {}",
+            b.name,
+            b.dtype,
+            b.shape,
+            limits.max_tensor_bytes
+        );
+        if matches!(b.kind, BufferKind::Output(_)) {
+            outputs = outputs.saturating_add(bytes);
+        }
+    }
+    let total = (kp.memory.arena_bytes as u64).saturating_add(outputs);
+    smelt_ir::ensure!(
+        total <= limits.max_run_bytes,
+        ResourceExhausted,
+        "the plan needs {total} bytes per run (arena {} and outputs {outputs}), over the run limit of {}",
+        kp.memory.arena_bytes,
+        limits.max_run_bytes
+    );
+    Ok(())
+}
+
+/// Every value whose shape inference made concrete must fit the tensor limit before the
+/// graph is lowered (lowering computes strides and offsets from those shapes).
+fn check_value_sizes(g: &Graph, limits: &smelt_ir::Limits) -> Result<()> {
+    for v in &g.values {
+        let Some(smelt_ir::ValueType::Tensor {
+            dtype,
+            shape: Some(s),
+        }) = &v.ty
+        else {
+            continue;
+        };
+        let dims: Option<Vec<u64>> = s
+            .iter()
+            .map(|d| match d {
+                smelt_ir::Dim::Known(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let Some(dims) = dims else { continue };
+        let bytes = dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| smelt_ir::limits::storage_bytes(*dtype, n));
+        match bytes {
+            Some(b) if b <= limits.max_tensor_bytes => {}
+            Some(b) => smelt_ir::bail!(
+                ResourceExhausted,
+                "value '{}' ({dtype} {dims:?}) needs {b} bytes, over the tensor limit of {}",
+                v.name,
+                limits.max_tensor_bytes
+            ),
+            None => smelt_ir::bail!(
+                ResourceExhausted,
+                "value '{}' ({dtype} {dims:?}) has too many elements to address",
+                v.name
+            ),
+        }
+    }
+    Ok(())
 }

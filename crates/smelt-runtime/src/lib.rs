@@ -9,6 +9,7 @@
 mod cache;
 mod check;
 mod compile;
+pub mod npy;
 mod plan;
 pub mod profile;
 mod shapes;
@@ -19,11 +20,15 @@ pub use plan::{Execution, Plan};
 pub use profile::KernelEvent;
 pub use shapes::InputShapes;
 
+pub use smelt_ir::limits::{available_memory, Memory};
+pub use smelt_ir::{CancelToken, Limits, RunControl};
+
 use cache::PlanCache;
 use smelt_ir::{Dim, Model, Result, Value, ValueType};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Named outputs of a run, in graph order.
 pub type Outputs = Vec<(String, Value)>;
@@ -54,6 +59,22 @@ pub struct SessionOptions {
     pub threads: usize,
     /// The instruction set of the CPU kernels (None: the best this CPU supports).
     pub isa: Option<smelt_kernels::Isa>,
+    /// What the model and each run may use (largest tensor, bytes per run, nodes, nesting,
+    /// a timeout per run). Default: from the memory this process may use, see
+    /// [`Limits::default`].
+    pub limits: Limits,
+}
+
+/// Options of one run: a deadline or timeout (the sooner of them and the session's timeout
+/// applies) and a token to cancel it from another thread.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop with DeadlineExceeded once the run has taken this long.
+    pub timeout: Option<Duration>,
+    /// Stop with DeadlineExceeded at this instant.
+    pub deadline: Option<Instant>,
+    /// Stop with Cancelled once this token is cancelled.
+    pub cancel: Option<CancelToken>,
 }
 
 impl Default for SessionOptions {
@@ -66,6 +87,7 @@ impl Default for SessionOptions {
             max_plans: 16,
             threads: smelt_kernels::pool::available_threads(),
             isa: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -89,7 +111,7 @@ impl Session {
 
     /// Loads an ONNX model file and compiles it with the given options.
     pub fn load_with(path: &Path, options: &SessionOptions) -> Result<Session> {
-        let model = smelt_onnx::load_model(path)?;
+        let model = smelt_onnx::load_model_with(path, &options.limits)?;
         Session::from_model_with(model, options).map_err(|e| e.context(path.display().to_string()))
     }
 
@@ -103,6 +125,8 @@ impl Session {
     /// shape is known (declared, or given), the plan for those shapes is compiled now;
     /// otherwise the first run compiles.
     pub fn from_model_with(model: Model, options: &SessionOptions) -> Result<Session> {
+        let (nodes, depth) = model.graph.size_and_depth();
+        options.limits.check_graph_size(nodes, depth)?;
         let s = Session {
             model,
             options: options.clone(),
@@ -184,7 +208,18 @@ impl Session {
 
     /// Runs the model on named inputs; returns (name, value) per output in graph order.
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
-        self.run_inner(inputs, None)
+        self.run_inner(inputs, &RunOptions::default(), None)
+    }
+
+    /// Runs the model with a deadline or a cancel token: the run stops with an error of
+    /// kind DeadlineExceeded or Cancelled at its next check (between nodes, loop
+    /// iterations and kernel groups; a kernel already running finishes first).
+    pub fn run_with(
+        &self,
+        inputs: HashMap<String, Value>,
+        options: &RunOptions,
+    ) -> Result<Outputs> {
+        self.run_inner(inputs, options, None)
     }
 
     /// Runs the model and records one timing event per kernel.
@@ -193,19 +228,40 @@ impl Session {
         inputs: HashMap<String, Value>,
     ) -> Result<(Outputs, Vec<KernelEvent>)> {
         let mut events = Vec::new();
-        let out = self.run_inner(inputs, Some(&mut events))?;
+        let out = self.run_inner(inputs, &RunOptions::default(), Some(&mut events))?;
         Ok((out, events))
+    }
+
+    /// The control of one run: the session's limits, the sooner of the two timeouts and
+    /// the run's deadline, the run's cancel token.
+    pub fn run_control(&self, options: &RunOptions) -> Arc<RunControl> {
+        let mut limits = self.options.limits.clone();
+        limits.timeout = match (limits.timeout, options.timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Arc::new(RunControl::new(
+            limits,
+            options.deadline,
+            options.cancel.clone(),
+        ))
     }
 
     fn run_inner(
         &self,
         inputs: HashMap<String, Value>,
+        options: &RunOptions,
         profile: Option<&mut Vec<KernelEvent>>,
     ) -> Result<Vec<(String, Value)>> {
+        let control = self.run_control(options);
+        control.check()?;
         check_inputs(&self.inputs(), &inputs)?;
         let key = self.key_from_values(&inputs);
-        let plan = self.plan_for_key(key)?;
-        let outs = plan.run(inputs, profile)?;
+        let plan = {
+            let _entered = control.enter();
+            self.plan_for_key(key)?
+        };
+        let outs = plan.run(inputs, &control, profile)?;
         Ok(self
             .outputs()
             .into_iter()
@@ -223,6 +279,11 @@ impl Session {
             return Ok(p);
         }
         let reason = c.miss_reason(&key);
+        // Constant folding allocates within the session's limits (or the run's, when a
+        // run compiles).
+        let control = RunControl::current()
+            .unwrap_or_else(|| Arc::new(RunControl::new(self.options.limits.clone(), None, None)));
+        let _entered = control.enter();
         let plan = Arc::new(compile::compile(&self.model.graph, &key, &self.options)?);
         c.insert(key, plan.clone(), reason, self.options.max_plans);
         Ok(plan)

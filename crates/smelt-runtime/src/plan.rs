@@ -5,10 +5,10 @@
 use crate::profile::KernelEvent;
 use smelt_cpu::fused::{Arena, CpuPlan, KernelTiming};
 use smelt_ir::kernel::KernelPlan;
-use smelt_ir::{Graph, Result, Tensor, Value};
+use smelt_ir::{Graph, Result, RunControl, Tensor, Value};
 use smelt_passes::PassReport;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// How a plan runs.
 pub enum Execution {
@@ -103,13 +103,15 @@ impl Plan {
         self.compile_seconds
     }
 
-    /// Runs the plan on checked inputs (graph defaults fill absent optional inputs);
-    /// with `profile`, records one event per kernel.
+    /// Runs the plan on checked inputs (graph defaults fill absent optional inputs) under
+    /// a run control; with `profile`, records one event per kernel.
     pub(crate) fn run(
         &self,
         mut inputs: HashMap<String, Value>,
+        control: &Arc<RunControl>,
         profile: Option<&mut Vec<KernelEvent>>,
     ) -> Result<Vec<Value>> {
+        let _entered = control.enter();
         let cpu = match &self.execution {
             Execution::Kernels(p) => p,
             Execution::Reference { .. } => {
@@ -117,7 +119,8 @@ impl Plan {
                     smelt_ir::err!(Internal, "a reference plan without constants")
                 })?;
                 let t = std::time::Instant::now();
-                let out = smelt_reference::run_graph_prepared(&self.graph, consts, inputs)?;
+                let out =
+                    smelt_reference::run_graph_controlled(&self.graph, consts, inputs, control)?;
                 if let Some(events) = profile {
                     events.push(KernelEvent {
                         name: "reference executor".into(),
@@ -165,7 +168,12 @@ impl Plan {
             .and_then(|mut a| a.pop())
             .unwrap_or_else(|| Arena::new(cpu.plan().memory.arena_bytes));
         let mut timings: Vec<KernelTiming> = Vec::new();
-        let result = cpu.run(&refs, &mut arena, profile.is_some().then_some(&mut timings));
+        let result = cpu.run_controlled(
+            &refs,
+            &mut arena,
+            profile.is_some().then_some(&mut timings),
+            Some(control),
+        );
         if let Ok(mut pool) = self.arenas.lock() {
             pool.push(arena);
         }

@@ -2,7 +2,6 @@
 //! and reports statistics; `--roofline` measures the machine's compute and memory peaks.
 
 use crate::inputs::{build_inputs, parse_shapes, InputArgs, SplitMix};
-use crate::npy;
 use smelt_bench::baseline::{find_python, Worker};
 use smelt_bench::env::{peak_rss_bytes, proc_status_bytes, Environment};
 use smelt_bench::report::{BenchResult, Measured};
@@ -11,6 +10,7 @@ use smelt_bench::scenario::{self, Budget, Plan, Runner};
 use smelt_bench::stats::Summary;
 use smelt_bench::svg::cdf_svg;
 use smelt_ir::{bail, err, Data, Dim, ErrorKind, Result, Tensor, Value, ValueType};
+use smelt_runtime::npy;
 use smelt_runtime::Session;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

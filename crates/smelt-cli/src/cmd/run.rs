@@ -1,8 +1,8 @@
 //! `smelt run`: runs a model once on .npy or random inputs and writes .npy outputs.
 
 use crate::inputs::{build_inputs, InputArgs};
-use crate::npy;
 use smelt_ir::{Result, Value};
+use smelt_runtime::npy;
 use smelt_runtime::Session;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +46,51 @@ pub struct CompileArgs {
     /// CPU kernels' instruction set: avx512, avx2 or portable (default: the best this CPU has).
     #[arg(long, value_name = "ISA")]
     pub isa: Option<String>,
+    /// The largest tensor a run may allocate, in bytes (suffixes K, M, G, T; default: a
+    /// quarter of the memory this process may use).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub max_tensor_bytes: Option<u64>,
+    /// The most bytes one run may hold at once (suffixes K, M, G, T; default: three
+    /// quarters of the memory this process may use).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub max_run_bytes: Option<u64>,
+    /// The most nodes a model may have, subgraphs included.
+    #[arg(long, value_name = "N")]
+    pub max_nodes: Option<usize>,
+    /// The deepest subgraph nesting a model may have.
+    #[arg(long, value_name = "N")]
+    pub max_nesting: Option<usize>,
+    /// Stop a run that takes longer than this (exit code 7).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// A byte count: digits with an optional K, M, G or T suffix (powers of 1024; "KiB" too).
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| format!("'{s}' is not a byte count (e.g. 512M, 4G)"))
+}
+
+/// Seconds, possibly fractional, as a duration.
+pub fn parse_seconds(s: &str) -> std::result::Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|v| std::time::Duration::try_from_secs_f64(v).ok())
+        .ok_or_else(|| format!("'{s}' is not a number of seconds"))
 }
 
 impl CompileArgs {
@@ -60,6 +105,12 @@ impl CompileArgs {
         if let Some(t) = self.threads {
             o.threads = t as usize;
         }
+        let l = &mut o.limits;
+        l.max_tensor_bytes = self.max_tensor_bytes.unwrap_or(l.max_tensor_bytes);
+        l.max_run_bytes = self.max_run_bytes.unwrap_or(l.max_run_bytes);
+        l.max_nodes = self.max_nodes.unwrap_or(l.max_nodes);
+        l.max_nesting = self.max_nesting.unwrap_or(l.max_nesting);
+        l.timeout = self.timeout.or(l.timeout);
         if let Some(name) = &self.isa {
             let isa = smelt_kernels::Isa::from_name(name).ok_or_else(|| {
                 smelt_ir::err!(
@@ -90,6 +141,9 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let mut options = a.compile.options()?;
     options.input_shapes = a.inputs.shapes()?;
     let session = Session::load_with(&a.model, &options)?;
+    // Inputs, random ones included, are allocated within the session's limits.
+    let control = session.run_control(&smelt_runtime::RunOptions::default());
+    let entered = control.enter();
     let mut inputs = build_inputs(&session.inputs(), &a.inputs, &options.input_shapes)?;
     if a.inputs.random_inputs {
         let given: Vec<&str> = a
@@ -112,6 +166,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             }
         }
     }
+    drop(entered);
     let outputs = run_repeated(&session, inputs, a.repeat, a.profile.as_deref())
         .map_err(|e| e.context(a.model.display().to_string()))?;
     if let Some(dir) = &a.output_dir {

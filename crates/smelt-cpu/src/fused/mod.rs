@@ -208,7 +208,19 @@ impl CpuPlan {
         &self,
         inputs: &[&Tensor],
         arena: &mut Arena,
+        profile: Option<&mut Vec<KernelTiming>>,
+    ) -> Result<Vec<Tensor>> {
+        self.run_controlled(inputs, arena, profile, None)
+    }
+
+    /// Like [`CpuPlan::run`]; with a control, stops between kernel groups with its error
+    /// once it is cancelled or past its deadline (a group already running finishes).
+    pub fn run_controlled(
+        &self,
+        inputs: &[&Tensor],
+        arena: &mut Arena,
         mut profile: Option<&mut Vec<KernelTiming>>,
+        control: Option<&smelt_ir::RunControl>,
     ) -> Result<Vec<Tensor>> {
         let start = profile.is_some().then(Instant::now);
         let plan = &self.plan;
@@ -272,6 +284,9 @@ impl CpuPlan {
             ex: self.ex,
         };
         for (gi, (g, p)) in plan.groups.iter().zip(&self.groups).enumerate() {
+            if let Some(c) = control {
+                c.check()?;
+            }
             let t0 = start.map(|s| s.elapsed());
             self.run_group(&mut cx, &g.body, p).map_err(|e| {
                 e.context(format!(

@@ -17,7 +17,8 @@ pub mod sequence;
 use crate::proto::{GraphProto, ModelProto, NodeProto};
 use crate::tensor::{decode_tensor, decode_type};
 use smelt_ir::{
-    bail, err, Capture, Constant, Graph, GraphInput, Model, Node, Op, Result, Tensor, ValueId,
+    bail, err, Capture, Constant, Graph, GraphInput, Limits, Model, Node, Op, Result, Tensor,
+    ValueId,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,26 +33,95 @@ pub struct Imported {
 
 /// Reads and imports an ONNX file; any unsupported op is an error.
 pub fn load_model(path: &Path) -> Result<Model> {
-    let imp = load(path, false)?;
+    load_model_with(path, Limits::process_default())
+}
+
+/// Reads and imports an ONNX file within limits (node count, nesting depth); any
+/// unsupported op is an error.
+pub fn load_model_with(path: &Path, limits: &Limits) -> Result<Model> {
+    let imp = load(path, false, limits)?;
     Ok(imp.model)
 }
 
 /// Reads and imports an ONNX file, collecting every unsupported op instead of stopping.
 pub fn load_model_lenient(path: &Path) -> Result<Imported> {
-    load(path, true)
+    load(path, true, Limits::process_default())
 }
 
-fn load(path: &Path, lenient: bool) -> Result<Imported> {
-    let ctx = || format!("{}", path.display());
-    let bytes =
-        std::fs::read(path).map_err(|e| err!(Io, "cannot read model: {e}").context(ctx()))?;
-    let proto = <ModelProto as prost::Message>::decode(bytes.as_slice()).map_err(|e| {
-        err!(
-            InvalidModel,
-            "not a valid ONNX model (protobuf decode failed: {e})"
-        )
-        .context(ctx())
+/// Decodes a model's protobuf bytes and checks its size against the limits before any
+/// import: node count (subgraphs included) and subgraph nesting depth.
+pub fn decode_model(bytes: &[u8], limits: &Limits) -> Result<ModelProto> {
+    let proto = <ModelProto as prost::Message>::decode(bytes).map_err(|e| {
+        // prost stops at 100 nested messages (about 32 nested subgraphs): a limit, not a
+        // malformed file.
+        if e.to_string().contains("recursion limit") {
+            err!(
+                ResourceExhausted,
+                "the model nests messages deeper than the decoder allows (100 levels)"
+            )
+        } else {
+            err!(
+                InvalidModel,
+                "not a valid ONNX model (protobuf decode failed: {e})"
+            )
+        }
     })?;
+    if let Some(g) = &proto.graph {
+        let (nodes, depth) = proto_size(g);
+        limits.check_graph_size(nodes, depth)?;
+    }
+    Ok(proto)
+}
+
+/// Nodes of a graph proto and its subgraphs, and how deep they nest.
+fn proto_size(g: &GraphProto) -> (usize, usize) {
+    let mut nodes = g.node.len();
+    let mut depth = 0;
+    for n in &g.node {
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                let (sn, sd) = proto_size(sub);
+                nodes = nodes.saturating_add(sn);
+                depth = depth.max(sd + 1);
+            }
+        }
+    }
+    (nodes, depth)
+}
+
+/// Protobuf's limit on one message: larger weights belong in external data.
+const MAX_MODEL_FILE: u64 = 2 << 30;
+
+/// Reads a file of at most `max` bytes (a device or a growing file never ends, so the
+/// length is not trusted: reading stops past `max`).
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| err!(Io, "cannot read model: {e}"))?;
+    let hint = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if hint > max {
+        bail!(
+            ResourceExhausted,
+            "the model file is {hint} bytes, over {max}, protobuf's limit (large weights belong in external data)"
+        );
+    }
+    let mut bytes = Vec::new();
+    smelt_ir::limits::try_reserve(&mut bytes, hint as usize, &|| "the model file".into())?;
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| err!(Io, "cannot read model: {e}"))?;
+    if bytes.len() as u64 > max {
+        bail!(
+            ResourceExhausted,
+            "the model file is over {max} bytes, protobuf's limit (large weights belong in external data)"
+        );
+    }
+    Ok(bytes)
+}
+
+fn load(path: &Path, lenient: bool, limits: &Limits) -> Result<Imported> {
+    let ctx = || format!("{}", path.display());
+    let bytes = read_bounded(path, MAX_MODEL_FILE).map_err(|e| e.context(ctx()))?;
+    let proto = decode_model(&bytes, limits).map_err(|e| e.context(ctx()))?;
     let base = path
         .parent()
         .map(|p| {

@@ -7,6 +7,10 @@ use super::{axis, tensor_type, try_broadcast, typed, In, Outs};
 use smelt_ir::op::LayoutOp;
 use smelt_ir::{ensure, err, DType, Dim, Result, Tensor};
 
+/// The highest rank a shape operand's length may give an output (a declared length of
+/// 2^40 is no rank to allocate; beyond this the rank stays unknown).
+const MAX_RANK: u64 = 1024;
+
 /// Output types of a layout op; an error when the node's constant operands do not fit its
 /// input (a Reshape to `-5`, a permutation of the wrong rank...).
 pub(super) fn infer(op: &LayoutOp, x: &In) -> Result<Option<Outs>> {
@@ -19,7 +23,9 @@ pub(super) fn infer(op: &LayoutOp, x: &In) -> Result<Option<Outs>> {
             let Some(target) = shape.clone().or_else(|| x.ints(1)) else {
                 // The rank is the length of the shape input.
                 return one(match x.shape(1).as_deref() {
-                    Some([Dim::Known(n)]) => Some(vec![Dim::Unknown; *n as usize]),
+                    Some([Dim::Known(n)]) if *n <= MAX_RANK => {
+                        Some(vec![Dim::Unknown; *n as usize])
+                    }
                     _ => None,
                 });
             };
@@ -140,7 +146,9 @@ pub(super) fn infer(op: &LayoutOp, x: &In) -> Result<Option<Outs>> {
                 Some(v) => Some(sizes(&v, "shape")?),
                 // The rank is the length of the shape input.
                 None => match x.shape(0).as_deref() {
-                    Some([Dim::Known(n)]) => Some(vec![Dim::Unknown; *n as usize]),
+                    Some([Dim::Known(n)]) if *n <= MAX_RANK => {
+                        Some(vec![Dim::Unknown; *n as usize])
+                    }
                     _ => None,
                 },
             };

@@ -51,6 +51,26 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
                 }
                 _ => None,
             };
+            // C must broadcast to [M, N] one way (the fused epilogue reads it as such).
+            if let (Some(out), Some(c)) = (&s, x.shape(2)) {
+                ensure!(
+                    c.len() <= 2,
+                    InvalidModel,
+                    "C has rank {}; it must broadcast to [M, N]",
+                    c.len()
+                );
+                for (cd, od) in c.iter().rev().zip(out.iter().rev()) {
+                    if let (Dim::Known(cv), Dim::Known(ov)) = (cd, od) {
+                        ensure!(
+                            *cv == 1 || cv == ov,
+                            InvalidModel,
+                            "C of shape {} does not broadcast to the output {}",
+                            smelt_ir::dim::format_shape(&c),
+                            smelt_ir::dim::format_shape(out)
+                        );
+                    }
+                }
+            }
             Some(vec![typed(dt, s)])
         }
         Conv {
@@ -273,6 +293,9 @@ struct Window<'a> {
     ceil_mode: bool,
 }
 
+/// The largest kernel size, stride, dilation or pad shape inference takes.
+const MAX_WINDOW: i64 = 1 << 31;
+
 impl Window<'_> {
     /// Output spatial sizes for input spatial sizes; an error when the window does not fit.
     fn output(&self, ins: &[Dim]) -> Result<Option<Vec<Dim>>> {
@@ -294,13 +317,39 @@ impl Window<'_> {
             InvalidModel,
             "stride {s} and dilation {d} of spatial axis {i} must be positive"
         );
+        // No real window reaches 2^31, and below that the arithmetic stays in i64.
+        let k = match &self.kernel[i] {
+            Dim::Known(k) => Some(*k),
+            _ => None,
+        };
+        let pads = self.pads.iter().copied();
+        ensure!(
+            k.unwrap_or(0) <= MAX_WINDOW as u64
+                && s <= MAX_WINDOW
+                && d <= MAX_WINDOW
+                && pads.clone().all(|p| (0..=MAX_WINDOW).contains(&p)),
+            InvalidModel,
+            "the window of spatial axis {i} is out of range (kernel {k:?}, stride {s}, dilation {d}, pads {:?})",
+            self.pads
+        );
         // The dilated kernel: (k - 1) * d + 1.
         let eff = add_int(
             &mul(&add_int(&self.kernel[i], -1), &Dim::Known(d as u64)),
             1,
         );
         let (pb, pe) = match self.auto_pad {
-            AutoPad::SameUpper | AutoPad::SameLower => return Ok(div_int(input, s, true)),
+            AutoPad::SameUpper | AutoPad::SameLower => {
+                // Padding makes any window fit; one wider than twice the input reads
+                // padding alone at every position (and costs its width at each).
+                if let (Dim::Known(n), Dim::Known(k)) = (input, &eff) {
+                    ensure!(
+                        *k <= 2 * n + 1,
+                        InvalidModel,
+                        "the window of {k} is wider than twice spatial axis {i} of {n}"
+                    );
+                }
+                return Ok(div_int(input, s, true));
+            }
             AutoPad::Valid => (0, 0),
             AutoPad::NotSet => (
                 *self.pads.get(i).unwrap_or(&0),
@@ -379,8 +428,12 @@ fn attention(x: &In, q_heads: Option<i64>, kv_heads: Option<i64>) -> Outs {
         }
         (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
             let hidden = match (q_heads, kv_heads, &v[2]) {
-                (Some(qh), Some(kh), Dim::Known(vh)) if kh > 0 && *vh % kh as u64 == 0 => {
-                    Dim::Known(vh / kh as u64 * qh as u64)
+                (Some(qh), Some(kh), Dim::Known(vh))
+                    if kh > 0 && qh > 0 && *vh % kh as u64 == 0 =>
+                {
+                    (vh / kh as u64)
+                        .checked_mul(qh as u64)
+                        .map_or(Dim::Unknown, Dim::Known)
                 }
                 (Some(qh), Some(kh), vh) if qh == kh => vh.clone(),
                 _ => Dim::Unknown,

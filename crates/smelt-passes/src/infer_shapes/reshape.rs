@@ -79,8 +79,17 @@ pub(super) fn reshape(
             out[i] = quotient(s, &others);
         }
         None => {
-            if let (Some(a), Some(b)) = (known(s), known(&out)) {
-                ensure!(a == b, InvalidModel, "{}: {a} elements, not {b}", what());
+            let all_known = out.iter().all(|d| matches!(d, Dim::Known(_)));
+            if let (Some(a), true) = (known(s), all_known) {
+                // A product that overflows is no count of elements the input has.
+                let b = known(&out);
+                ensure!(
+                    b == Some(a),
+                    InvalidModel,
+                    "{}: {a} elements, not {}",
+                    what(),
+                    b.map_or("more than 2^64".to_string(), |b| b.to_string())
+                );
             }
         }
     }
@@ -217,7 +226,8 @@ pub(super) fn split(
                 v.len()
             );
             if let Dim::Known(total) = s[a] {
-                let sum: i64 = v.iter().sum();
+                let sum = v.iter().try_fold(0i64, |a, &b| a.checked_add(b));
+                let sum = sum.ok_or_else(|| err!(InvalidModel, "split {v:?} overflows"))?;
                 ensure!(
                     sum == total as i64,
                     InvalidModel,
@@ -230,10 +240,16 @@ pub(super) fn split(
         None => {
             let parts = num_outputs.unwrap_or(n as i64);
             ensure!(parts > 0, InvalidModel, "cannot split into {parts} parts");
+            ensure!(
+                parts as u64 == n as u64,
+                InvalidModel,
+                "split into {parts} parts, but the node has {n} outputs"
+            );
             let chunk = div_int(&s[a], parts, true);
             let mut v = vec![chunk.clone(); parts as usize];
             if let (Dim::Known(total), Dim::Known(c)) = (&s[a], &chunk) {
-                let Some(last) = total.checked_sub(c * (parts as u64 - 1)) else {
+                let used = c.checked_mul(parts as u64 - 1);
+                let Some(last) = used.and_then(|u| total.checked_sub(u)) else {
                     bail!(
                         InvalidModel,
                         "axis {a} of {total} elements does not split into {parts} parts"

@@ -112,15 +112,24 @@ pub(crate) fn to_dim(v: i64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| err!(InvalidModel, "{what} must be non-negative, got {v}"))
 }
 
-/// The element count of an output shape, or an error when it is too large to build.
+/// The element count of an output shape, or an error when it is too large to build (the
+/// data-movement kernels gather through one index per element: 8 bytes each).
 pub(crate) fn check_size(shape: &[usize]) -> Result<usize> {
     let n = smelt_ir::numel(shape)?;
+    check_count(n as u128, 8, &|| format!("output shape {shape:?}"))
+}
+
+/// An error unless `n` elements of `bytes` each fit smelt's cap on one tensor's element
+/// count and the running thread's memory limits; returns `n`.
+pub(crate) fn check_count(n: u128, bytes: u64, what: &dyn Fn() -> String) -> Result<usize> {
     ensure!(
-        n <= shape::MAX_ELEMENTS,
+        n <= shape::MAX_ELEMENTS as u128,
         ResourceExhausted,
-        "output shape {shape:?} has too many elements ({n})"
+        "{} has too many elements ({n})",
+        what()
     );
-    Ok(n)
+    smelt_ir::limits::check_alloc(n as u64 * bytes, what)?;
+    Ok(n as usize)
 }
 
 /// Calls `f` with every multi-index of `shape` in row-major order.
@@ -218,7 +227,7 @@ pub(crate) fn take_fill(
 }
 
 /// A zero of `t`'s element type (empty string, false, 0).
-pub(crate) fn zero_of(t: &Tensor) -> Data {
+pub(crate) fn zero_of(t: &Tensor) -> Result<Data> {
     Data::zeros(t.dtype(), 1)
 }
 
@@ -252,6 +261,8 @@ mod tests {
             outputs_used: vec![true],
             env: &env,
             consts: &env,
+            control: crate::test_control(),
+            depth: 0,
         };
         run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx)
     }
@@ -337,7 +348,7 @@ mod tests {
     #[test]
     fn fill_takes_the_extra_element() {
         let t = Tensor::from_strings(vec![2], vec!["a".into(), "b".into()]).unwrap();
-        let r = take_fill(&t, vec![3], vec![1, FILL, 0], &zero_of(&t)).unwrap();
+        let r = take_fill(&t, vec![3], vec![1, FILL, 0], &zero_of(&t).unwrap()).unwrap();
         assert_eq!(
             r.data(),
             &Data::Str(vec!["b".into(), String::new(), "a".into()])

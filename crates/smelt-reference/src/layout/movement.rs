@@ -372,7 +372,7 @@ pub(super) fn pad(
             );
             c.data().take(&[0])
         }
-        _ => zero_of(t),
+        _ => zero_of(t)?,
     };
     let mut shape = Vec::with_capacity(r);
     for d in 0..r {
@@ -446,7 +446,7 @@ pub(super) fn trilu(x: &Inputs, upper: bool) -> Result<Vec<Value>> {
             }
         })
         .collect();
-    one(take_fill(t, t.shape().to_vec(), idx, &zero_of(t))?)
+    one(take_fill(t, t.shape().to_vec(), idx, &zero_of(t)?)?)
 }
 
 fn block_args(t: &Tensor, blocksize: i64) -> Result<(usize, [usize; 4])> {
@@ -594,7 +594,7 @@ pub(super) fn center_crop_pad(x: &Inputs, axes: Option<&[i64]>) -> Result<Vec<Va
         idx.push(off);
         Ok(())
     })?;
-    one(take_fill(t, shape, idx, &zero_of(t))?)
+    one(take_fill(t, shape, idx, &zero_of(t)?)?)
 }
 
 pub(super) fn col2im(

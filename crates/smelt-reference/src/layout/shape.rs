@@ -48,7 +48,8 @@ pub(crate) fn reshape_dims(input: &[usize], spec: &[i64], allowzero: bool) -> Re
             InvalidModel,
             "shape {spec:?} has both -1 and 0 with allowzero"
         );
-        let rest = numel(&out)?;
+        // An overflowing product matches no input: the shape cannot apply.
+        let rest = numel(&out).unwrap_or(0);
         ensure!(
             rest != 0 && n % rest == 0,
             InvalidModel,
@@ -57,7 +58,7 @@ pub(crate) fn reshape_dims(input: &[usize], spec: &[i64], allowzero: bool) -> Re
         out[i] = n / rest;
     }
     ensure!(
-        numel(&out)? == n,
+        numel(&out).ok() == Some(n),
         InvalidModel,
         "cannot reshape {input:?} ({n} elements) to {spec:?}"
     );
@@ -165,11 +166,7 @@ pub(super) fn constant_of_shape(x: &Inputs, value: Option<&Tensor>) -> Result<Ve
         .map(|&d| to_dim(d, "ConstantOfShape dims"))
         .collect::<Result<Vec<_>>>()?;
     let n = numel(&shape)?;
-    ensure!(
-        n <= MAX_ELEMENTS,
-        ResourceExhausted,
-        "ConstantOfShape of {shape:?} is too large"
-    );
+    super::check_count(n as u128, 8, &|| format!("ConstantOfShape of {shape:?}"))?;
     let zero = Tensor::scalar_f32(0.0);
     let v = value.unwrap_or(&zero);
     ensure!(
@@ -216,11 +213,7 @@ pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
             q
         }
         .max(0);
-        ensure!(
-            n as u128 <= MAX_ELEMENTS as u128,
-            ResourceExhausted,
-            "Range would produce {n} elements"
-        );
+        super::check_count(n as u128, 16, &|| format!("Range of {n} elements"))?;
         let v: Vec<i64> = (0..n).map(|i| (s + i * d) as i64).collect();
         one(Tensor::from_i64(dt, vec![v.len()], &v)?)
     } else if dt.is_float() {
@@ -238,6 +231,7 @@ pub(super) fn range(x: &Inputs) -> Result<Vec<Value>> {
             ResourceExhausted,
             "Range would produce {n} elements"
         );
+        super::check_count(n as u128, 16, &|| format!("Range of {n} elements"))?;
         let v: Vec<f64> = (0..n as usize).map(|i| s + i as f64 * d).collect();
         one(Tensor::from_f64(dt, vec![v.len()], &v)?)
     } else {

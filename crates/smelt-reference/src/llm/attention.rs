@@ -372,6 +372,8 @@ mod tests {
             outputs_used: vec![true],
             env: &env,
             consts: &env,
+            control: crate::test_control(),
+            depth: 0,
         };
         let out = flex_attention(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx).unwrap();
         assert_eq!(out[0].tensor().unwrap().to_f64().unwrap(), vec![2.0]);

@@ -98,7 +98,11 @@ pub(super) fn check_size(w: usize, h: usize) -> Result<()> {
         InvalidInput,
         "ImageDecoder: bad image size {w}x{h}"
     );
-    Ok(())
+    // A few bytes can declare a huge image (and decoding takes time in proportion): its
+    // pixels, up to four samples each while decoding, must fit the run's limits.
+    smelt_ir::limits::check_alloc((w * h * 4) as u64, &|| {
+        format!("ImageDecoder: a {w}x{h} image")
+    })
 }
 
 fn bmp(b: &[u8]) -> Result<Image> {

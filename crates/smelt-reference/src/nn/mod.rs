@@ -56,6 +56,9 @@ fn check_float(t: &Tensor, what: &str) -> Result<()> {
 }
 
 /// Converts a list attribute of spatial sizes to usize, `default` when empty.
+/// The largest kernel size, stride, dilation or pad the reference kernels take.
+const MAX_WINDOW: i64 = 1 << 31;
+
 fn spatial(v: &[i64], n: usize, default: usize, what: &str) -> Result<Vec<usize>> {
     if v.is_empty() {
         return Ok(vec![default; n]);
@@ -65,7 +68,9 @@ fn spatial(v: &[i64], n: usize, default: usize, what: &str) -> Result<Vec<usize>
     }
     v.iter()
         .map(|&x| {
-            if x < 0 || (default == 1 && x == 0) {
+            // Beyond 2^31 no kernel, stride or dilation is real, and products of two stay
+            // inside i64.
+            if x < 0 || (default == 1 && x == 0) || x > MAX_WINDOW {
                 Err(smelt_ir::err!(
                     InvalidModel,
                     "{what} has an invalid value {x}"
@@ -104,6 +109,9 @@ fn resolve_pads(
             }
             if pads.iter().any(|&p| p < 0) {
                 bail!(Unsupported, "negative pads {pads:?} are not supported");
+            }
+            if pads.iter().any(|&p| p > MAX_WINDOW) {
+                bail!(InvalidModel, "pads {pads:?} are out of range");
             }
             Ok((pads[..n].to_vec(), pads[n..].to_vec()))
         }
@@ -144,6 +152,8 @@ mod tests {
             outputs_used: vec![true; n_outputs],
             env: &env,
             consts: &env,
+            control: crate::test_control(),
+            depth: 0,
         };
         run(op, &x, &cx)
             .unwrap()
@@ -200,6 +210,8 @@ mod tests {
             outputs_used: vec![true],
             env: &env,
             consts: &env,
+            control: crate::test_control(),
+            depth: 0,
         };
         assert!(run(&op, &x, &cx).is_err());
     }

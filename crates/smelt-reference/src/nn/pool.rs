@@ -128,6 +128,10 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         outs.push(o.max(0) as usize);
     }
     // Taps per axis and output coordinate.
+    let n_taps = (0..nd).fold(0u128, |a, d| a + outs[d] as u128 * ks[d] as u128);
+    crate::layout::check_count(n_taps, 24, &|| {
+        format!("pooling window taps ({outs:?} x {ks:?})")
+    })?;
     let taps: Vec<Vec<Vec<Tap>>> = (0..nd)
         .map(|d| {
             (0..outs[d])

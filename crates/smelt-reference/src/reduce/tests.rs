@@ -11,6 +11,8 @@ fn run1(op: ReduceOp, inputs: Vec<Value>) -> Result<Vec<Value>> {
         outputs_used: vec![true, true],
         env: &env,
         consts: &env,
+        control: crate::test_control(),
+        depth: 0,
     };
     let x = Inputs::new(inputs.iter().map(Some).collect());
     run(&op, &x, &cx)

@@ -1,4 +1,5 @@
-//! Reading and writing NumPy `.npy` files (little-endian numeric and bool arrays).
+//! Reading and writing NumPy `.npy` files (little-endian numeric and bool arrays), for
+//! the command line's inputs and outputs; the reader takes hostile bytes (it is fuzzed).
 
 use half::f16;
 use smelt_ir::{bail, ensure, err, DType, Data, Result, Tensor};
@@ -173,14 +174,15 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
         );
     }
     let body = &b[start + hlen..];
-    let n = smelt_ir::numel(&shape)?;
+    // No data fills a shape whose element count overflows.
+    let n = smelt_ir::numel(&shape)
+        .map_err(|_| err!(InvalidInput, ".npy shape {shape:?} has too many elements"))?;
     let size = (dtype.bits() / 8).max(1);
     ensure!(
-        body.len() == n.saturating_mul(size),
+        n.checked_mul(size) == Some(body.len()),
         InvalidInput,
-        ".npy data has {} bytes, shape {shape:?} needs {}",
-        body.len(),
-        n * size
+        ".npy data has {} bytes, shape {shape:?} needs {n} elements of {size}",
+        body.len()
     );
     macro_rules! le {
         ($t:ty, $w:expr) => {

@@ -1,0 +1,453 @@
+//! Every hostile input of the hardening list gets its exact error kind, and nothing panics:
+//! truncated and random bytes, cycles, external data leaving the model's folder (by `..`,
+//! an absolute path or a symlink) or shorter than declared, allocation bombs, overflowing
+//! shapes, endless loops (deadline and cancel), unknown ops and domains, deep nesting that
+//! is valid and must run, and each limit of `SessionOptions`.
+
+use prost::Message;
+use smelt_fuzz::hostile;
+use smelt_ir::{ErrorKind, Result, Tensor, Value};
+use smelt_onnx::proto::ModelProto;
+use smelt_runtime::{CancelToken, RunOptions, Session, SessionOptions};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("smelt-hostile-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn write(name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir(name).join("model.onnx");
+    std::fs::write(&p, bytes).expect("write model");
+    p
+}
+
+fn x() -> HashMap<String, Value> {
+    let t = Tensor::from_f32(vec![2, 3], vec![-1.0, 2.0, -3.0, 4.0, -5.0, 6.0]).unwrap();
+    HashMap::from([("x".to_string(), Value::Tensor(t))])
+}
+
+fn opts(level: u8) -> SessionOptions {
+    SessionOptions {
+        opt_level: level,
+        ..Default::default()
+    }
+}
+
+/// Loads and runs a model file on `x`, failing the test on a panic.
+fn run_file(path: &Path, o: &SessionOptions, run: &RunOptions) -> Result<Vec<(String, Value)>> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(path, o)?;
+        s.run_with(x(), run)
+    }))
+    .unwrap_or_else(|_| panic!("{} panicked", path.display()))
+}
+
+fn run_model(name: &str, m: &ModelProto, o: &SessionOptions) -> Result<Vec<(String, Value)>> {
+    run_file(&write(name, &m.encode_to_vec()), o, &RunOptions::default())
+}
+
+fn kind(name: &str, m: &ModelProto, o: &SessionOptions) -> ErrorKind {
+    match run_model(name, m, o) {
+        Ok(_) => panic!("{name}: expected an error"),
+        Err(e) => {
+            assert!(!e.to_string().contains('\n'), "{name}: not one line: {e}");
+            e.kind()
+        }
+    }
+}
+
+fn both_levels(name: &str, m: &ModelProto, want: ErrorKind) {
+    for level in [0, 1] {
+        assert_eq!(kind(name, m, &opts(level)), want, "{name} at level {level}");
+    }
+}
+
+#[test]
+fn truncated_and_random_bytes_are_invalid_models() {
+    let bytes = hostile::relu().encode_to_vec();
+    for cut in 0..bytes.len() {
+        if let Err(e) = run_file(
+            &write("cut", &bytes[..cut]),
+            &opts(1),
+            &RunOptions::default(),
+        ) {
+            assert_eq!(e.kind(), ErrorKind::InvalidModel, "cut at {cut}: {e}");
+        }
+    }
+    let mut rng = smelt_bench_rng(7);
+    for i in 0..200 {
+        let n = (rng() % 300) as usize;
+        let junk: Vec<u8> = (0..n).map(|_| rng() as u8).collect();
+        if let Err(e) = run_file(&write("junk", &junk), &opts(1), &RunOptions::default()) {
+            assert!(
+                matches!(e.kind(), ErrorKind::InvalidModel | ErrorKind::Unsupported),
+                "junk {i}: {e}"
+            );
+        }
+    }
+}
+
+fn smelt_bench_rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed;
+    move || {
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+#[test]
+fn cycles_are_invalid_models() {
+    both_levels("cycle", &hostile::cycle(), ErrorKind::InvalidModel);
+}
+
+#[test]
+fn unknown_ops_and_domains_are_unsupported() {
+    both_levels(
+        "op",
+        &hostile::unknown("NoSuchOp", ""),
+        ErrorKind::Unsupported,
+    );
+    both_levels(
+        "domain",
+        &hostile::unknown("Relu", "com.example.nowhere"),
+        ErrorKind::Unsupported,
+    );
+}
+
+#[test]
+fn external_data_stays_in_the_model_folder_and_must_be_whole() {
+    let d = dir("external");
+    let model_dir = d.join("model");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::fs::write(d.join("secret.bin"), [0u8; 24]).unwrap();
+    std::fs::write(model_dir.join("short.bin"), [0u8; 8]).unwrap();
+    std::os::unix::fs::symlink(d.join("secret.bin"), model_dir.join("link.bin")).unwrap();
+    let abs = d.join("secret.bin").display().to_string();
+    for (loc, len, why) in [
+        ("../secret.bin", Some(24), "leaves the model's folder"),
+        (abs.as_str(), Some(24), "leaves the model's folder"),
+        ("link.bin", Some(24), "leaves the model's folder"),
+        ("short.bin", None, "needs"),
+        ("short.bin", Some(24), "past the end"),
+    ] {
+        let p = model_dir.join("model.onnx");
+        std::fs::write(&p, hostile::external(loc, len).encode_to_vec()).unwrap();
+        let e = run_file(&p, &opts(1), &RunOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidModel, "{loc}: {e}");
+        assert!(e.to_string().contains(why), "{loc}: {e}");
+        assert!(e.to_string().contains("tensor 'w'"), "{loc}: {e}");
+    }
+}
+
+#[test]
+fn allocation_bombs_are_resource_exhausted() {
+    let huge = [1 << 20, 1 << 20, 2, 3];
+    for op in ["ConstantOfShape", "Expand"] {
+        both_levels(
+            op,
+            &hostile::shape_bomb(op, &huge),
+            ErrorKind::ResourceExhausted,
+        );
+    }
+    both_levels(
+        "tile",
+        &hostile::shape_bomb("Tile", &[1 << 40, 1 << 20]),
+        ErrorKind::ResourceExhausted,
+    );
+    both_levels(
+        "range",
+        &hostile::range_bomb(1 << 62),
+        ErrorKind::ResourceExhausted,
+    );
+}
+
+#[test]
+fn overflowing_shapes_are_errors() {
+    // Element counts past usize: a limit for values computed at run time...
+    both_levels(
+        "expand-overflow",
+        &hostile::shape_bomb("Expand", &[i64::MAX, 2, 3]),
+        ErrorKind::ResourceExhausted,
+    );
+    both_levels(
+        "cos-overflow",
+        &hostile::shape_bomb("ConstantOfShape", &[1 << 62, 1 << 62]),
+        ErrorKind::ResourceExhausted,
+    );
+    // ...and a malformed model when the file itself declares them.
+    both_levels(
+        "init-overflow",
+        &hostile::bad_initializer(&[1 << 62, 1 << 62]),
+        ErrorKind::InvalidModel,
+    );
+    both_levels(
+        "init-short",
+        &hostile::bad_initializer(&[3]),
+        ErrorKind::InvalidModel,
+    );
+    both_levels(
+        "reshape-overflow",
+        &hostile::shape_bomb("Reshape", &[1 << 62, 1 << 62]),
+        ErrorKind::InvalidModel,
+    );
+}
+
+#[test]
+fn endless_loops_stop_at_their_deadline_or_when_cancelled() {
+    let p = write("loop", &hostile::endless_loop(i64::MAX).encode_to_vec());
+    for level in [0, 1] {
+        let mut o = opts(level);
+        o.limits.timeout = Some(Duration::from_millis(100));
+        let t = Instant::now();
+        let e = run_file(&p, &o, &RunOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+        assert!(e.to_string().contains("Loop iteration"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+
+        let tok = CancelToken::new();
+        let run = RunOptions {
+            cancel: Some(tok.clone()),
+            ..Default::default()
+        };
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tok.cancel();
+        });
+        let e = run_file(&p, &opts(level), &run).unwrap_err();
+        canceller.join().unwrap();
+        assert_eq!(e.kind(), ErrorKind::Cancelled, "{e}");
+    }
+    // A loop that ends runs as before.
+    let out = run_model("loop3", &hostile::endless_loop(3), &opts(1)).unwrap();
+    assert_eq!(out[0].1, x()["x"]);
+}
+
+#[test]
+fn runs_stop_before_starting_when_cancelled_or_late() {
+    let p = write("late", &hostile::chain(4).encode_to_vec());
+    for level in [0, 1] {
+        let tok = CancelToken::new();
+        tok.cancel();
+        let run = RunOptions {
+            cancel: Some(tok),
+            ..Default::default()
+        };
+        let e = run_file(&p, &opts(level), &run).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Cancelled);
+        let run = RunOptions {
+            deadline: Some(Instant::now()),
+            ..Default::default()
+        };
+        let e = run_file(&p, &opts(level), &run).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+        let run = RunOptions {
+            timeout: Some(Duration::from_secs(60)),
+            ..Default::default()
+        };
+        assert!(run_file(&p, &opts(level), &run).is_ok());
+    }
+}
+
+fn nested_inputs() -> HashMap<String, Value> {
+    let mut m = x();
+    m.insert(
+        "c".into(),
+        Value::Tensor(Tensor::from_bools(vec![], vec![true]).unwrap()),
+    );
+    m
+}
+
+#[test]
+fn deep_valid_nesting_runs_and_deeper_is_a_limit() {
+    for level in [0, 1] {
+        let p = write("nest30", &hostile::nested_ifs(30).encode_to_vec());
+        let s = Session::load_with(&p, &opts(level)).unwrap();
+        let out = s.run(nested_inputs()).unwrap();
+        let want = Tensor::from_f32(vec![2, 3], vec![0.0, 2.0, 0.0, 4.0, 0.0, 6.0]).unwrap();
+        assert_eq!(out[0].1, Value::Tensor(want), "level {level}");
+    }
+    let p = write("nest40", &hostile::nested_ifs(40).encode_to_vec());
+    let e = Session::load_with(&p, &opts(1)).err().expect("too deep");
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{e}");
+    let mut o = opts(0);
+    o.limits.max_nesting = 5;
+    let p = write("nest6", &hostile::nested_ifs(6).encode_to_vec());
+    let e = Session::load_with(&p, &o).err().expect("over the limit");
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{e}");
+    assert!(e.to_string().contains("nest"), "{e}");
+}
+
+#[test]
+fn the_node_limit_counts_every_node() {
+    let mut o = opts(1);
+    o.limits.max_nodes = 100;
+    assert!(run_model("chain100", &hostile::chain(100), &o).is_ok());
+    assert_eq!(
+        kind("chain101", &hostile::chain(101), &o),
+        ErrorKind::ResourceExhausted
+    );
+}
+
+#[test]
+fn tensor_and_run_limits_hold_on_both_executors() {
+    for level in [0, 1] {
+        let mut o = opts(level);
+        o.limits.max_tensor_bytes = 16;
+        assert_eq!(
+            kind("tensor", &hostile::chain(3), &o),
+            ErrorKind::ResourceExhausted
+        );
+        let mut o = opts(level);
+        o.limits.max_run_bytes = 20;
+        let e = run_model("run", &hostile::chain(3), &o).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{e}");
+        let mut o = opts(level);
+        o.limits.max_tensor_bytes = 1 << 20;
+        o.limits.max_run_bytes = 1 << 20;
+        assert!(run_model("fits", &hostile::chain(3), &o).is_ok());
+    }
+}
+
+/// Inputs for `single` models: x of the given shape.
+fn x_of(shape: &[usize]) -> HashMap<String, Value> {
+    let n = shape.iter().product();
+    let t = Tensor::from_f32(shape.to_vec(), vec![1.0; n]).unwrap();
+    HashMap::from([("x".to_string(), Value::Tensor(t))])
+}
+
+fn single_kind(name: &str, m: &ModelProto, level: u8, shape: &[usize]) -> ErrorKind {
+    let p = write(name, &m.encode_to_vec());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        Session::load_with(&p, &opts(level))?.run(x_of(shape))
+    }))
+    .unwrap_or_else(|_| panic!("{name} panicked"));
+    r.err()
+        .unwrap_or_else(|| panic!("{name}: expected an error"))
+        .kind()
+}
+
+/// The mutant campaign's findings, reduced: each panicked or aborted before its fix.
+#[test]
+fn campaign_findings_are_errors() {
+    use hostile::{int_attr, ints_attr, single, str_attr};
+    for level in [0, 1] {
+        // MaxPool SAME_UPPER with kernel_shape [2^62, 2]: "capacity overflow" building its
+        // tap table.
+        let attrs = vec![
+            str_attr("auto_pad", "SAME_UPPER"),
+            ints_attr("kernel_shape", &[1 << 62, 2]),
+        ];
+        let m = single("MaxPool", &[1, 3, 32, 32], attrs, &["y"]);
+        assert_eq!(
+            single_kind("maxpool", &m, level, &[1, 3, 32, 32]),
+            ErrorKind::InvalidModel
+        );
+        // Split with num_outputs 2^62 and two outputs: 2^62 dims allocated in shape inference.
+        let m = single(
+            "Split",
+            &[4, 2],
+            vec![int_attr("axis", 0), int_attr("num_outputs", 1 << 62)],
+            &["a", "b"],
+        );
+        assert_eq!(
+            single_kind("split", &m, level, &[4, 2]),
+            ErrorKind::InvalidModel
+        );
+    }
+    // Tile with repeats [2^40, 2^20] on f32[2, 3] aborted allocating its index table.
+    both_levels(
+        "tile-finding",
+        &hostile::shape_bomb("Tile", &[1 << 40, 1 << 20]),
+        ErrorKind::ResourceExhausted,
+    );
+}
+
+/// A fuzz finding: 860 bytes of JPEG 2000 declaring a 32 x 2^21 image took half a minute
+/// to decode; its pixels are now checked against the limits before decoding.
+#[test]
+fn an_image_declaring_more_pixels_than_the_limits_is_refused() {
+    use smelt_ir::op::misc::{MiscOp, PixelFormat};
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/image/jp2-declares-67M-pixels.jp2"
+    );
+    let bytes = std::fs::read(path).unwrap();
+    let t = Tensor::new(
+        smelt_ir::DType::U8,
+        vec![bytes.len()],
+        smelt_ir::Data::U8(bytes),
+    )
+    .unwrap();
+    let mut limits = smelt_ir::Limits::for_memory(1 << 30);
+    limits.max_tensor_bytes = 64 << 20;
+    let control = std::sync::Arc::new(smelt_ir::RunControl::new(limits, None, None));
+    let _entered = control.enter();
+    let op = smelt_ir::Op::Misc(MiscOp::ImageDecoder {
+        pixel_format: PixelFormat::Rgb,
+    });
+    let e = smelt_reference::eval_op(&op, &[Some(&t)], 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{e}");
+    assert!(e.to_string().contains("32x2097152"), "{e}");
+}
+
+/// The fuzzers' ONNX findings (fuzz/regressions/onnx), each with its kind: before their
+/// fixes they panicked on an overflow (Attention's head count in shape inference, a
+/// 2^63-element dim reaching the lowering's strides) or crashed.
+#[test]
+fn fuzz_regressions_are_errors() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/regressions/onnx");
+    for (file, want) in [
+        ("attention-head-overflow.onnx", ErrorKind::InvalidModel),
+        (
+            "lowering-stride-overflow.onnx",
+            ErrorKind::ResourceExhausted,
+        ),
+        // Gemm's C of [0, 4] for a [3, 4] output: the fused epilogue read past C (a
+        // segfault on one thread, garbage on two).
+        ("gemm-c-not-broadcast.onnx", ErrorKind::InvalidModel),
+    ] {
+        let p = Path::new(dir).join(file);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(1))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), 1)?)
+        }))
+        .unwrap_or_else(|_| panic!("{file} panicked"));
+        assert_eq!(r.err().map(|e| e.kind()), Some(want), "{file}");
+    }
+}
+
+/// A campaign finding: a Reshape whose shape input declares 2^40 elements made shape
+/// inference allocate a rank-2^40 shape ("capacity overflow", or an abort under ulimit).
+#[test]
+fn a_shape_operand_declaring_a_huge_rank_is_no_allocation() {
+    let mut m = hostile::shape_bomb("Reshape", &[2, 3]);
+    if let Some(g) = m.graph.as_mut() {
+        g.initializer.clear();
+        g.input.push(hostile::vi(
+            "shape",
+            smelt_onnx::proto::tensor_proto::data_type::INT64,
+            Some(&[1 << 40]),
+        ));
+    }
+    let p = write("reshape-rank", &m.encode_to_vec());
+    for level in [0, 1] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(level))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), 1)?)
+        }))
+        .unwrap_or_else(|_| panic!("level {level} panicked"));
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::ResourceExhausted)
+        );
+    }
+}
