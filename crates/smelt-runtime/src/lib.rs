@@ -9,6 +9,7 @@
 mod cache;
 mod check;
 mod compile;
+pub mod explain;
 mod plan;
 pub mod profile;
 mod shapes;
