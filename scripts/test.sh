@@ -4,6 +4,7 @@
 #
 #   scripts/test.sh              # everything
 #   SMELT_SKIP_LINT=1 scripts/test.sh   # skip fmt/clippy
+#   SMELT_SKIP_PYTHON=1 scripts/test.sh # skip the Python package (scripts/test-python.sh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -68,5 +69,15 @@ target/release/smelt-mutants --smelt "$SMELT" --models "$DATA/node" --count 2000
 if [[ -z "${SMELT_SKIP_FUZZ:-}" ]]; then
   step "fuzz smoke"
   scripts/fuzz.sh smoke || status=1
+fi
+
+# The Python package: wheel (maturin), onnxruntime-compatibility and torch.compile tests.
+if [[ -z "${SMELT_SKIP_PYTHON:-}" ]]; then
+  step "python package"
+  # The workspace steps above built and linted its native module.
+  if ! SMELT_SKIP_LINT=1 scripts/test-python.sh; then
+    echo "python: the Python package's tests failed" >&2
+    status=1
+  fi
 fi
 exit $status

@@ -2,7 +2,7 @@
 //! signature.
 
 use crate::IoInfo;
-use smelt_ir::{bail, Dim, Result, Value, ValueType};
+use smelt_ir::{bail, DType, Dim, Result, Tensor, Value, ValueType};
 use std::collections::HashMap;
 
 /// Sizes bound to symbolic dims so far, with the input that bound each.
@@ -11,8 +11,37 @@ pub(crate) struct Symbols(HashMap<String, (usize, String)>);
 
 /// Checks names, presence, element types and shapes (symbols bound consistently).
 pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<()> {
-    for name in inputs.keys() {
-        if !sig.iter().any(|s| &s.name == name) {
+    check_names(sig, inputs.keys().map(String::as_str))?;
+    check_given(sig, |name| inputs.get(name).map(Given::Value))
+}
+
+/// [`check_inputs`] for borrowed tensors; a name given twice is an error too.
+pub fn check_tensor_inputs(sig: &[IoInfo], inputs: &[(&str, &Tensor)]) -> Result<()> {
+    check_names(sig, inputs.iter().map(|(n, _)| *n))?;
+    for (i, (name, _)) in inputs.iter().enumerate() {
+        if inputs[..i].iter().any(|(n, _)| n == name) {
+            bail!(InvalidInput, "input '{name}' is given twice");
+        }
+    }
+    check_given(sig, |name| {
+        inputs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| Given::Tensor(t))
+    })
+}
+
+/// An input as a caller gave it: any value, or a borrowed tensor.
+#[derive(Clone, Copy)]
+enum Given<'a> {
+    Value(&'a Value),
+    Tensor(&'a Tensor),
+}
+
+/// Every given name is an input of the model.
+fn check_names<'a>(sig: &[IoInfo], names: impl Iterator<Item = &'a str>) -> Result<()> {
+    for name in names {
+        if !sig.iter().any(|s| s.name == name) {
             let known: Vec<&str> = sig.iter().map(|s| s.name.as_str()).collect();
             bail!(
                 InvalidInput,
@@ -21,13 +50,24 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
             );
         }
     }
+    Ok(())
+}
+
+fn check_given<'a>(sig: &[IoInfo], get: impl Fn(&str) -> Option<Given<'a>>) -> Result<()> {
     let mut symbols = Symbols::default();
     for s in sig {
-        let Some(v) = inputs.get(&s.name) else {
+        let Some(given) = get(&s.name) else {
             if s.required {
                 bail!(InvalidInput, "missing required input '{}'", s.name);
             }
             continue;
+        };
+        let v = match given {
+            Given::Value(v) => v,
+            Given::Tensor(t) => {
+                check_tensor(s, t, &mut symbols)?;
+                continue;
+            }
         };
         let (dtype, t) = match (&s.ty, v) {
             (Some(ValueType::Tensor { dtype, .. }), Value::Tensor(t)) => (dtype, t),
@@ -47,15 +87,38 @@ pub fn check_inputs(sig: &[IoInfo], inputs: &HashMap<String, Value>) -> Result<(
             }
             _ => continue,
         };
-        if t.dtype() != *dtype {
-            bail!(
-                InvalidInput,
-                "input '{}': expected {dtype} elements, got {}",
-                s.name,
-                t.dtype()
-            );
-        }
+        check_dtype(s, *dtype, t)?;
         check_shape(s, t.shape(), &mut symbols)?;
+    }
+    Ok(())
+}
+
+/// A borrowed tensor against its input's declared type (a tensor where another kind of
+/// value is declared is an error, as in [`check_inputs`]).
+fn check_tensor(s: &IoInfo, t: &Tensor, symbols: &mut Symbols) -> Result<()> {
+    match &s.ty {
+        Some(ValueType::Tensor { dtype, .. }) => {
+            check_dtype(s, *dtype, t)?;
+            check_shape(s, t.shape(), symbols)
+        }
+        Some(ty @ (ValueType::Sequence(_) | ValueType::Map(..))) => bail!(
+            InvalidInput,
+            "input '{}': expected a {}, got a tensor",
+            s.name,
+            expected_kind(ty)
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn check_dtype(s: &IoInfo, dtype: DType, t: &Tensor) -> Result<()> {
+    if t.dtype() != dtype {
+        bail!(
+            InvalidInput,
+            "input '{}': expected {dtype} elements, got {}",
+            s.name,
+            t.dtype()
+        );
     }
     Ok(())
 }

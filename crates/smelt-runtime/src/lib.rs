@@ -9,6 +9,7 @@
 mod cache;
 mod check;
 mod compile;
+pub mod explain;
 pub mod npy;
 mod plan;
 pub mod profile;
@@ -24,7 +25,7 @@ pub use smelt_ir::limits::{available_memory, Memory};
 pub use smelt_ir::{CancelToken, Limits, RunControl};
 
 use cache::PlanCache;
-use smelt_ir::{Dim, Model, Result, Value, ValueType};
+use smelt_ir::{Dim, Model, Result, Tensor, Value, ValueType};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -247,6 +248,63 @@ impl Session {
         ))
     }
 
+    /// Runs the model on borrowed tensors, `(input name, tensor)`: the caller keeps its
+    /// inputs, and a plan on the kernels reads them in place. Returns what [`Session::run`]
+    /// returns.
+    pub fn run_ref(&self, inputs: &[(&str, &Tensor)]) -> Result<Outputs> {
+        self.run_ref_inner(inputs, &RunOptions::default(), None)
+    }
+
+    /// [`Session::run_ref`] with a deadline or a cancel token, as [`Session::run_with`].
+    pub fn run_ref_with(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        options: &RunOptions,
+    ) -> Result<Outputs> {
+        self.run_ref_inner(inputs, options, None)
+    }
+
+    /// [`Session::run_ref`], recording one timing event per kernel.
+    pub fn run_ref_profiled(
+        &self,
+        inputs: &[(&str, &Tensor)],
+    ) -> Result<(Outputs, Vec<KernelEvent>)> {
+        let mut events = Vec::new();
+        let out = self.run_ref_inner(inputs, &RunOptions::default(), Some(&mut events))?;
+        Ok((out, events))
+    }
+
+    fn run_ref_inner(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        options: &RunOptions,
+        profile: Option<&mut Vec<KernelEvent>>,
+    ) -> Result<Outputs> {
+        let control = self.run_control(options);
+        control.check()?;
+        check::check_tensor_inputs(&self.inputs(), inputs)?;
+        let key = self.key_of(|name| {
+            inputs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| Some(*t))
+        });
+        let plan = {
+            let _entered = control.enter();
+            self.plan_for_key(key)?
+        };
+        let outs = plan.run_borrowed(inputs, &control, profile)?;
+        Ok(self.name_outputs(outs))
+    }
+
+    fn name_outputs(&self, outs: Vec<Value>) -> Outputs {
+        self.outputs()
+            .into_iter()
+            .map(|o| o.name)
+            .zip(outs)
+            .collect()
+    }
+
     fn run_inner(
         &self,
         inputs: HashMap<String, Value>,
@@ -262,12 +320,7 @@ impl Session {
             self.plan_for_key(key)?
         };
         let outs = plan.run(inputs, &control, profile)?;
-        Ok(self
-            .outputs()
-            .into_iter()
-            .map(|o| o.name)
-            .zip(outs)
-            .collect())
+        Ok(self.name_outputs(outs))
     }
 
     fn plan_for_key(&self, key: ShapeKey) -> Result<Arc<Plan>> {
@@ -292,6 +345,12 @@ impl Session {
     /// The cache key of a run (checked inputs): the shape of every tensor input (given or
     /// default), in graph order.
     fn key_from_values(&self, inputs: &HashMap<String, Value>) -> ShapeKey {
+        self.key_of(|name| inputs.get(name).map(Value::as_tensor))
+    }
+
+    /// The cache key from a lookup of each input: None when not given, Some(None) when
+    /// given but not a tensor.
+    fn key_of<'a>(&'a self, get: impl Fn(&str) -> Option<Option<&'a Tensor>>) -> ShapeKey {
         let mut key = InputShapes::new();
         if self.options.opt_level == 0 {
             return key;
@@ -299,9 +358,9 @@ impl Session {
         let g = &self.model.graph;
         for i in &g.inputs {
             let name = g.name_of(i.id);
-            let t = match inputs.get(name) {
-                Some(Value::Tensor(t)) => t,
-                Some(_) => continue,
+            let t = match get(name) {
+                Some(Some(t)) => t,
+                Some(None) => continue,
                 None => match &i.default {
                     Some(t) => t,
                     None => continue,

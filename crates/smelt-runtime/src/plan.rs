@@ -140,7 +140,6 @@ impl Plan {
             }
         };
         let g = &self.graph;
-        // The caller's tensors, or the graph's defaults (borrowed, not copied).
         let given: Vec<Option<Tensor>> = g
             .inputs
             .iter()
@@ -151,12 +150,49 @@ impl Plan {
                     .transpose()
             })
             .collect::<Result<_>>()?;
+        self.run_kernels(cpu, given.iter().map(Option::as_ref), control, profile)
+    }
+
+    /// Runs the plan on checked, borrowed tensors. A plan on the kernels reads them where
+    /// they are; the reference executor takes owned values, so it gets copies.
+    pub(crate) fn run_borrowed(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        control: &Arc<RunControl>,
+        profile: Option<&mut Vec<KernelEvent>>,
+    ) -> Result<Vec<Value>> {
+        let Execution::Kernels(cpu) = &self.execution else {
+            let owned = inputs
+                .iter()
+                .map(|(n, t)| (n.to_string(), Value::Tensor((*t).clone())))
+                .collect();
+            return self.run(owned, control, profile);
+        };
+        let _entered = control.enter();
+        let g = &self.graph;
+        let given = g.inputs.iter().map(|i| {
+            let name = g.name_of(i.id);
+            inputs.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+        });
+        self.run_kernels(cpu, given, control, profile)
+    }
+
+    /// Runs the kernels on the caller's tensors (one per graph input, in order), the
+    /// graph's defaults standing in for absent ones (borrowed, not copied).
+    fn run_kernels<'a>(
+        &'a self,
+        cpu: &CpuPlan,
+        given: impl Iterator<Item = Option<&'a Tensor>>,
+        control: &Arc<RunControl>,
+        profile: Option<&mut Vec<KernelEvent>>,
+    ) -> Result<Vec<Value>> {
+        let g = &self.graph;
         let refs: Vec<&Tensor> = g
             .inputs
             .iter()
-            .zip(&given)
+            .zip(given)
             .map(|(i, t)| {
-                t.as_ref().or(i.default.as_ref()).ok_or_else(|| {
+                t.or(i.default.as_ref()).ok_or_else(|| {
                     smelt_ir::err!(InvalidInput, "missing required input '{}'", g.name_of(i.id))
                 })
             })
