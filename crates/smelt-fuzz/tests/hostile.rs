@@ -451,3 +451,32 @@ fn a_shape_operand_declaring_a_huge_rank_is_no_allocation() {
         );
     }
 }
+
+/// A fuzz finding: the memory plan gave a Softmax its input's bytes, and the row kernel's
+/// in-place path copied a row onto itself (undefined behaviour that debug builds catch).
+/// It now runs in place and matches the oracle.
+#[test]
+fn a_softmax_sharing_its_input_bytes_matches_the_oracle() {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join("softmax-in-place.onnx");
+    let run = |level| {
+        let s = Session::load_with(&p, &opts(level)).unwrap();
+        let outs = s
+            .run(smelt_fuzz::inputs::random_inputs(&s.inputs(), 1).unwrap())
+            .unwrap();
+        outs.into_iter()
+            .map(|(_, v)| v.into_tensor().unwrap().to_f64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let (fast, oracle) = (run(1), run(0));
+    assert_eq!(fast.len(), oracle.len());
+    for (a, b) in fast.iter().zip(&oracle) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-5, "{x} vs {y}");
+        }
+    }
+}

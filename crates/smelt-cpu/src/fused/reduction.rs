@@ -429,17 +429,37 @@ impl ReductionPlan {
     ) -> bool {
         let n = self.row.len();
         let f32_buf = |w: usize| mem.elems[self.bufs[w]] == Elem::F32;
-        let out_buf = self.bufs[st];
-        if !f32_buf(st) || ins.iter().any(|&j| !f32_buf(j) || self.bufs[j] == out_buf) {
+        if n == 0 || !f32_buf(st) || ins.iter().any(|&j| !f32_buf(j)) {
+            return false;
+        }
+        let start = |w: usize| (mem.ptrs[self.bufs[w]] as *const f32).wrapping_offset(roffs[w]);
+        let out_ptr = start(st) as *mut f32;
+        // The output row must be aligned and overlap none of the input rows (buffers of
+        // different values may share arena bytes).
+        let disjoint = |p: *const f32| {
+            let (a, b) = (p as usize, out_ptr as usize);
+            a + 4 * n <= b || b + 4 * n <= a
+        };
+        if !(out_ptr as usize).is_multiple_of(4) {
+            return false;
+        }
+        if let RowKernel::Softmax { .. } = rk {
+            // The memory plan may give a softmax its input's bytes: then it runs in place.
+            if std::ptr::eq(start(ins[0]), out_ptr) {
+                (kern.softmax)(std::slice::from_raw_parts_mut(out_ptr, n), 1.0, &[]);
+                return true;
+            }
+        }
+        if ins
+            .iter()
+            .any(|&j| !(start(j) as usize).is_multiple_of(4) || !disjoint(start(j)))
+        {
             return false;
         }
         // SAFETY: the validated windows hold `n` f32 elements at unit step from each
-        // row's offset; the output's buffer differs from every input's.
-        let row = |w: usize| unsafe {
-            std::slice::from_raw_parts((mem.ptrs[self.bufs[w]] as *const f32).offset(roffs[w]), n)
-        };
-        let out =
-            std::slice::from_raw_parts_mut((mem.ptrs[out_buf] as *mut f32).offset(roffs[st]), n);
+        // row's offset; the pointers are aligned and the output row overlaps no input row.
+        let row = |w: usize| unsafe { std::slice::from_raw_parts(start(w), n) };
+        let out = std::slice::from_raw_parts_mut(out_ptr, n);
         match rk {
             RowKernel::LayerNorm { g, b, eps, .. } => {
                 let gr = g.map(|_| row(ins[1])).unwrap_or(&[]);
