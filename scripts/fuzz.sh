@@ -73,6 +73,8 @@ corpus_of() {
 run() {
   local t="$1" secs="$2" seed="${3:-0}" corpus="${4:-$FUZZ/corpus/$1}"
   mkdir -p "$corpus" "$ARTIFACTS"
+  # A finding is this run's: earlier artifacts of the target are cleared.
+  rm -f "$ARTIFACTS/$t-"*
   local max_len=262144
   [[ "$t" == npy ]] && max_len=4096
   # Past findings (fuzz/regressions) are replayed first, with the seeds.

@@ -414,6 +414,13 @@ fn fuzz_regressions_are_errors() {
         // Gemm's C of [0, 4] for a [3, 4] output: the fused epilogue read past C (a
         // segfault on one thread, garbage on two).
         ("gemm-c-not-broadcast.onnx", ErrorKind::InvalidModel),
+        // TreeEnsemble with n_targets = 2^62: the oracle's output buffer overflowed.
+        (
+            "tree-ensemble-huge-targets.onnx",
+            ErrorKind::ResourceExhausted,
+        ),
+        // GRU with hidden_size 2^63 - 1: gates x hidden_size overflowed.
+        ("rnn-hidden-size-overflow.onnx", ErrorKind::InvalidModel),
     ] {
         let p = Path::new(dir).join(file);
         let r = catch_unwind(AssertUnwindSafe(|| {

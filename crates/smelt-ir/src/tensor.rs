@@ -355,11 +355,12 @@ pub struct Tensor {
     data: Data,
 }
 
-/// Row-major strides (in elements) of a shape.
+/// Row-major strides (in elements) of a shape. They saturate: only an empty tensor's
+/// strides can overflow (a 0 dim beside huge ones), and nothing is read through those.
 pub fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
+        s[i] = s[i + 1].saturating_mul(shape[i + 1]);
     }
     s
 }

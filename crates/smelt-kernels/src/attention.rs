@@ -86,6 +86,8 @@ pub unsafe fn attention(
             );
         }
         let mut tile = [0f32; 8 * 64];
+        // 1 / the softmax sum of each row of the panel, applied to its O rows.
+        let mut inv = [0f32; 8];
         let mut i0 = rows.start;
         while i0 < rows.end {
             let r = mr.min(rows.end - i0);
@@ -122,7 +124,7 @@ pub unsafe fn attention(
                         &mrow[..sk]
                     }
                 };
-                (kern.softmax)(row, h.scale, mask);
+                inv[rr] = (kern.softmax_exp)(row, h.scale, mask);
             }
             for j in 0..vp {
                 // P is read in place, row-major.
@@ -135,6 +137,10 @@ pub unsafe fn attention(
                     tile.as_mut_ptr(),
                     false,
                 );
+                for (rr, t) in tile[..r * nr].chunks_exact_mut(nr).enumerate() {
+                    let iv = inv[rr];
+                    t.iter_mut().for_each(|x| *x *= iv);
+                }
                 let cols = nr.min(dv - j * nr);
                 sink.tile(batch, i0, j * nr, r, cols, &mut tile[..r * nr], nr);
             }

@@ -35,6 +35,8 @@ pub struct Kernels {
     pub reduce: program::ReduceFn,
     /// Softmax of a row, after a scale and an additive mask.
     pub softmax: program::SoftmaxFn,
+    /// Softmax rows without the final normalization (attention applies it to its output).
+    pub softmax_exp: program::SoftmaxExpFn,
     /// Layer normalization of a row.
     pub layer_norm: program::LayerNormFn,
     /// Finishes a GEMM tile with a fused epilogue.
@@ -69,6 +71,7 @@ impl Kernels {
             eval: program::portable::eval,
             reduce: program::portable::reduce,
             softmax: program::portable::softmax,
+            softmax_exp: program::portable::softmax_exp,
             layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
             pool: conv::portable::pool,
@@ -86,6 +89,7 @@ impl Kernels {
                 eval: program::x86::avx2_eval,
                 reduce: program::x86::avx2_reduce,
                 softmax: program::x86::avx2_softmax,
+                softmax_exp: program::x86::avx2_softmax_exp,
                 layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
                 pool: conv::x86::pool_avx2,
@@ -101,6 +105,7 @@ impl Kernels {
                 eval: program::x86::avx512_eval,
                 reduce: program::x86::avx512_reduce,
                 softmax: program::x86::avx512_softmax,
+                softmax_exp: program::x86::avx512_softmax_exp,
                 layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
                 pool: conv::x86::pool_avx512,

@@ -20,6 +20,11 @@ pub type EvalFn = fn(&[ScalarOp], &[usize], usize, &mut [f32], &[f32]);
 /// a row that is -inf everywhere becomes zeros.
 pub type SoftmaxFn = fn(&mut [f32], f32, &[f32]);
 
+/// The unnormalized half of [`SoftmaxFn`]: `row = exp(row * scale + mask - max)` in place,
+/// returning `1 / sum(row)` for the caller to apply later (attention scales its output
+/// rows instead of the scores); a row that is -inf everywhere becomes zeros and gives 0.
+pub type SoftmaxExpFn = fn(&mut [f32], f32, &[f32]) -> f32;
+
 /// Layer normalization of one row: `out = (x - mean) / sqrt(var + eps) * g + b`, with the
 /// mean and variance over the row (`b` empty: no bias; `g` empty: no scale).
 pub type LayerNormFn = fn(&[f32], &[f32], &[f32], f32, &mut [f32]);
@@ -627,6 +632,26 @@ unsafe fn layer_norm_body<V: Vf>(x: &[f32], g: &[f32], b: &[f32], eps: f32, out:
 /// See [`SoftmaxFn`], over lanes `V`.
 #[inline(always)]
 unsafe fn softmax_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) {
+    let inv = softmax_exp_body::<V>(row, scale, mask);
+    if inv == 0.0 {
+        return;
+    }
+    let n = row.len();
+    let pr = row.as_mut_ptr();
+    let iv = V::splat(inv);
+    let mut j = 0;
+    while j + V::LANES <= n {
+        V::load(pr.add(j)).mul(iv).store(pr.add(j));
+        j += V::LANES;
+    }
+    for x in &mut row[j..] {
+        *x *= inv;
+    }
+}
+
+/// See [`SoftmaxExpFn`], over lanes `V`.
+#[inline(always)]
+unsafe fn softmax_exp_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
     let n = row.len();
     let pr = row.as_mut_ptr();
     let masked = mask.len() == n;
@@ -665,35 +690,26 @@ unsafe fn softmax_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) {
         .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
     if top == f32::NEG_INFINITY {
         row.fill(0.0);
-        return;
+        return 0.0;
     }
     let t = V::splat(top);
     let mut sum = V::splat(0.0);
     let mut j = 0;
     while j + V::LANES <= n {
-        let e = vmath::exp(V::load(pr.add(j)).sub(t));
+        let e = vmath::exp_nonpos(V::load(pr.add(j)).sub(t));
         e.store(pr.add(j));
         sum = sum.add(e);
         j += V::LANES;
     }
     let mut total = hsum(sum) as f32;
     if j < n {
-        let e = vmath::exp(V::load_part(pr.add(j), n - j).sub(t));
+        let e = vmath::exp_nonpos(V::load_part(pr.add(j), n - j).sub(t));
         e.store_part(pr.add(j), n - j);
         for &x in &row[j..] {
             total += x;
         }
     }
-    let inv = V::splat(1.0 / total);
-    let mut j = 0;
-    while j + V::LANES <= n {
-        V::load(pr.add(j)).mul(inv).store(pr.add(j));
-        j += V::LANES;
-    }
-    let inv = 1.0 / total;
-    for x in &mut row[j..] {
-        *x *= inv;
-    }
+    1.0 / total
 }
 
 /// a^b as the reference computes it (through f64), with the common squares exact.
@@ -738,6 +754,12 @@ pub mod portable {
     pub fn softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
         // SAFETY: as for eval.
         unsafe { softmax_body::<f32>(row, scale, mask) }
+    }
+
+    /// See [`SoftmaxExpFn`].
+    pub fn softmax_exp(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
+        // SAFETY: as for eval.
+        unsafe { softmax_exp_body::<f32>(row, scale, mask) }
     }
 
     /// See [`LayerNormFn`].
@@ -794,6 +816,16 @@ pub mod x86 {
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
     unsafe fn softmax_avx512(row: &mut [f32], scale: f32, mask: &[f32]) {
         softmax_body::<Z16>(row, scale, mask)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn softmax_exp_avx2(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
+        softmax_exp_body::<Y8>(row, scale, mask)
+    }
+
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    unsafe fn softmax_exp_avx512(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
+        softmax_exp_body::<Z16>(row, scale, mask)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -864,6 +896,18 @@ pub mod x86 {
     pub fn avx512_softmax(row: &mut [f32], scale: f32, mask: &[f32]) {
         // SAFETY: as for avx512_eval.
         unsafe { softmax_avx512(row, scale, mask) }
+    }
+
+    /// See [`SoftmaxExpFn`] (AVX2 table).
+    pub fn avx2_softmax_exp(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
+        // SAFETY: as for avx2_eval.
+        unsafe { softmax_exp_avx2(row, scale, mask) }
+    }
+
+    /// See [`SoftmaxExpFn`] (AVX-512 table).
+    pub fn avx512_softmax_exp(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
+        // SAFETY: as for avx512_eval.
+        unsafe { softmax_exp_avx512(row, scale, mask) }
     }
 }
 

@@ -131,6 +131,30 @@ pub unsafe fn exp<V: Vf>(x: V) -> V {
     )
 }
 
+/// e^x for x <= 0, as softmax needs it once the row's maximum is subtracted: [`exp`]
+/// without the overflow handling (below the underflow it gives 0; NaN stays NaN). The
+/// same polynomial, so the same error on that range.
+#[inline(always)]
+pub unsafe fn exp_nonpos<V: Vf>(x: V) -> V {
+    const LO: f32 = -87.336_55;
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let lo = V::splat(LO);
+    let under = x.lt(lo);
+    let xc = V::select(under, lo, x);
+    let m = V::splat(MAGIC);
+    let t = xc.fma(V::splat(LOG2E), m);
+    let n = t.sub(m);
+    let r = n.fma(V::splat(-LN2_HI), xc);
+    let r = n.fma(V::splat(-LN2_LO), r);
+    let p = horner(r, &EXP_C);
+    // n lies in [-126, 0]: 2^n is a normal float built from the exponent bits.
+    let ni = V::isub(t.bits(), V::isplat(MAGIC.to_bits() as i32));
+    let scale = V::from_bits(V::ishl23(V::iadd(ni, V::isplat(127))));
+    V::select(under, V::splat(0.0), p.mul(scale))
+}
+
 /// erf x, as x P(x^2) / Q(x^2) on [-4, 4].
 #[inline(always)]
 pub unsafe fn erf<V: Vf>(x: V) -> V {
@@ -312,6 +336,34 @@ mod tests {
         }
         composites::<V>();
         specials::<V>();
+        nonpos::<V>();
+    }
+
+    /// exp_nonpos agrees with exp on [-100, 0] within exp's bound, and keeps its specials.
+    fn nonpos<V: Vf>() {
+        let mut xs = sweep(-100.0, 0.0, 400_000);
+        xs.extend([f32::NEG_INFINITY, -0.0, f32::NAN, -87.34, -87.33]);
+        let mut ys = vec![0f32; xs.len()];
+        for (c, o) in xs.chunks(V::LANES).zip(ys.chunks_mut(V::LANES)) {
+            // SAFETY: callers pass only lane types this CPU supports.
+            unsafe {
+                if c.len() == V::LANES {
+                    exp_nonpos(V::load(c.as_ptr())).store(o.as_mut_ptr());
+                } else {
+                    exp_nonpos(V::load_part(c.as_ptr(), c.len()))
+                        .store_part(o.as_mut_ptr(), c.len());
+                }
+            }
+        }
+        for (&x, &y) in xs.iter().zip(&ys) {
+            if x.is_nan() {
+                assert!(y.is_nan());
+            } else if x < -87.336_55 {
+                assert_eq!(y, 0.0, "exp_nonpos({x})");
+            } else {
+                assert!(ulps(y, (x as f64).exp()) <= 1.5, "exp_nonpos({x}) = {y}");
+            }
+        }
     }
 
     fn composites<V: Vf>() {

@@ -165,6 +165,13 @@ fn run_layer(l: &Layer, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         None => rt.shape()[2],
     };
     ensure!(h > 0, InvalidModel, "hidden size must be positive");
+    // R is [dirs, gates * h, h]: its last dim bounds h before any product of it.
+    ensure!(
+        h == rt.shape()[2],
+        InvalidModel,
+        "hidden_size {h} does not match R of shape {:?}",
+        rt.shape()
+    );
     expect_shape(wt, &[dirs, g * h, input], "W")?;
     expect_shape(rt, &[dirs, g * h, h], "R")?;
     ensure!(

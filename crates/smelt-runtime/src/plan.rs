@@ -134,6 +134,8 @@ impl Plan {
                             .collect(),
                         start_ns: 0,
                         dur_ns: t.elapsed().as_nanos() as u64,
+                        flops: 0,
+                        bytes: 0,
                     });
                 }
                 return Ok(out);
@@ -218,6 +220,7 @@ impl Plan {
             let plan = cpu.plan();
             for t in timings {
                 let grp = &plan.groups[t.group];
+                let work = plan.work(grp);
                 events.push(KernelEvent {
                     name: grp.nodes.first().cloned().unwrap_or_default(),
                     kind: grp.body.kind().into(),
@@ -225,6 +228,8 @@ impl Plan {
                     ops: grp.ops.clone(),
                     start_ns: t.start_ns,
                     dur_ns: t.dur_ns,
+                    flops: work.flops,
+                    bytes: work.bytes,
                 });
             }
         }

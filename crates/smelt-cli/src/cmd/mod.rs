@@ -4,4 +4,5 @@ pub mod bench;
 pub mod check;
 pub mod explain;
 pub mod inspect;
+pub mod profile_table;
 pub mod run;

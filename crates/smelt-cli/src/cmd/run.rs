@@ -20,6 +20,13 @@ pub struct Args {
     /// Write a per-kernel timing profile (Chrome trace JSON) to this file.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
+    /// With --profile: how many of the slowest kernels the printed table lists.
+    #[arg(long, default_value_t = 15, value_name = "N")]
+    profile_top: usize,
+    /// With --profile: measure the machine's roofline (a few seconds) and give each
+    /// kernel's fraction of its ceiling.
+    #[arg(long)]
+    roofline: bool,
     /// Run this many times (the profile records every run; outputs are the last run's).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
@@ -167,7 +174,12 @@ pub fn main(a: Args) -> Result<ExitCode> {
         }
     }
     drop(entered);
-    let outputs = run_repeated(&session, inputs, a.repeat, a.profile.as_deref())
+    let profile = a.profile.as_deref().map(|path| Profile {
+        path,
+        top: a.profile_top,
+        roofline: a.roofline.then_some(options.threads),
+    });
+    let outputs = run_repeated(&session, inputs, a.repeat, profile)
         .map_err(|e| e.context(a.model.display().to_string()))?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir)
@@ -201,12 +213,21 @@ fn save(dir: &std::path::Path, name: &str, v: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Runs `repeat` times; with a profile path, writes every run's kernel timings there.
+/// Where a profile goes and what its printed table shows.
+struct Profile<'a> {
+    path: &'a std::path::Path,
+    top: usize,
+    /// The thread count to measure the roofline's ceilings at, when asked.
+    roofline: Option<usize>,
+}
+
+/// Runs `repeat` times; with a profile, writes every run's kernel timings to its file and
+/// prints the per-kernel table.
 fn run_repeated(
     session: &Session,
     inputs: std::collections::HashMap<String, Value>,
     repeat: u32,
-    profile: Option<&std::path::Path>,
+    profile: Option<Profile>,
 ) -> Result<smelt_runtime::Outputs> {
     let start = std::time::Instant::now();
     let mut runs = Vec::new();
@@ -222,11 +243,16 @@ fn run_repeated(
             }
         };
     }
-    if let Some(path) = profile {
+    if let Some(p) = profile {
         let trace = smelt_runtime::profile::chrome_trace(&runs);
-        std::fs::write(path, trace)
-            .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
-        errln!("profile: {} ({repeat} runs)", path.display());
+        std::fs::write(p.path, trace)
+            .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", p.path.display()))?;
+        errln!("profile: {} ({repeat} runs)", p.path.display());
+        let ceilings = p.roofline.map(super::profile_table::Ceilings::measure);
+        crate::out::stderr(format_args!(
+            "{}",
+            super::profile_table::render(&runs, p.top, ceilings.as_ref())
+        ));
     }
     Ok(outputs)
 }

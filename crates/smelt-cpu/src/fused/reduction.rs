@@ -443,34 +443,40 @@ impl ReductionPlan {
         if !(out_ptr as usize).is_multiple_of(4) {
             return false;
         }
-        if let RowKernel::Softmax { .. } = rk {
-            // The memory plan may give a softmax its input's bytes: then it runs in place.
-            if std::ptr::eq(start(ins[0]), out_ptr) {
-                (kern.softmax)(std::slice::from_raw_parts_mut(out_ptr, n), 1.0, &[]);
-                return true;
-            }
-        }
-        if ins
-            .iter()
-            .any(|&j| !(start(j) as usize).is_multiple_of(4) || !disjoint(start(j)))
-        {
+        // The memory plan may give the output its main input's bytes (exactly).
+        let x_in_place = std::ptr::eq(start(ins[0]), out_ptr);
+        if ins.iter().enumerate().any(|(i, &j)| {
+            !(start(j) as usize).is_multiple_of(4) || !(disjoint(start(j)) || i == 0 && x_in_place)
+        }) {
             return false;
         }
         // SAFETY: the validated windows hold `n` f32 elements at unit step from each
-        // row's offset; the pointers are aligned and the output row overlaps no input row.
+        // row's offset; the pointers are aligned and the output row overlaps no input row
+        // but, exactly, the main one when `x_in_place` (which is then read first).
         let row = |w: usize| unsafe { std::slice::from_raw_parts(start(w), n) };
-        let out = std::slice::from_raw_parts_mut(out_ptr, n);
         match rk {
             RowKernel::LayerNorm { g, b, eps, .. } => {
                 let gr = g.map(|_| row(ins[1])).unwrap_or(&[]);
                 let br = b
                     .map(|_| row(ins[if g.is_some() { 2 } else { 1 }]))
                     .unwrap_or(&[]);
-                (kern.layer_norm)(row(ins[0]), gr, br, *eps, out);
+                if x_in_place {
+                    with_scratch(n, |x| {
+                        x.copy_from_slice(row(ins[0]));
+                        let out = std::slice::from_raw_parts_mut(out_ptr, n);
+                        (kern.layer_norm)(x, gr, br, *eps, out)
+                    });
+                } else {
+                    let out = std::slice::from_raw_parts_mut(out_ptr, n);
+                    (kern.layer_norm)(row(ins[0]), gr, br, *eps, out);
+                }
             }
             RowKernel::Softmax { .. } => {
-                out.copy_from_slice(row(ins[0]));
-                (kern.softmax)(out, 1.0, &[]);
+                if !x_in_place {
+                    let out = std::slice::from_raw_parts_mut(out_ptr, n);
+                    out.copy_from_slice(row(ins[0]));
+                }
+                (kern.softmax)(std::slice::from_raw_parts_mut(out_ptr, n), 1.0, &[]);
             }
         }
         true

@@ -9,6 +9,8 @@
 //! fast CPU kernels and CUDA source later).
 
 pub mod check;
+pub mod work;
+pub use work::Work;
 
 use crate::{DType, Op, Tensor};
 use serde::{Deserialize, Serialize};

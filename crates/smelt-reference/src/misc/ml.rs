@@ -196,7 +196,9 @@ pub fn tree_ensemble(x: &Inputs, s: &TreeEnsembleSpec) -> Result<Vec<Value>> {
         3 => f64::MIN,
         _ => 0.0,
     };
-    let mut out = vec![init; n * nt];
+    let what = || format!("TreeEnsemble: output [{n}, {nt}]");
+    let len = smelt_ir::limits::check_shape(t.dtype(), &[n, nt], &what)?;
+    let mut out = smelt_ir::limits::try_vec(len, init, &what)?;
     let leaf = |i: i64| -> Result<(usize, f64)> {
         let i = usize::try_from(i)
             .ok()
@@ -371,8 +373,11 @@ fn tree_scores(x: &Inputs, s: &TreeRegressorSpec) -> Result<(usize, Vec<RowScore
         "TreeEnsembleRegressor: bad leaf target"
     );
     let mut rows = Vec::with_capacity(n);
-    let mut score = vec![0f64; nt];
-    let mut has = vec![false; nt];
+    smelt_ir::limits::check_shape(smelt_ir::DType::F32, &[n, nt], &|| {
+        format!("TreeEnsembleRegressor: output [{n}, {nt}]")
+    })?;
+    let mut score = smelt_ir::limits::try_vec(nt, 0f64, &|| "TreeEnsembleRegressor".into())?;
+    let mut has = smelt_ir::limits::try_vec(nt, false, &|| "TreeEnsembleRegressor".into())?;
     for r in 0..n {
         let row = &xv[r * f..(r + 1) * f];
         score.iter_mut().for_each(|v| *v = 0.0);
