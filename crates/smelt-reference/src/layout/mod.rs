@@ -161,11 +161,12 @@ pub(crate) fn for_each_index(
 /// Flat offsets `base + sum(idx[d] * strides[d])` for every multi-index of `shape`, row-major.
 /// The caller guarantees every offset is a valid index.
 pub(crate) fn strided(shape: &[usize], base: isize, strides: &[isize]) -> Vec<usize> {
+    // An empty tensor may have huge other dims: no product of them is taken.
+    if shape.contains(&0) {
+        return Vec::new();
+    }
     let n: usize = shape.iter().product();
     let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
     let mut idx = vec![0usize; shape.len()];
     let mut cur = base;
     for _ in 0..n {
