@@ -58,6 +58,11 @@ pub trait Vf: Copy {
     unsafe fn nan(self) -> Self::M;
     /// `a` where `m`, else `b`.
     unsafe fn select(m: Self::M, a: Self, b: Self) -> Self;
+    /// `self > x ? self : x` (x86's max): `x` where either is NaN, so with a constant
+    /// `self` a NaN `x` is kept.
+    unsafe fn max_or(self, x: Self) -> Self;
+    /// `self < x ? self : x` (x86's min), likewise.
+    unsafe fn min_or(self, x: Self) -> Self;
     /// The lanes' bits.
     unsafe fn bits(self) -> Self::I;
     /// Floats from bits.
@@ -157,6 +162,22 @@ impl Vf for f32 {
             a
         } else {
             b
+        }
+    }
+    #[inline(always)]
+    unsafe fn max_or(self, x: Self) -> Self {
+        if self > x {
+            self
+        } else {
+            x
+        }
+    }
+    #[inline(always)]
+    unsafe fn min_or(self, x: Self) -> Self {
+        if self < x {
+            self
+        } else {
+            x
         }
     }
     #[inline(always)]
@@ -331,6 +352,14 @@ mod x86 {
             Y8(_mm256_blendv_ps(b.0, a.0, m))
         }
         #[inline(always)]
+        unsafe fn max_or(self, x: Self) -> Self {
+            Y8(_mm256_max_ps(self.0, x.0))
+        }
+        #[inline(always)]
+        unsafe fn min_or(self, x: Self) -> Self {
+            Y8(_mm256_min_ps(self.0, x.0))
+        }
+        #[inline(always)]
         unsafe fn bits(self) -> __m256i {
             _mm256_castps_si256(self.0)
         }
@@ -457,6 +486,14 @@ mod x86 {
         #[inline(always)]
         unsafe fn select(m: __mmask16, a: Self, b: Self) -> Self {
             Z16(_mm512_mask_blend_ps(m, b.0, a.0))
+        }
+        #[inline(always)]
+        unsafe fn max_or(self, x: Self) -> Self {
+            Z16(_mm512_max_ps(self.0, x.0))
+        }
+        #[inline(always)]
+        unsafe fn min_or(self, x: Self) -> Self {
+            Z16(_mm512_min_ps(self.0, x.0))
         }
         #[inline(always)]
         unsafe fn bits(self) -> __m512i {

@@ -37,8 +37,7 @@ unsafe fn horner<V: Vf, const N: usize>(x: V, c: &[f32; N]) -> V {
 /// `x` clamped to `[lo, hi]`, NaN kept.
 #[inline(always)]
 pub unsafe fn clamp<V: Vf>(x: V, lo: f32, hi: f32) -> V {
-    let (l, h) = (V::splat(lo), V::splat(hi));
-    V::select(x.gt(h), h, V::select(x.lt(l), l, x))
+    V::splat(hi).min_or(V::splat(lo).max_or(x))
 }
 
 /// 1.5 * 2^23: adding it rounds a float of magnitude < 2^22 to an integer in the low bits.
