@@ -37,6 +37,8 @@ pub struct Kernels {
     pub softmax: program::SoftmaxFn,
     /// Softmax rows without the final normalization (attention applies it to its output).
     pub softmax_exp: program::SoftmaxExpFn,
+    /// Softmax down the columns of a strided block (softmax over a non-innermost axis).
+    pub softmax_cols: program::SoftmaxColsFn,
     /// Layer normalization of a row.
     pub layer_norm: program::LayerNormFn,
     /// Finishes a GEMM tile with a fused epilogue.
@@ -72,6 +74,7 @@ impl Kernels {
             reduce: program::portable::reduce,
             softmax: program::portable::softmax,
             softmax_exp: program::portable::softmax_exp,
+            softmax_cols: program::portable::softmax_cols,
             layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
             pool: conv::portable::pool,
@@ -90,6 +93,7 @@ impl Kernels {
                 reduce: program::x86::avx2_reduce,
                 softmax: program::x86::avx2_softmax,
                 softmax_exp: program::x86::avx2_softmax_exp,
+                softmax_cols: program::x86::avx2_softmax_cols,
                 layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
                 pool: conv::x86::pool_avx2,
@@ -106,6 +110,7 @@ impl Kernels {
                 reduce: program::x86::avx512_reduce,
                 softmax: program::x86::avx512_softmax,
                 softmax_exp: program::x86::avx512_softmax_exp,
+                softmax_cols: program::x86::avx512_softmax_cols,
                 layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
                 pool: conv::x86::pool_avx512,

@@ -25,6 +25,14 @@ pub type SoftmaxFn = fn(&mut [f32], f32, &[f32]);
 /// rows instead of the scores); a row that is -inf everywhere becomes zeros and gives 0.
 pub type SoftmaxExpFn = fn(&mut [f32], f32, &[f32]) -> f32;
 
+/// Softmax down columns: for each of `width` adjacent columns `c`, the `n` entries
+/// `x[i * xs + c]` (steps in elements) become `y[i * ys + c]`, their softmax over `i`; a
+/// column that is -inf everywhere becomes zeros. `y` may be `x` itself (same steps).
+///
+/// # Safety
+/// Every addressed element must be valid; `y` overlaps `x` only by being it.
+pub type SoftmaxColsFn = unsafe fn(*const f32, isize, *mut f32, isize, usize, usize);
+
 /// Layer normalization of one row: `out = (x - mean) / sqrt(var + eps) * g + b`, with the
 /// mean and variance over the row (`b` empty: no bias; `g` empty: no scale).
 pub type LayerNormFn = fn(&[f32], &[f32], &[f32], f32, &mut [f32]);
@@ -649,6 +657,57 @@ unsafe fn softmax_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) {
     }
 }
 
+/// See [`SoftmaxColsFn`], over lanes `V`.
+#[inline(always)]
+unsafe fn softmax_cols_body<V: Vf>(
+    x: *const f32,
+    xs: isize,
+    y: *mut f32,
+    ys: isize,
+    n: usize,
+    width: usize,
+) {
+    let mut c = 0;
+    while c < width {
+        let w = (width - c).min(V::LANES);
+        let ld = |p: *const f32| {
+            if w == V::LANES {
+                V::load(p)
+            } else {
+                V::load_part(p, w)
+            }
+        };
+        let st = |v: V, p: *mut f32| {
+            if w == V::LANES {
+                v.store(p)
+            } else {
+                v.store_part(p, w)
+            }
+        };
+        let (xc, yc) = (x.add(c), y.add(c));
+        let mut mx = V::splat(f32::NEG_INFINITY);
+        for i in 0..n as isize {
+            let v = ld(xc.offset(i * xs));
+            mx = V::select(v.gt(mx), v, mx);
+        }
+        // A column of -inf gives exp(-inf - 0) = 0 and a zero sum: zeros.
+        let ninf = V::splat(f32::NEG_INFINITY);
+        let t = V::select(mx.eq(ninf), V::splat(0.0), mx);
+        let mut sum = V::splat(0.0);
+        for i in 0..n as isize {
+            let e = vmath::exp_nonpos(ld(xc.offset(i * xs)).sub(t));
+            st(e, yc.offset(i * ys));
+            sum = sum.add(e);
+        }
+        let inv = V::select(sum.eq(V::splat(0.0)), V::splat(0.0), V::splat(1.0).div(sum));
+        for i in 0..n as isize {
+            let p = yc.offset(i * ys);
+            st(ld(p).mul(inv), p);
+        }
+        c += w;
+    }
+}
+
 /// See [`SoftmaxExpFn`], over lanes `V`.
 #[inline(always)]
 unsafe fn softmax_exp_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
@@ -756,6 +815,21 @@ pub mod portable {
         unsafe { softmax_body::<f32>(row, scale, mask) }
     }
 
+    /// See [`SoftmaxColsFn`].
+    ///
+    /// # Safety
+    /// As [`SoftmaxColsFn`] says.
+    pub unsafe fn softmax_cols(
+        x: *const f32,
+        xs: isize,
+        y: *mut f32,
+        ys: isize,
+        n: usize,
+        w: usize,
+    ) {
+        softmax_cols_body::<f32>(x, xs, y, ys, n, w)
+    }
+
     /// See [`SoftmaxExpFn`].
     pub fn softmax_exp(row: &mut [f32], scale: f32, mask: &[f32]) -> f32 {
         // SAFETY: as for eval.
@@ -816,6 +890,38 @@ pub mod x86 {
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
     unsafe fn softmax_avx512(row: &mut [f32], scale: f32, mask: &[f32]) {
         softmax_body::<Z16>(row, scale, mask)
+    }
+
+    /// See [`SoftmaxColsFn`] (AVX2 table).
+    ///
+    /// # Safety
+    /// As [`SoftmaxColsFn`] says, on a CPU with AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn avx2_softmax_cols(
+        x: *const f32,
+        xs: isize,
+        y: *mut f32,
+        ys: isize,
+        n: usize,
+        w: usize,
+    ) {
+        softmax_cols_body::<Y8>(x, xs, y, ys, n, w)
+    }
+
+    /// See [`SoftmaxColsFn`] (AVX-512 table).
+    ///
+    /// # Safety
+    /// As [`SoftmaxColsFn`] says, on a CPU with AVX-512.
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    pub unsafe fn avx512_softmax_cols(
+        x: *const f32,
+        xs: isize,
+        y: *mut f32,
+        ys: isize,
+        n: usize,
+        w: usize,
+    ) {
+        softmax_cols_body::<Z16>(x, xs, y, ys, n, w)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1015,6 +1121,59 @@ mod tests {
     }
 
     isa_tests!(softmax_rows, softmax_matches);
+
+    fn softmax_cols_match(kern: &Kernels) {
+        // 5 entries down 37 columns (a partial vector at the end), x with a row step of
+        // 40, y of 37; one column all -inf, one with a NaN.
+        let (n, width, xs) = (5usize, 37usize, 40usize);
+        let mut x = crate::testing::rand_vec(n * xs, 9);
+        for i in 0..n {
+            x[i * xs + 3] = f32::NEG_INFINITY;
+        }
+        x[2 * xs + 7] = f32::NAN;
+        let mut y = vec![0f32; n * width];
+        unsafe {
+            (kern.softmax_cols)(
+                x.as_ptr(),
+                xs as isize,
+                y.as_mut_ptr(),
+                width as isize,
+                n,
+                width,
+            )
+        };
+        for c in 0..width {
+            let mut col: Vec<f32> = (0..n).map(|i| x[i * xs + c]).collect();
+            crate::program::portable::softmax(&mut col, 1.0, &[]);
+            for i in 0..n {
+                let (got, want) = (y[i * width + c], col[i]);
+                assert!(
+                    (got.is_nan() && want.is_nan()) || (got - want).abs() <= 1e-6,
+                    "{} column {c} entry {i}: {got} vs {want}",
+                    kern.isa
+                );
+            }
+        }
+        // In place.
+        let mut z = x.clone();
+        unsafe {
+            (kern.softmax_cols)(
+                z.as_ptr(),
+                xs as isize,
+                z.as_mut_ptr(),
+                xs as isize,
+                n,
+                width,
+            )
+        };
+        for i in 0..n {
+            for c in [0, 5, 36] {
+                assert!((z[i * xs + c] - y[i * width + c]).abs() <= 1e-7);
+            }
+        }
+    }
+
+    isa_tests!(softmax_columns, softmax_cols_match);
 
     fn layer_norm_matches(kern: &Kernels) {
         for n in [1, 3, 17, 63, 384, 1000] {

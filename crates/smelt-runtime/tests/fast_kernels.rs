@@ -314,6 +314,14 @@ fn cases() -> Vec<Case> {
             kernel: "softmax",
         },
         Case {
+            name: "softmax down columns (a middle axis, as YOLO's DFL)",
+            shape: vec![2, 5, 37],
+            fixed: &[],
+            consts: vec![],
+            body: "  %10 \"y\" = reduce.Softmax {\"axis\":1,\"coerce_2d\":false} (%x)\n  output %10\n",
+            kernel: "softmax-columns",
+        },
+        Case {
             name: "resize nearest x2 (asymmetric, floor)",
             shape: vec![1, 3, 5, 7],
             fixed: &[(0, "1,1,2,2")],

@@ -35,6 +35,17 @@ fn split_uniform(ops: &[ScalarOp], order: &[usize], uniform: &[bool]) -> (Vec<us
     (varying, rowwise)
 }
 
+/// A softmax run down columns: window `x` read, window `y` written, their steps along the
+/// reduced dim, its length, and each window's element span (to check overlap at run time).
+struct ColumnSoftmax {
+    x: usize,
+    y: usize,
+    xs: isize,
+    ys: isize,
+    n: usize,
+    spans: [(isize, isize); 2],
+}
+
 /// A validated reduction. Windows: loads, per-element stores, then per-row stores.
 pub(crate) struct ReductionPlan {
     ops: Vec<ScalarOp>,
@@ -56,6 +67,9 @@ pub(crate) struct ReductionPlan {
     /// they are all plain loads and one store stepping by one element along a one-dim row,
     /// so the kernel reads and writes memory in place (when every buffer is f32).
     direct: Option<(Vec<usize>, usize)>,
+    /// A softmax over a reduced dim that is not the innermost, whose input is a plain load
+    /// and whose kept dims end in a unit step: it runs down whole columns at a time.
+    cols: Option<ColumnSoftmax>,
     row_stores: Vec<(usize, usize)>,
     row_order: Vec<usize>,
     parallel: bool,
@@ -190,13 +204,40 @@ impl ReductionPlan {
                 .collect();
             ins.filter(|_| unit(*st)).map(|ins| (ins, *st))
         });
+        let rows = Nest::coalesced(&l.shape[..k], kept);
+        let cols = match (&row_kernel, elem_stores.as_slice()) {
+            (Some((RowKernel::Softmax { x }, ..)), [(_, st)]) if row_nest.shape.len() == 1 => {
+                match l.ops[*x] {
+                    ScalarOp::Load(j)
+                        if rows.strides[j].last() == Some(&1)
+                            && rows.strides[*st].last() == Some(&1)
+                            && row_nest.strides[j][0] != 1 =>
+                    {
+                        windows[j]
+                            .span()
+                            .zip(windows[*st].span())
+                            .map(|(a, b)| ColumnSoftmax {
+                                x: j,
+                                y: *st,
+                                xs: row_nest.strides[j][0],
+                                ys: row_nest.strides[*st][0],
+                                n: row_nest.len(),
+                                spans: [a, b],
+                            })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         Ok(ReductionPlan {
             direct,
+            cols,
             row_kernel,
             bufs: windows.iter().map(|w| w.buffer.0 as usize).collect(),
             offsets: windows.iter().map(|w| w.offset as isize).collect(),
             parallel: validate::race_free(&loads, &windows[l.loads.len()..]),
-            rows: Nest::coalesced(&l.shape[..k], kept),
+            rows,
             row_inner: row_nest.inner(),
             row: row_nest,
             stages,
@@ -259,6 +300,16 @@ impl ReductionPlan {
             big_z.resize(self.bufs.len(), 0);
             &big_z
         };
+        if let Some(c) = self.cols.as_ref().filter(|c| self.columns_apply(mem, c)) {
+            // Whole columns: the innermost kept dim, one call per point of the others.
+            let last = shape.len() - 1;
+            walk_points(&shape[..last], &self.rows.strides, base, |roffs| {
+                let x = (mem.ptrs[self.bufs[c.x]] as *const f32).offset(roffs[c.x]);
+                let y = (mem.ptrs[self.bufs[c.y]] as *mut f32).offset(roffs[c.y]);
+                (kern.softmax_cols)(x, c.xs, y, c.ys, c.n, shape[last]);
+            });
+            return;
+        }
         let n_row = self.row_inner.len();
         walk_points(shape, &self.rows.strides, base, |roffs| {
             if let Some(rk) = &self.row_kernel {
@@ -320,6 +371,24 @@ impl ReductionPlan {
     }
 }
 
+impl ReductionPlan {
+    /// Whether the column softmax may run on these storages: both f32, and the output
+    /// either is the input exactly (same start and steps) or shares none of its bytes.
+    fn columns_apply(&self, mem: &Mem, c: &ColumnSoftmax) -> bool {
+        let (bx, by) = (self.bufs[c.x], self.bufs[c.y]);
+        if mem.elems[bx] != Elem::F32 || mem.elems[by] != Elem::F32 {
+            return false;
+        }
+        let at = |b: usize, e: isize| (mem.ptrs[b] as usize).wrapping_add_signed(4 * e);
+        let (x0, x1) = (at(bx, c.spans[0].0), at(bx, c.spans[0].1));
+        let (y0, y1) = (at(by, c.spans[1].0), at(by, c.spans[1].1));
+        let same = at(bx, self.offsets[c.x]) == at(by, self.offsets[c.y])
+            && c.xs == c.ys
+            && self.rows.strides[c.x] == self.rows.strides[c.y];
+        same || x1 <= y0 || y1 <= x0
+    }
+}
+
 /// Longest row a row kernel takes (its buffers are four rows).
 const ROW_KERNEL_MAX: usize = 1 << 16;
 
@@ -328,6 +397,9 @@ impl ReductionPlan {
     pub(crate) fn kernel_name(&self, kern: &Kernels) -> String {
         match &self.row_kernel {
             Some((RowKernel::LayerNorm { .. }, ..)) => kern.name("layer-norm"),
+            Some((RowKernel::Softmax { .. }, ..)) if self.cols.is_some() => {
+                kern.name("softmax-columns")
+            }
             Some((RowKernel::Softmax { .. }, ..)) => kern.name("softmax"),
             None => kern.name("reduction"),
         }
