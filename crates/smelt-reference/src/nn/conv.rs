@@ -5,7 +5,7 @@ use super::matmul::{kind_of, load, store, Kind, Num};
 use super::{resolve_pads, spatial};
 use crate::{one, Inputs};
 use smelt_ir::op::{AutoPad, NnOp};
-use smelt_ir::{bail, ensure, numel, Result, Tensor, Value};
+use smelt_ir::{bail, ensure, Result, Tensor, Value};
 
 /// Geometry of one convolution: sizes per spatial axis.
 struct Geom {
@@ -274,7 +274,7 @@ fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     let kk = cg * k_sp;
     let mut out_shape = vec![n, m];
     out_shape.extend(&g.outs);
-    let total = numel(&out_shape)?;
+    let total = smelt_ir::limits::check_shape(xt.dtype(), &out_shape, &|| "Conv's output".into())?;
     if let Some(b) = b {
         ensure!(
             b.len() == m,
@@ -489,7 +489,15 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let rows = mg * k_sp;
     let mut out_shape_full = vec![n, m];
     out_shape_full.extend(&g.outs);
-    let total = numel(&out_shape_full)?;
+    let total = smelt_ir::limits::check_shape(xt.dtype(), &out_shape_full, &|| {
+        "ConvTranspose's output".into()
+    })?;
+    let cols_len = rows
+        .checked_mul(in_sp)
+        .ok_or_else(|| smelt_ir::err!(ResourceExhausted, "ConvTranspose's columns overflow"))?;
+    smelt_ir::limits::check_shape(xt.dtype(), &[cols_len], &|| {
+        "ConvTranspose's column buffer".into()
+    })?;
     if let Some(b) = b {
         ensure!(
             b.len() == m,
@@ -506,7 +514,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let out = match (load(xt, kind)?, load(w, kind)?) {
         (Num::F32(xv), Num::F32(wv)) => {
             let mut y = vec![0f32; total];
-            let mut cols = vec![0f32; rows * in_sp];
+            let mut cols = vec![0f32; cols_len];
             for gi in 0..grp {
                 // W_g is [cg x rows]; the product needs its transpose [rows x cg].
                 let wg = &wv[gi * cg * rows..(gi + 1) * cg * rows];
@@ -536,7 +544,7 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
                 let wt = transpose(wg, cg, rows);
                 for ni in 0..n {
                     let xs = &xv[(ni * c + gi * cg) * in_sp..(ni * c + (gi + 1) * cg) * in_sp];
-                    let mut cols = vec![0f64; rows * in_sp];
+                    let mut cols = vec![0f64; cols_len];
                     dgemm(rows, in_sp, cg, &wt, xs, &mut cols);
                     let ys = &mut y[(ni * m + gi * mg) * out_sp..(ni * m + (gi + 1) * mg) * out_sp];
                     col2im(&cols, mg, &g, ys);
@@ -658,10 +666,15 @@ pub fn deform_conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     };
     // Sampled columns per (batch): [c * k_sp, out_sp].
     let in_strides = smelt_ir::strides(&ins);
-    let mut cols = vec![0f64; c * k_sp * out_sp];
+    let what = || "DeformConv's column buffer".to_string();
+    let cols_len = smelt_ir::limits::check_shape(smelt_ir::DType::F64, &[c, k_sp, out_sp], &what)?;
+    let mut cols = vec![0f64; cols_len];
     let mut out_shape = vec![n, m];
     out_shape.extend(&outs);
-    let mut y = vec![0f64; numel(&out_shape)?];
+    let total = smelt_ir::limits::check_shape(smelt_ir::DType::F64, &out_shape, &|| {
+        "DeformConv's output".into()
+    })?;
+    let mut y = vec![0f64; total];
     let mut kpos = vec![0usize; nd];
     let mut opos = vec![0usize; nd];
     let mut coord = vec![0f64; nd];
