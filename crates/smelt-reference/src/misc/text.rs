@@ -220,18 +220,18 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     } else {
         pool_strings.iter().cloned().map(Key::S).collect()
     };
-    let out_size = ngram_indexes
-        .iter()
-        .copied()
-        .max()
-        .map(|m| m + 1)
-        .unwrap_or(0)
-        .max(0) as usize;
+    // Checked before any arithmetic on them.
     ensure!(
         ngram_indexes.iter().all(|&i| (0..1 << 24).contains(&i)),
         InvalidModel,
         "TfIdfVectorizer: ngram indexes must lie in [0, 2^24)"
     );
+    let out_size = ngram_indexes
+        .iter()
+        .copied()
+        .max()
+        .map(|m| m + 1)
+        .unwrap_or(0) as usize;
     // n-gram -> output column.
     let mut map: HashMap<Vec<Key>, usize> = HashMap::new();
     let mut id = 0usize;
