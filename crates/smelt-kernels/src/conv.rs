@@ -116,23 +116,30 @@ impl PanelSource for Im2col<'_> {
                         }
                         // SAFETY: (ci, iy, ix) is inside the input whenever the bounds hold.
                         let src_row = unsafe { base.offset(ci as isize * cs + iy * rs) };
-                        let last = ix0 + ((len - 1) * g.sw) as isize;
-                        if g.sw == 1 && es == 1 && ix0 >= 0 && last < g.w as isize {
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(
-                                    src_row.offset(ix0),
-                                    d.as_mut_ptr(),
-                                    len,
-                                )
-                            };
+                        // The run's columns t whose input column ix0 + t * sw lies in the
+                        // row: [lo, hi); the others are padding.
+                        let (sw, w) = (g.sw as isize, g.w as isize);
+                        let lo = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw } as usize;
+                        let hi = if ix0 >= w {
+                            0
                         } else {
-                            for (t, v) in d.iter_mut().enumerate() {
-                                let ix = ix0 + (t * g.sw) as isize;
-                                *v = if ix >= 0 && ix < g.w as isize {
-                                    unsafe { *src_row.offset(ix * es) }
-                                } else {
-                                    0.0
-                                };
+                            ((w - 1 - ix0) / sw + 1) as usize
+                        };
+                        let hi = hi.min(len);
+                        let lo = lo.min(hi);
+                        d[..lo].fill(0.0);
+                        d[hi..].fill(0.0);
+                        let first = ix0 + lo as isize * sw;
+                        if g.sw == 1 && es == 1 {
+                            // SAFETY: columns first .. first + (hi - lo) are in the row.
+                            let src = unsafe {
+                                std::slice::from_raw_parts(src_row.offset(first), hi - lo)
+                            };
+                            d[lo..hi].copy_from_slice(src);
+                        } else {
+                            for (t, v) in d[lo..hi].iter_mut().enumerate() {
+                                // SAFETY: as above.
+                                *v = unsafe { *src_row.offset((first + t as isize * sw) * es) };
                             }
                         }
                     }
