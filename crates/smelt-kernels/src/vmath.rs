@@ -130,28 +130,41 @@ pub unsafe fn exp<V: Vf>(x: V) -> V {
     )
 }
 
-/// e^x for x <= 0, as softmax needs it once the row's maximum is subtracted: [`exp`]
-/// without the overflow handling (below the underflow it gives 0; NaN stays NaN). The
-/// same polynomial, so the same error on that range.
+/// Lowest input whose e^x is a normal float (2^-126 after the reduction).
+const EXP_LO: f32 = -87.336_55;
+
+/// e^x for `xc` already in [EXP_LO, 88]: the reduction and the polynomial of [`exp`]
+/// without its special cases (2^n, n in [-126, 127], is built from exponent bits).
 #[inline(always)]
-pub unsafe fn exp_nonpos<V: Vf>(x: V) -> V {
-    const LO: f32 = -87.336_55;
+unsafe fn exp_core<V: Vf>(xc: V) -> V {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
-    let lo = V::splat(LO);
-    let under = x.lt(lo);
-    let xc = V::select(under, lo, x);
     let m = V::splat(MAGIC);
     let t = xc.fma(V::splat(LOG2E), m);
     let n = t.sub(m);
     let r = n.fma(V::splat(-LN2_HI), xc);
     let r = n.fma(V::splat(-LN2_LO), r);
     let p = horner(r, &EXP_C);
-    // n lies in [-126, 0]: 2^n is a normal float built from the exponent bits.
     let ni = V::isub(t.bits(), V::isplat(MAGIC.to_bits() as i32));
-    let scale = V::from_bits(V::ishl23(V::iadd(ni, V::isplat(127))));
-    V::select(under, V::splat(0.0), p.mul(scale))
+    p.mul(V::from_bits(V::ishl23(V::iadd(ni, V::isplat(127)))))
+}
+
+/// e^x for x <= 0, as softmax needs it once the row's maximum is subtracted: [`exp`]
+/// without the overflow handling (below the underflow it gives 0; NaN stays NaN). The
+/// same polynomial, so the same error on that range.
+#[inline(always)]
+pub unsafe fn exp_nonpos<V: Vf>(x: V) -> V {
+    let lo = V::splat(EXP_LO);
+    let under = x.lt(lo);
+    V::select(under, V::splat(0.0), exp_core(lo.max_or(x)))
+}
+
+/// e^x with x clamped to [EXP_LO, 88] first: finite for every input (NaN kept), for
+/// functions that saturate there anyway (sigmoid, SiLU), with [`exp`]'s error inside.
+#[inline(always)]
+unsafe fn exp_clamped<V: Vf>(x: V) -> V {
+    exp_core(clamp(x, EXP_LO, 88.0))
 }
 
 /// erf x, as x P(x^2) / Q(x^2) on [-4, 4].
@@ -177,8 +190,9 @@ pub unsafe fn tanh<V: Vf>(x: V) -> V {
 /// 1 / (1 + e^-x).
 #[inline(always)]
 pub unsafe fn sigmoid<V: Vf>(x: V) -> V {
+    // e^-x saturates harmlessly: past |x| = 87 the result is 1, or below 1e-38.
     let one = V::splat(1.0);
-    one.div(one.add(exp(x.mul(V::splat(-1.0)))))
+    one.div(one.add(exp_clamped(x.mul(V::splat(-1.0)))))
 }
 
 /// ln x.
@@ -399,7 +413,8 @@ mod tests {
         assert!(one(1, f32::NAN).is_nan());
         assert!(one(2, -20.0) <= -0.999_999_9 && one(2, -20.0) >= -1.0);
         assert!(one(2, f32::NAN).is_nan());
-        assert_eq!(one(3, -200.0), 0.0);
+        // Sigmoid saturates: at most 1e-38 far left (e^-x is clamped at e^88), exactly 1 far right.
+        assert!((0.0..=1e-38).contains(&one(3, -200.0)));
         assert_eq!(one(3, 200.0), 1.0);
         assert_eq!(one(4, 0.0), f32::NEG_INFINITY);
         assert!(one(4, -1.0).is_nan());
