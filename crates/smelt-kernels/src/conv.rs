@@ -57,15 +57,6 @@ impl Conv2d {
             && self.oh == self.h
             && self.ow == self.w
     }
-
-    /// Input row and column of output pixel `(y, x)` at tap `(i, j)` (may be outside).
-    #[inline(always)]
-    fn src(&self, y: usize, x: usize, i: usize, j: usize) -> (isize, isize) {
-        (
-            (y * self.sh + i * self.dh) as isize - self.ph as isize,
-            (x * self.sw + j * self.dw) as isize - self.pw as isize,
-        )
-    }
 }
 
 /// `dst = src` for the short runs of a panel (at most a panel's width): eight floats a
@@ -121,39 +112,64 @@ impl PanelSource for Im2col<'_> {
             nruns += 1;
             j += len;
         }
+        let runs = &runs[..nruns];
+        // Per (run, kernel column): the run's columns [lo, hi) whose input column lies in
+        // the row, and the first such input column. Per (run, kernel row): the input row,
+        // or None in the padding. Neither depends on the channel.
+        let (sw, w) = (g.sw as isize, g.w as isize);
+        let cols_of = |x0: usize, len: usize, tj: usize| {
+            let ix0 = (x0 * g.sw + tj * g.dw) as isize - g.pw as isize;
+            let (lo, hi) = if sw == 1 {
+                ((-ix0).max(0) as usize, (w - ix0).max(0) as usize)
+            } else {
+                let lo = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw };
+                let hi = if ix0 >= w { 0 } else { (w - 1 - ix0) / sw + 1 };
+                (lo as usize, hi as usize)
+            };
+            let hi = hi.min(len);
+            let lo = lo.min(hi);
+            (lo, hi, ix0 + lo as isize * sw)
+        };
+        let xcols: Vec<(usize, usize, isize)> = runs
+            .iter()
+            .flat_map(|&(_, _, x0, len)| (0..g.kw).map(move |tj| cols_of(x0, len, tj)))
+            .collect();
+        let yrows: Vec<Option<isize>> = runs
+            .iter()
+            .flat_map(|&(_, y, _, _)| {
+                (0..g.kh).map(move |ti| {
+                    let iy = (y * g.sh + ti * g.dh) as isize - g.ph as isize;
+                    (iy >= 0 && iy < g.h as isize).then_some(iy)
+                })
+            })
+            .collect();
         let base = unsafe { self.x.offset(self.batch[batch]) };
         let mut row = 0;
         for ci in 0..g.c {
+            let plane = ci as isize * cs;
             for ti in 0..g.kh {
                 for tj in 0..g.kw {
                     let dst = &mut out[row * nr..(row + 1) * nr];
-                    dst[cols..].fill(0.0);
-                    for &(jj, y, x0, len) in &runs[..nruns] {
-                        let (iy, ix0) = g.src(y, x0, ti, tj);
+                    if cols < nr {
+                        dst[cols..].fill(0.0);
+                    }
+                    for (r, &(jj, _, _, len)) in runs.iter().enumerate() {
                         let d = &mut dst[jj..jj + len];
-                        if iy < 0 || iy >= g.h as isize {
+                        let Some(iy) = yrows[r * g.kh + ti] else {
                             d.fill(0.0);
                             continue;
-                        }
-                        // SAFETY: (ci, iy, ix) is inside the input whenever the bounds hold.
-                        let src_row = unsafe { base.offset(ci as isize * cs + iy * rs) };
-                        // The run's columns t whose input column ix0 + t * sw lies in the
-                        // row: [lo, hi); the others are padding.
-                        let (sw, w) = (g.sw as isize, g.w as isize);
-                        let (lo, hi) = if sw == 1 {
-                            ((-ix0).max(0) as usize, (w - ix0).max(0) as usize)
-                        } else {
-                            let lo = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw };
-                            let hi = if ix0 >= w { 0 } else { (w - 1 - ix0) / sw + 1 };
-                            (lo as usize, hi as usize)
                         };
-                        let hi = hi.min(len);
-                        let lo = lo.min(hi);
-                        d[..lo].fill(0.0);
-                        d[hi..].fill(0.0);
-                        let first = ix0 + lo as isize * sw;
-                        if g.sw == 1 && es == 1 {
-                            // SAFETY: columns first .. first + (hi - lo) are in the row.
+                        let (lo, hi, first) = xcols[r * g.kw + tj];
+                        if lo > 0 {
+                            d[..lo].fill(0.0);
+                        }
+                        if hi < len {
+                            d[hi..].fill(0.0);
+                        }
+                        // SAFETY: (ci, iy) is a row of the input and the columns first ..
+                        // first + (hi - lo) * sw lie in it.
+                        let src_row = unsafe { base.offset(plane + iy * rs) };
+                        if sw == 1 && es == 1 {
                             let src = unsafe {
                                 std::slice::from_raw_parts(src_row.offset(first), hi - lo)
                             };

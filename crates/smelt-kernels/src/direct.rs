@@ -179,14 +179,30 @@ pub unsafe fn direct_conv(
                         continue;
                     }
                     let srow = src.offset(iy * rs);
-                    for (j, v) in row.iter_mut().enumerate() {
-                        // Padded column j * sw + phase is input column (that) - pw.
-                        let ix = (j * g.sw + phase) as isize - g.pw as isize;
-                        *v = if ix >= 0 && ix < g.w as isize {
-                            *srow.offset(ix * es)
-                        } else {
-                            0.0
-                        };
+                    // Padded column j * sw + phase is input column (that) - pw: the columns
+                    // j in [lo, hi) are inside the row, the others padding.
+                    let (sw, w) = (g.sw as isize, g.w as isize);
+                    let ix0 = phase as isize - g.pw as isize;
+                    let lo = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw } as usize;
+                    let hi = if ix0 >= w {
+                        0
+                    } else {
+                        ((w - 1 - ix0) / sw + 1) as usize
+                    };
+                    let hi = hi.min(pl.wph);
+                    let lo = lo.min(hi);
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    let first = ix0 + lo as isize * sw;
+                    if sw == 1 && es == 1 {
+                        row[lo..hi].copy_from_slice(std::slice::from_raw_parts(
+                            srow.offset(first),
+                            hi - lo,
+                        ));
+                    } else {
+                        for (t, v) in row[lo..hi].iter_mut().enumerate() {
+                            *v = *srow.offset((first + t as isize * sw) * es);
+                        }
                     }
                 }
             }

@@ -313,6 +313,12 @@ pub unsafe fn gemm(
         Lhs::Strided(a, _) if a.cs == 1 => 0,
         Lhs::Strided(..) => g.batch * a_batch_len,
     };
+    let (mpt, npt, tasks) = grid(g, mr, nr, threads);
+    let (rb, cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
+    // A B that needs packing is packed panel by panel inside the tile loop when one task
+    // runs every row panel of its columns: each panel is packed once, into this thread's
+    // scratch, and read back from cache instead of from a whole packed copy in memory.
+    let b_inline = rb == 1 && matches!(g.b, Rhs::Strided(..) | Rhs::Panels(_));
     let b_len = match g.b {
         Rhs::Packed(p) => {
             debug_assert!(p.nr == nr && p.n == g.n && p.k == k);
@@ -322,6 +328,7 @@ pub unsafe fn gemm(
             debug_assert!(ps.iter().all(|p| p.nr == nr && p.n == g.n && p.k == k));
             0
         }
+        Rhs::Strided(..) | Rhs::Panels(_) if b_inline => 0,
         Rhs::Strided(..) | Rhs::Panels(_) => g.batch * b_batch_len,
     };
     with_scratch(a_len + b_len, |scratch| {
@@ -367,8 +374,6 @@ pub unsafe fn gemm(
             });
         }
         // Phase 2: the tiles.
-        let (mpt, npt, tasks) = grid(g, mr, nr, threads);
-        let (rb, cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
         pool.run(threads, tasks, &|t| {
             let _ = (&ap, &bp);
             let bi = t / (rb * cb);
@@ -400,19 +405,34 @@ pub unsafe fn gemm(
             let bpanels: *const f32 = match g.b {
                 Rhs::Packed(p) => p.data.as_slice().as_ptr(),
                 Rhs::PackedEach(ps) => ps[bi % ps.len()].data.as_slice().as_ptr(),
-                Rhs::Strided(..) | Rhs::Panels(_) => bp.0.add(bi * b_batch_len),
+                // Unused (and past the empty buffer) when B is packed inline.
+                Rhs::Strided(..) | Rhs::Panels(_) => bp.0.wrapping_add(bi * b_batch_len),
             };
             let mut tile = [0f32; 8 * 64];
-            for j in jb * npt..((jb + 1) * npt).min(np) {
-                let cols = nr.min(g.n - j * nr);
-                let bpan = bpanels.add(j * k * nr);
-                for i in ib * mpt..((ib + 1) * mpt).min(mp) {
-                    let rows = mr.min(g.m - i * mr);
-                    let apan = a0.offset(i as isize * a_panel);
-                    (micro.for_rows(rows))(k, apan, a_rs, a_ps, bpan, tile.as_mut_ptr(), false);
-                    sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
+            let panel_len = if b_inline { k * nr } else { 0 };
+            with_scratch(panel_len, |own| {
+                for j in jb * npt..((jb + 1) * npt).min(np) {
+                    let cols = nr.min(g.n - j * nr);
+                    let bpan = if b_inline {
+                        match g.b {
+                            Rhs::Strided(b, bs) => {
+                                pack_b_panel(b.offset(bs.at(bi)), j * nr, cols, k, nr, own)
+                            }
+                            Rhs::Panels(src) => src.pack(bi, j * nr, cols, k, nr, own),
+                            Rhs::Packed(_) | Rhs::PackedEach(_) => {}
+                        }
+                        own.as_ptr()
+                    } else {
+                        bpanels.add(j * k * nr)
+                    };
+                    for i in ib * mpt..((ib + 1) * mpt).min(mp) {
+                        let rows = mr.min(g.m - i * mr);
+                        let apan = a0.offset(i as isize * a_panel);
+                        (micro.for_rows(rows))(k, apan, a_rs, a_ps, bpan, tile.as_mut_ptr(), false);
+                        sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
+                    }
                 }
-            }
+            });
         });
     });
 }
