@@ -29,6 +29,9 @@ pub(crate) struct ResizePlan {
     xs: [isize; 4],
     rows: Axis,
     cols: Axis,
+    /// Nearest columns by an integer factor `f` (output column `i` reads input column
+    /// `i / f`, every input column used): rows are then written `f` copies at a time.
+    col_factor: Option<usize>,
     epi: Epilogue,
     /// The kernel's name, for `explain`.
     pub name: String,
@@ -194,7 +197,15 @@ impl ResizePlan {
             col: vec![(2, oh), (3, ow)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let col_factor = match &cols {
+            Axis::Nearest(rx) if w > 0 && ow % w == 0 => {
+                let f = ow / w;
+                rx.iter().enumerate().all(|(i, &x)| x == i / f).then_some(f)
+            }
+            _ => None,
+        };
         Some(ResizePlan {
+            col_factor,
             planes: n * ch,
             channels: ch,
             ow,
@@ -232,10 +243,23 @@ impl ResizePlan {
                 for oy in 0..oh {
                     let out = &mut plane[oy * ow..(oy + 1) * ow];
                     match (&self.rows, &self.cols) {
+                        (Axis::Nearest(ry), _) if oy > 0 && ry[oy] == ry[oy - 1] => {
+                            // The same source row as the row above: a copy.
+                            plane.copy_within((oy - 1) * ow..oy * ow, oy * ow);
+                        }
                         (Axis::Nearest(ry), Axis::Nearest(rx)) => {
                             let y = ry[oy];
-                            for (o, &xx) in out.iter_mut().zip(rx) {
-                                *o = at(y, xx);
+                            match self.col_factor {
+                                Some(f) => {
+                                    for (i, o) in out.chunks_exact_mut(f).enumerate() {
+                                        o.fill(at(y, i));
+                                    }
+                                }
+                                None => {
+                                    for (o, &xx) in out.iter_mut().zip(rx) {
+                                        *o = at(y, xx);
+                                    }
+                                }
                             }
                         }
                         (Axis::Linear(ry), Axis::Linear(rx)) => {
