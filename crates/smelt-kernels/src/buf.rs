@@ -95,6 +95,27 @@ pub fn advise_huge_pages_bytes(ptr: *mut u8, bytes: usize) {
     }
 }
 
+/// `dst = src` for short rows (a tile's or a panel's width): eight floats a move, so no
+/// call to memcpy per row.
+#[inline(always)]
+pub fn copy_short(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len().min(src.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: i + 8 <= n, within both slices; unaligned moves of plain floats.
+        unsafe {
+            let v = std::ptr::read_unaligned(src.as_ptr().add(i) as *const [f32; 8]);
+            std::ptr::write_unaligned(dst.as_mut_ptr().add(i) as *mut [f32; 8], v);
+        }
+        i += 8;
+    }
+    // A loop, not copy_from_slice: the tail is under eight floats, not worth a call.
+    #[allow(clippy::manual_memcpy)]
+    for j in i..n {
+        dst[j] = src[j];
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<Vec<AlignedBuf>> = const { RefCell::new(Vec::new()) };
 }

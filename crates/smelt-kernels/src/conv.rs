@@ -59,27 +59,6 @@ impl Conv2d {
     }
 }
 
-/// `dst = src` for the short runs of a panel (at most a panel's width): eight floats a
-/// move, so no call to memcpy per run.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    let n = dst.len().min(src.len());
-    let mut i = 0;
-    while i + 8 <= n {
-        // SAFETY: i + 8 <= n, within both slices; unaligned moves of plain floats.
-        unsafe {
-            let v = std::ptr::read_unaligned(src.as_ptr().add(i) as *const [f32; 8]);
-            std::ptr::write_unaligned(dst.as_mut_ptr().add(i) as *mut [f32; 8], v);
-        }
-        i += 8;
-    }
-    // A loop, not copy_from_slice: the tail is under eight floats, not worth a call.
-    #[allow(clippy::manual_memcpy)]
-    for j in i..n {
-        dst[j] = src[j];
-    }
-}
-
 /// An input image viewed as the `k x pixels` im2col matrix of a convolution, per batch.
 pub struct Im2col<'a> {
     /// Element (0, 0, 0) of batch 0's channel block.
@@ -173,7 +152,7 @@ impl PanelSource for Im2col<'_> {
                             let src = unsafe {
                                 std::slice::from_raw_parts(src_row.offset(first), hi - lo)
                             };
-                            copy_short(&mut d[lo..hi], src);
+                            crate::buf::copy_short(&mut d[lo..hi], src);
                         } else {
                             for (t, v) in d[lo..hi].iter_mut().enumerate() {
                                 // SAFETY: as above.

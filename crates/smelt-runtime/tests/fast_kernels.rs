@@ -274,6 +274,14 @@ fn cases() -> Vec<Case> {
             kernel: "conv-transpose",
         },
         Case {
+            name: "conv transpose 2x3 stride 2x3 (tiles exactly), 2 groups",
+            shape: vec![1, 4, 5, 7],
+            fixed: &[],
+            consts: vec![vec![4, 3, 2, 3]],
+            body: "  %10 \"y\" = nn.ConvTranspose {\"auto_pad\":\"NotSet\",\"dilations\":[],\"group\":2,\"kernel_shape\":[2,3],\"output_padding\":[],\"output_shape\":[],\"pads\":[0,0,0,0],\"strides\":[2,3]} (%x, %c0)\n  output %10\n",
+            kernel: "conv-transpose",
+        },
+        Case {
             name: "conv transpose 3x3 stride 2 pads, 2 groups",
             shape: vec![2, 4, 5, 6],
             fixed: &[],

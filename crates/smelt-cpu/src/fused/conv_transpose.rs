@@ -152,6 +152,16 @@ impl ConvTransposePlan {
         })
     }
 
+    /// Whether the kernel tiles the output exactly: stride = kernel, no dilation, padding
+    /// or extra output (each output element then comes from one column entry).
+    fn tiles_exactly(&self) -> bool {
+        self.s == [self.kh, self.kw]
+            && self.d == [1, 1]
+            && self.p.iter().all(|&p| p == 0)
+            && self.oh == self.h * self.kh
+            && self.ow == self.w * self.kw
+    }
+
     /// Runs the transposed convolution and its epilogue.
     ///
     /// # Safety
@@ -218,11 +228,63 @@ impl ConvTransposePlan {
                     let (b, o) = (t / self.m, t % self.m);
                     let (gi, om) = (o / mg, o % mg);
                     with_scratch(opx, |plane| {
-                        plane.fill(self.bias.as_ref().map_or(0.0, |v| v[o]));
+                        let bias = self.bias.as_ref().map_or(0.0, |v| v[o]);
+                        let base = ((b * self.groups + gi) * rows + om * self.kh * self.kw) * px;
+                        if self.tiles_exactly() {
+                            // Stride = kernel, no padding: every output element is one
+                            // product, its column (om, ky, kx) at input pixel (y, x).
+                            let (kh, kw) = (self.kh, self.kw);
+                            for y in 0..self.h {
+                                for ky in 0..kh {
+                                    let dst = &mut plane[(y * kh + ky) * self.ow..][..self.ow];
+                                    let src = |kx: usize| {
+                                        &cols[base + (ky * kw + kx) * px + y * self.w..][..self.w]
+                                    };
+                                    if kw == 2 {
+                                        let (s0, s1) = (src(0), src(1));
+                                        for (d, (&a, &c)) in
+                                            dst.chunks_exact_mut(2).zip(s0.iter().zip(s1))
+                                        {
+                                            d[0] = a + bias;
+                                            d[1] = c + bias;
+                                        }
+                                    } else {
+                                        for kx in 0..kw {
+                                            let s = src(kx);
+                                            for (d, &v) in dst[kx..].iter_mut().step_by(kw).zip(s) {
+                                                *d = v + bias;
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            self.epi
+                                .apply(ex.kern, mem, b, o, 1, 0, opx, plane.as_ptr(), opx);
+                            return;
+                        }
+                        plane.fill(bias);
+                        let sx = self.s[1];
                         for ky in 0..self.kh {
                             for kx in 0..self.kw {
                                 let r = (om * self.kh + ky) * self.kw + kx;
                                 let src = &cols[((b * self.groups + gi) * rows + r) * px..][..px];
+                                // Input columns xx whose output column xx * sx + off lies in
+                                // the row: [x_lo, x_hi).
+                                let off = (kx * self.d[1]) as isize - self.p[1] as isize;
+                                let x_lo = if off >= 0 {
+                                    0
+                                } else {
+                                    ((-off) as usize).div_ceil(sx)
+                                };
+                                let x_hi = if off >= self.ow as isize {
+                                    0
+                                } else {
+                                    ((self.ow as isize - 1 - off) as usize / sx + 1).min(self.w)
+                                };
+                                if x_lo >= x_hi {
+                                    continue;
+                                }
+                                let ox0 = (x_lo as isize * sx as isize + off) as usize;
                                 for y in 0..self.h {
                                     let oy = (y * self.s[0] + ky * self.d[0]) as isize
                                         - self.p[0] as isize;
@@ -230,12 +292,10 @@ impl ConvTransposePlan {
                                         continue;
                                     }
                                     let dst = &mut plane[oy as usize * self.ow..][..self.ow];
-                                    for xx in 0..self.w {
-                                        let ox = (xx * self.s[1] + kx * self.d[1]) as isize
-                                            - self.p[1] as isize;
-                                        if ox >= 0 && ox < self.ow as isize {
-                                            dst[ox as usize] += src[y * self.w + xx];
-                                        }
+                                    let srow = &src[y * self.w + x_lo..y * self.w + x_hi];
+                                    let dst = dst[ox0..].iter_mut().step_by(sx);
+                                    for (d, &v) in dst.zip(srow) {
+                                        *d += v;
                                     }
                                 }
                             }
