@@ -312,7 +312,30 @@ macro_rules! depthwise_body {
             // into `sw` zero-padded column phases, so every tap reads contiguous floats:
             // padded column xo * sw + j * dw sits in phase (j * dw) % sw at xo + j * dw / sw.
             let plen = g.ow + ((g.kw - 1) * g.dw) / g.sw + 1;
-            crate::buf::with_scratch(g.sw * plen, |ph| {
+            let per_row = g.sw * plen;
+            // Every input row is split once (a row serves up to kh output rows).
+            crate::buf::with_scratch(g.h * per_row, |phases| {
+                for iy in 0..g.h {
+                    let row = x.offset(iy as isize * rs);
+                    let ph = &mut phases[iy * per_row..(iy + 1) * per_row];
+                    for r in 0..g.sw {
+                        // Phase r's entries q read input column q * sw + r - pw: those in
+                        // [q_lo, q_hi) lie in the row, the others are padding.
+                        let (sw, pw, w) = (g.sw as isize, g.pw as isize, g.w as isize);
+                        let ix0 = r as isize - pw;
+                        let q_lo = if ix0 >= 0 { 0 } else { ((-ix0 + sw - 1) / sw) as usize };
+                        let q_hi = if ix0 >= w { 0 } else { ((w - 1 - ix0) / sw + 1) as usize };
+                        let q_hi = q_hi.min(plen);
+                        let q_lo = q_lo.min(q_hi);
+                        let p = &mut ph[r * plen..(r + 1) * plen];
+                        p[..q_lo].fill(0.0);
+                        p[q_hi..].fill(0.0);
+                        let first = ix0 + q_lo as isize * sw;
+                        for (t, v) in p[q_lo..q_hi].iter_mut().enumerate() {
+                            *v = *row.offset((first + t as isize * sw) * es);
+                        }
+                    }
+                }
                 for y in 0..g.oh {
                     let o = &mut out[y * g.ow..(y + 1) * g.ow];
                     o.fill(0.0);
@@ -321,17 +344,7 @@ macro_rules! depthwise_body {
                         if iy < 0 || iy >= g.h as isize {
                             continue;
                         }
-                        let row = x.offset(iy * rs);
-                        for r in 0..g.sw {
-                            for q in 0..plen {
-                                let ix = (q * g.sw + r) as isize - g.pw as isize;
-                                ph[r * plen + q] = if ix >= 0 && ix < g.w as isize {
-                                    *row.offset(ix * es)
-                                } else {
-                                    0.0
-                                };
-                            }
-                        }
+                        let ph = &phases[iy as usize * per_row..(iy as usize + 1) * per_row];
                         for j in 0..g.kw {
                             let wv = w[i * g.kw + j];
                             let c = j * g.dw;
