@@ -305,10 +305,12 @@ macro_rules! depthwise_body {
             out: &mut [f32],
         ) {
             let [rs, es] = st;
-            if es == 1 && g.sw == 1 {
+            // Unit steps on wide rows: in place, edges apart. Narrow rows (where the edges
+            // are much of the row) go through padded row copies like strided ones.
+            if es == 1 && g.sw == 1 && g.ow >= 64 {
                 return depthwise_unit(g, x, rs, w, out);
             }
-            // Strided or non-unit column steps: each input row a tap row reads is split
+            // Strided, non-unit column steps or narrow rows: each input row a tap row reads is split
             // into `sw` zero-padded column phases, so every tap reads contiguous floats:
             // padded column xo * sw + j * dw sits in phase (j * dw) % sw at xo + j * dw / sw.
             let plen = g.ow + ((g.kw - 1) * g.dw) / g.sw + 1;
@@ -323,8 +325,16 @@ macro_rules! depthwise_body {
                         // [q_lo, q_hi) lie in the row, the others are padding.
                         let (sw, pw, w) = (g.sw as isize, g.pw as isize, g.w as isize);
                         let ix0 = r as isize - pw;
-                        let q_lo = if ix0 >= 0 { 0 } else { ((-ix0 + sw - 1) / sw) as usize };
-                        let q_hi = if ix0 >= w { 0 } else { ((w - 1 - ix0) / sw + 1) as usize };
+                        let q_lo = if ix0 >= 0 {
+                            0
+                        } else {
+                            ((-ix0 + sw - 1) / sw) as usize
+                        };
+                        let q_hi = if ix0 >= w {
+                            0
+                        } else {
+                            ((w - 1 - ix0) / sw + 1) as usize
+                        };
                         let q_hi = q_hi.min(plen);
                         let q_lo = q_lo.min(q_hi);
                         let p = &mut ph[r * plen..(r + 1) * plen];
@@ -516,6 +526,8 @@ mod tests {
             (8, 8, 5, 1, 2, 4),
             (17, 3, 3, 2, 1, 0),
             (9, 11, 7, 2, 1, 3),
+            // Wide rows (64 columns and more take the in-place depthwise path).
+            (4, 70, 3, 1, 1, 1),
         ] {
             let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
             let ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
