@@ -124,11 +124,25 @@ thread_local! {
 /// kept per thread and reused, so a hot path allocates only the first time it needs a size;
 /// nested calls get distinct buffers.
 pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    let mut b = take_scratch(len);
+    let r = f(b.as_mut_slice());
+    return_scratch(b);
+    r
+}
+
+/// A buffer of at least `len` floats from this thread's scratch (contents unspecified),
+/// for code that cannot run inside [`with_scratch`]'s closure: a closure does not inherit
+/// its caller's target features, so SIMD intrinsics in it are not inlined. Hand it back
+/// with [`return_scratch`].
+pub fn take_scratch(len: usize) -> AlignedBuf {
     let mut b = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
     b.resize(len);
-    let r = f(b.as_mut_slice());
+    b
+}
+
+/// Returns a buffer from [`take_scratch`] to this thread's scratch.
+pub fn return_scratch(b: AlignedBuf) {
     SCRATCH.with(|s| s.borrow_mut().push(b));
-    r
 }
 
 #[cfg(test)]

@@ -297,7 +297,7 @@ pub type DepthwiseFn = unsafe fn(&Conv2d, *const f32, [isize; 2], &[f32], &mut [
 macro_rules! depthwise_body {
     () => {
         #[inline(always)]
-        unsafe fn depthwise_body(
+        unsafe fn depthwise_body<V: crate::simd::Vf>(
             g: &Conv2d,
             x: *const f32,
             st: [isize; 2],
@@ -305,18 +305,16 @@ macro_rules! depthwise_body {
             out: &mut [f32],
         ) {
             let [rs, es] = st;
-            // Unit steps on wide rows: in place, edges apart. Narrow rows (where the edges
-            // are much of the row) go through padded row copies like strided ones.
-            if es == 1 && g.sw == 1 && g.ow >= 64 {
-                return depthwise_unit(g, x, rs, w, out);
-            }
-            // Strided, non-unit column steps or narrow rows: each input row a tap row reads is split
-            // into `sw` zero-padded column phases, so every tap reads contiguous floats:
-            // padded column xo * sw + j * dw sits in phase (j * dw) % sw at xo + j * dw / sw.
+            // Each input row is split once (it serves up to kh output rows) into `sw`
+            // zero-padded column phases, so every tap reads contiguous floats: padded column
+            // xo * sw + j * dw sits in phase (j * dw) % sw at xo + j * dw / sw. Slack past the
+            // last row: a row's last vector may read past its end. Not with_scratch: its
+            // closure would not get this function's target features.
             let plen = g.ow + ((g.kw - 1) * g.dw) / g.sw + 1;
             let per_row = g.sw * plen;
-            // Every input row is split once (a row serves up to kh output rows).
-            crate::buf::with_scratch(g.h * per_row, |phases| {
+            let mut scratch = crate::buf::take_scratch(g.h * per_row + 64);
+            {
+                let phases = scratch.as_mut_slice();
                 for iy in 0..g.h {
                     let row = x.offset(iy as isize * rs);
                     let ph = &mut phases[iy * per_row..(iy + 1) * per_row];
@@ -341,70 +339,79 @@ macro_rules! depthwise_body {
                         p[..q_lo].fill(0.0);
                         p[q_hi..].fill(0.0);
                         let first = ix0 + q_lo as isize * sw;
-                        for (t, v) in p[q_lo..q_hi].iter_mut().enumerate() {
-                            *v = *row.offset((first + t as isize * sw) * es);
+                        if sw == 1 && es == 1 {
+                            p[q_lo..q_hi].copy_from_slice(std::slice::from_raw_parts(
+                                row.offset(first),
+                                q_hi - q_lo,
+                            ));
+                        } else {
+                            for (t, v) in p[q_lo..q_hi].iter_mut().enumerate() {
+                                *v = *row.offset((first + t as isize * sw) * es);
+                            }
                         }
                     }
                 }
+                // Up to four vectors of output columns at a time, summed over every tap
+                // in registers and stored once.
+                let lanes = V::LANES;
+                let pp = phases.as_ptr();
                 for y in 0..g.oh {
-                    let o = &mut out[y * g.ow..(y + 1) * g.ow];
-                    o.fill(0.0);
-                    for i in 0..g.kh {
-                        let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
-                        if iy < 0 || iy >= g.h as isize {
-                            continue;
-                        }
-                        let ph = &phases[iy as usize * per_row..(iy as usize + 1) * per_row];
-                        for j in 0..g.kw {
-                            let wv = w[i * g.kw + j];
-                            let c = j * g.dw;
-                            let src = &ph[(c % g.sw) * plen + c / g.sw..][..g.ow];
-                            for (d, &s) in o.iter_mut().zip(src) {
-                                *d += wv * s;
+                    let o = out[y * g.ow..(y + 1) * g.ow].as_mut_ptr();
+                    let mut x0 = 0;
+                    while x0 < g.ow {
+                        let n = (g.ow - x0).min(4 * lanes);
+                        let nv = n.div_ceil(lanes);
+                        // The rows and taps of output row y, as (input row, weight row).
+                        let tap = |i: usize| {
+                            let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+                            (iy >= 0 && iy < g.h as isize)
+                                .then(|| pp.add(iy as usize * per_row + x0))
+                        };
+                        if nv == 4 && n == 4 * lanes {
+                            let (mut a0, mut a1, mut a2, mut a3) =
+                                (V::splat(0.0), V::splat(0.0), V::splat(0.0), V::splat(0.0));
+                            for i in 0..g.kh {
+                                let Some(ph) = tap(i) else { continue };
+                                for j in 0..g.kw {
+                                    let wv = V::splat(*w.get_unchecked(i * g.kw + j));
+                                    let c = j * g.dw;
+                                    let src = ph.add((c % g.sw) * plen + c / g.sw);
+                                    a0 = V::load(src).fma(wv, a0);
+                                    a1 = V::load(src.add(lanes)).fma(wv, a1);
+                                    a2 = V::load(src.add(2 * lanes)).fma(wv, a2);
+                                    a3 = V::load(src.add(3 * lanes)).fma(wv, a3);
+                                }
+                            }
+                            let d = o.add(x0);
+                            a0.store(d);
+                            a1.store(d.add(lanes));
+                            a2.store(d.add(2 * lanes));
+                            a3.store(d.add(3 * lanes));
+                        } else {
+                            for v in 0..nv {
+                                let mut a = V::splat(0.0);
+                                for i in 0..g.kh {
+                                    let Some(ph) = tap(i) else { continue };
+                                    for j in 0..g.kw {
+                                        let wv = V::splat(*w.get_unchecked(i * g.kw + j));
+                                        let c = j * g.dw;
+                                        let src = ph.add((c % g.sw) * plen + c / g.sw + v * lanes);
+                                        a = V::load(src).fma(wv, a);
+                                    }
+                                }
+                                let m = (n - v * lanes).min(lanes);
+                                if m == lanes {
+                                    a.store(o.add(x0 + v * lanes));
+                                } else {
+                                    a.store_part(o.add(x0 + v * lanes), m);
+                                }
                             }
                         }
-                    }
-                }
-            });
-        }
-
-        /// Unit strides: interior columns without bounds checks.
-        #[inline(always)]
-        unsafe fn depthwise_unit(g: &Conv2d, x: *const f32, rs: isize, w: &[f32], out: &mut [f32]) {
-            // Output columns whose taps all fall inside the row: [lo, hi).
-            let lo = g.pw.min(g.ow);
-            let span = (g.kw - 1) * g.dw;
-            let hi = if g.w + g.pw > span {
-                (g.w + g.pw - span).clamp(lo, g.ow)
-            } else {
-                lo
-            };
-            for y in 0..g.oh {
-                let o = &mut out[y * g.ow..(y + 1) * g.ow];
-                o.fill(0.0);
-                for i in 0..g.kh {
-                    let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
-                    if iy < 0 || iy >= g.h as isize {
-                        continue;
-                    }
-                    let row = x.offset(iy * rs);
-                    for j in 0..g.kw {
-                        let wv = w[i * g.kw + j];
-                        let off = (j * g.dw) as isize - g.pw as isize;
-                        let src =
-                            std::slice::from_raw_parts(row.offset(lo as isize + off), hi - lo);
-                        for (d, &s) in o[lo..hi].iter_mut().zip(src) {
-                            *d += wv * s;
-                        }
-                        for xo in (0..lo).chain(hi..g.ow) {
-                            let ix = xo as isize + off;
-                            if ix >= 0 && ix < g.w as isize {
-                                o[xo] += wv * *row.offset(ix);
-                            }
-                        }
+                        x0 += n;
                     }
                 }
             }
+            crate::buf::return_scratch(scratch);
         }
     };
 }
@@ -436,7 +443,7 @@ pub mod portable {
     /// Every input element the geometry reads must be readable; `w` holds `kh * kw`
     /// taps and `out` `oh * ow` floats.
     pub unsafe fn depthwise(g: &Conv2d, x: *const f32, st: [isize; 2], w: &[f32], out: &mut [f32]) {
-        depthwise_body(g, x, st, w, out)
+        depthwise_body::<f32>(g, x, st, w, out)
     }
 }
 
@@ -491,7 +498,7 @@ pub mod x86 {
         w: &[f32],
         out: &mut [f32],
     ) {
-        depthwise_body(g, x, st, w, out)
+        depthwise_body::<crate::simd::Y8>(g, x, st, w, out)
     }
 
     /// See [`super::DepthwiseFn`] (AVX-512 CPUs only).
@@ -506,7 +513,7 @@ pub mod x86 {
         w: &[f32],
         out: &mut [f32],
     ) {
-        depthwise_body(g, x, st, w, out)
+        depthwise_body::<crate::simd::Z16>(g, x, st, w, out)
     }
 }
 
@@ -526,7 +533,7 @@ mod tests {
             (8, 8, 5, 1, 2, 4),
             (17, 3, 3, 2, 1, 0),
             (9, 11, 7, 2, 1, 3),
-            // Wide rows (64 columns and more take the in-place depthwise path).
+            // Wide rows: full vectors of four and a partial one.
             (4, 70, 3, 1, 1, 1),
         ] {
             let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
