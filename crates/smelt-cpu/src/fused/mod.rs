@@ -12,6 +12,7 @@
 mod access;
 mod anchor;
 mod arena;
+mod concat;
 mod conv;
 mod conv_transpose;
 mod elementwise;
@@ -41,6 +42,7 @@ pub use profile::{total_by_group, KernelTiming};
 
 use access::Elem;
 use anchor::AnchorPlan;
+use concat::ConcatPlan;
 use elementwise::LoopPlan;
 use gather::GatherPlan;
 use reduction::ReductionPlan;
@@ -104,6 +106,7 @@ enum Prepared {
     Copy,
     Single,
     Gather(Box<GatherPlan>),
+    Concat(ConcatPlan),
 }
 
 /// Every buffer's storage during one run (plus one slot for an anchor's result).
@@ -328,6 +331,12 @@ impl CpuPlan {
             (GroupBody::Single(s), Prepared::Single) => single::run(cx, s)?,
             // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(_), Prepared::Gather(g)) => unsafe { g.run(&cx.mem)? },
+            // SAFETY: validated by CpuPlan::new against these buffers.
+            (GroupBody::Single(s), Prepared::Concat(k)) => {
+                if !unsafe { k.run(&cx.mem, s) } {
+                    single::run(cx, s)?
+                }
+            }
             _ => smelt_ir::bail!(Internal, "group and its prepared form disagree"),
         }
         Ok(())
@@ -377,6 +386,7 @@ fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
         Prepared::Anchor(a) => a.kernel_name(),
         Prepared::Copy => "copy".into(),
         Prepared::Gather(_) => "gather.rows".into(),
+        Prepared::Concat(_) => "concat.copy".into(),
         Prepared::Single => match body {
             GroupBody::Single(s) => format!("reference ({}: runs whole)", s.op.name()),
             _ => "reference".into(),
@@ -417,9 +427,12 @@ fn prepare(
         }
         GroupBody::Single(s) => {
             single::check(c, s)?;
-            match GatherPlan::new(c, s) {
-                Some(g) => Prepared::Gather(Box::new(g)),
-                None => Prepared::Single,
+            if let Some(g) = GatherPlan::new(c, s) {
+                Prepared::Gather(Box::new(g))
+            } else if let Some(k) = ConcatPlan::new(c, s) {
+                Prepared::Concat(k)
+            } else {
+                Prepared::Single
             }
         }
     })
