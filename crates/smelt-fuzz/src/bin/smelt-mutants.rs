@@ -69,6 +69,9 @@ fn parse() -> Result<Args, String> {
     if a.models.as_os_str().is_empty() {
         return Err("--models DIR is required (a folder of cases, each with a model.onnx)".into());
     }
+    // Mutants run in their own folders: a relative binary path must not depend on that.
+    a.smelt = std::fs::canonicalize(&a.smelt)
+        .map_err(|e| format!("--smelt {}: {e}", a.smelt.display()))?;
     Ok(a)
 }
 
