@@ -78,7 +78,11 @@ fn shape_value(g: &Graph, n: &Node) -> Option<Tensor> {
             let v = dims.get(a..b.max(a))?.to_vec();
             Tensor::from_i64_vec(vec![v.len()], v).ok()
         }
-        Op::Layout(LayoutOp::Size) => Some(Tensor::scalar_i64(dims.iter().product())),
+        // A product past i64 is no tensor that can exist: left for the run to refuse.
+        Op::Layout(LayoutOp::Size) => dims
+            .iter()
+            .try_fold(1i64, |a, &d| a.checked_mul(d))
+            .map(Tensor::scalar_i64),
         _ => None,
     }
 }

@@ -292,7 +292,10 @@ pub fn decode(b: &[u8]) -> Result<Decoded> {
                     ResourceExhausted,
                     "ImageDecoder: JPEG too large"
                 );
-                let ns = seg[0] as usize;
+                let ns = *seg
+                    .first()
+                    .ok_or_else(|| err!(InvalidInput, "ImageDecoder: truncated JPEG"))?
+                    as usize;
                 ensure!(
                     ns == comps.len(),
                     Unsupported,
