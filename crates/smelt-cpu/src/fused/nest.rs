@@ -17,6 +17,13 @@ impl Nest {
     /// The nest with unit dimensions dropped and neighbours merged wherever every window
     /// steps through them as one dimension; never below rank 1.
     pub(crate) fn coalesced(shape: &[usize], strides: Vec<Vec<isize>>) -> Nest {
+        // Nothing to walk; the other dims of an empty window may be huge (no products).
+        if shape.contains(&0) {
+            return Nest {
+                shape: vec![0],
+                strides: vec![vec![0]; strides.len()],
+            };
+        }
         let keep: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
         let mut out_shape: Vec<usize> = Vec::new();
         let mut out: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];
@@ -25,7 +32,7 @@ impl Nest {
                 && strides.iter().zip(&out).all(|(s, o)| {
                     let inner = *o.last().unwrap_or(&0);
                     let n = *out_shape.last().unwrap_or(&1) as isize;
-                    s[d] == inner * n
+                    inner.checked_mul(n) == Some(s[d])
                 });
             if merge {
                 if let Some(n) = out_shape.last_mut() {
