@@ -155,16 +155,26 @@ fn gather_table(g: &Geometry) -> Vec<Option<usize>> {
 }
 
 /// Convolution of already zero-point-shifted values: output [N, M, out...] as i32.
-fn conv_i32(x: &[i32], w: &[i32], g: &Geometry) -> Vec<i32> {
+fn conv_i32(x: &[i32], w: &[i32], g: &Geometry) -> Result<Vec<i32>> {
     let cg = g.channels / g.group;
     let mg = g.out_channels / g.group;
-    let ksz: usize = g.kernel.iter().product();
-    let osz: usize = g.output.iter().product();
-    let isz: usize = g.input.iter().product();
+    // Sizes from the model's attributes: checked before any product or allocation.
+    let what = || "ConvInteger's output".to_string();
+    let mut out_dims = vec![g.batch, g.out_channels];
+    out_dims.extend(&g.output);
+    let out_len = smelt_ir::limits::check_shape(DType::I32, &out_dims, &what)?;
+    let ksz = smelt_ir::numel(&g.kernel)?;
+    let osz = smelt_ir::numel(&g.output)?;
+    let isz = smelt_ir::numel(&g.input)?;
     let q = cg * ksz;
+    let col_len = smelt_ir::limits::check_shape(DType::I32, &[q, osz], &|| {
+        "ConvInteger's column buffer".into()
+    })?;
+    let table_bytes = (ksz as u64 * osz as u64).saturating_mul(16);
+    smelt_ir::limits::check_alloc(table_bytes, &|| "ConvInteger's gather table".into())?;
     let table = gather_table(g);
-    let mut col = vec![0i32; q * osz];
-    let mut out = vec![0i32; g.batch * g.out_channels * osz];
+    let mut col = vec![0i32; col_len];
+    let mut out = vec![0i32; out_len];
     for n in 0..g.batch {
         for gi in 0..g.group {
             for ci in 0..cg {
@@ -194,7 +204,7 @@ fn conv_i32(x: &[i32], w: &[i32], g: &Geometry) -> Vec<i32> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Subtracts a zero point from conv data: scalar, or one per channel of axis 0 (weights) or
@@ -241,7 +251,7 @@ pub fn conv_integer(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let g = geometry(p, xt.shape(), wt.shape())?;
     let xv = shift(xt, x.opt_tensor(2)?, 1, "x")?;
     let wv = shift(wt, x.opt_tensor(3)?, 0, "w")?;
-    let out = conv_i32(&xv, &wv, &g);
+    let out = conv_i32(&xv, &wv, &g)?;
     Tensor::from_i64(
         DType::I32,
         out_shape(&g),
@@ -256,7 +266,7 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let g = geometry(p, xt.shape(), wt.shape())?;
     let xv = shift(xt, x.opt_tensor(2)?, 1, "x")?;
     let wv = shift(wt, x.opt_tensor(5)?, 0, "w")?;
-    let mut acc = conv_i32(&xv, &wv, &g);
+    let mut acc = conv_i32(&xv, &wv, &g)?;
     let osz: usize = g.output.iter().product();
     let m = g.out_channels;
     if let Some(b) = x.opt_tensor(8)? {
@@ -342,7 +352,7 @@ mod tests {
         };
         let g = geometry(&p, &[1, 1, 2, 2], &[1, 1, 2, 2]).unwrap();
         assert_eq!(g.output, vec![3, 3]);
-        let out = conv_i32(&[1, 2, 3, 4], &[1, 1, 1, 1], &g);
+        let out = conv_i32(&[1, 2, 3, 4], &[1, 1, 1, 1], &g).unwrap();
         assert_eq!(out, vec![1, 3, 2, 4, 10, 6, 3, 7, 4]);
     }
 
