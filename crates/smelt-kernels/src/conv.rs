@@ -59,6 +59,16 @@ impl Conv2d {
     }
 }
 
+/// The entries `t < len` of a strided run whose column `ix0 + t * step` lies in `[0, w)`:
+/// `[lo, hi)` (the others fall in the padding); `lo == hi` when none does.
+pub fn in_row(ix0: isize, step: usize, w: usize, len: usize) -> (usize, usize) {
+    let (s, w) = (step.max(1) as isize, w as isize);
+    let lo = if ix0 >= 0 { 0 } else { (-ix0 + s - 1) / s };
+    let hi = if ix0 >= w { 0 } else { (w - 1 - ix0) / s + 1 };
+    let hi = (hi as usize).min(len);
+    ((lo as usize).min(hi), hi)
+}
+
 /// An input image viewed as the `k x pixels` im2col matrix of a convolution, per batch.
 pub struct Im2col<'a> {
     /// Element (0, 0, 0) of batch 0's channel block.
@@ -95,18 +105,10 @@ impl PanelSource for Im2col<'_> {
         // Per (run, kernel column): the run's columns [lo, hi) whose input column lies in
         // the row, and the first such input column. Per (run, kernel row): the input row,
         // or None in the padding. Neither depends on the channel.
-        let (sw, w) = (g.sw as isize, g.w as isize);
+        let sw = g.sw as isize;
         let cols_of = |x0: usize, len: usize, tj: usize| {
             let ix0 = (x0 * g.sw + tj * g.dw) as isize - g.pw as isize;
-            let (lo, hi) = if sw == 1 {
-                ((-ix0).max(0) as usize, (w - ix0).max(0) as usize)
-            } else {
-                let lo = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw };
-                let hi = if ix0 >= w { 0 } else { (w - 1 - ix0) / sw + 1 };
-                (lo as usize, hi as usize)
-            };
-            let hi = hi.min(len);
-            let lo = lo.min(hi);
+            let (lo, hi) = in_row(ix0, g.sw, g.w, len);
             (lo, hi, ix0 + lo as isize * sw)
         };
         let xcols: Vec<(usize, usize, isize)> = runs
@@ -321,20 +323,9 @@ macro_rules! depthwise_body {
                     for r in 0..g.sw {
                         // Phase r's entries q read input column q * sw + r - pw: those in
                         // [q_lo, q_hi) lie in the row, the others are padding.
-                        let (sw, pw, w) = (g.sw as isize, g.pw as isize, g.w as isize);
-                        let ix0 = r as isize - pw;
-                        let q_lo = if ix0 >= 0 {
-                            0
-                        } else {
-                            ((-ix0 + sw - 1) / sw) as usize
-                        };
-                        let q_hi = if ix0 >= w {
-                            0
-                        } else {
-                            ((w - 1 - ix0) / sw + 1) as usize
-                        };
-                        let q_hi = q_hi.min(plen);
-                        let q_lo = q_lo.min(q_hi);
+                        let sw = g.sw as isize;
+                        let ix0 = r as isize - g.pw as isize;
+                        let (q_lo, q_hi) = super::in_row(ix0, g.sw, g.w, plen);
                         let p = &mut ph[r * plen..(r + 1) * plen];
                         p[..q_lo].fill(0.0);
                         p[q_hi..].fill(0.0);
@@ -624,6 +615,28 @@ mod tests {
     }
 
     isa_tests!(depthwise, depthwise_matches);
+
+    #[test]
+    fn in_row_is_the_span_of_columns_inside_the_row() {
+        for ix0 in -7isize..9 {
+            for step in 1..4usize {
+                for w in 0..6usize {
+                    for len in 0..7usize {
+                        let inside: Vec<usize> = (0..len)
+                            .filter(|&t| (0..w as isize).contains(&(ix0 + (t * step) as isize)))
+                            .collect();
+                        let (lo, hi) = in_row(ix0, step, w, len);
+                        assert!(lo <= hi && hi <= len);
+                        assert_eq!(
+                            (lo..hi).collect::<Vec<_>>(),
+                            inside,
+                            "{ix0} {step} {w} {len}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     fn pool_matches(kern: &Kernels) {
         for g in geoms() {

@@ -181,16 +181,9 @@ pub unsafe fn direct_conv(
                     let srow = src.offset(iy * rs);
                     // Padded column j * sw + phase is input column (that) - pw: the columns
                     // j in [lo, hi) are inside the row, the others padding.
-                    let (sw, w) = (g.sw as isize, g.w as isize);
+                    let sw = g.sw as isize;
                     let ix0 = phase as isize - g.pw as isize;
-                    let lo = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw } as usize;
-                    let hi = if ix0 >= w {
-                        0
-                    } else {
-                        ((w - 1 - ix0) / sw + 1) as usize
-                    };
-                    let hi = hi.min(pl.wph);
-                    let lo = lo.min(hi);
+                    let (lo, hi) = crate::conv::in_row(ix0, g.sw, g.w, pl.wph);
                     row[..lo].fill(0.0);
                     row[hi..].fill(0.0);
                     let first = ix0 + lo as isize * sw;

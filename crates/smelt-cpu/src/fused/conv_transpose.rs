@@ -271,16 +271,8 @@ impl ConvTransposePlan {
                                 // Input columns xx whose output column xx * sx + off lies in
                                 // the row: [x_lo, x_hi).
                                 let off = (kx * self.d[1]) as isize - self.p[1] as isize;
-                                let x_lo = if off >= 0 {
-                                    0
-                                } else {
-                                    ((-off) as usize).div_ceil(sx)
-                                };
-                                let x_hi = if off >= self.ow as isize {
-                                    0
-                                } else {
-                                    ((self.ow as isize - 1 - off) as usize / sx + 1).min(self.w)
-                                };
+                                let (x_lo, x_hi) =
+                                    smelt_kernels::conv::in_row(off, sx, self.ow, self.w);
                                 if x_lo >= x_hi {
                                     continue;
                                 }
