@@ -274,6 +274,12 @@ impl ConvPlan {
         let [sn, sc, sh, sw] = self.xs;
         let g = &self.geom;
         let threads = if self.epi.parallel { ex.threads } else { 1 };
+        // Where each image's block of group gi's input channels starts.
+        let group_offsets = |gi: usize| -> Vec<isize> {
+            (0..self.images)
+                .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
+                .collect()
+        };
         match &self.method {
             Method::Depthwise(taps) => {
                 let planes = self.images * self.groups;
@@ -308,9 +314,7 @@ impl ConvPlan {
             }
             Method::Winograd(weights) => {
                 for (gi, ww) in weights.iter().enumerate() {
-                    let offsets: Vec<isize> = (0..self.images)
-                        .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
-                        .collect();
+                    let offsets = group_offsets(gi);
                     let input = DirectInput {
                         x,
                         batch: &offsets,
@@ -323,9 +327,7 @@ impl ConvPlan {
             }
             Method::Direct(weights) => {
                 for (gi, dw) in weights.iter().enumerate() {
-                    let offsets: Vec<isize> = (0..self.images)
-                        .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
-                        .collect();
+                    let offsets = group_offsets(gi);
                     let input = DirectInput {
                         x,
                         batch: &offsets,
@@ -339,9 +341,7 @@ impl ConvPlan {
             Method::Gemm(packed) => {
                 let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
                 for (gi, pa) in packed.iter().enumerate() {
-                    let offsets: Vec<isize> = (0..self.images)
-                        .map(|i| i as isize * sn + (gi * g.c) as isize * sc)
-                        .collect();
+                    let offsets = group_offsets(gi);
                     let im2col = Im2col {
                         x,
                         batch: &offsets,
