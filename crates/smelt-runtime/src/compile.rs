@@ -2,6 +2,7 @@
 //! lower to kernel groups (or fall back to the reference executor, saying why).
 
 use crate::plan::{Execution, Plan};
+use crate::segment::{Segments, MAX_DEPTH};
 use crate::{InputShapes, SessionOptions};
 use smelt_ir::{Graph, Result};
 use smelt_passes::{PassContext, PassManager};
@@ -24,6 +25,18 @@ pub fn compile(graph: &Graph, shapes: &InputShapes, options: &SessionOptions) ->
         ));
     }
     smelt_passes::infer_shapes::set_input_shapes(&mut g, shapes.as_slice())?;
+    optimize_and_lower(g, options, t, 0)
+}
+
+/// Runs the pass pipeline on a specialized graph, then plans it: to kernels when it can be
+/// planned whole, else in segments (see [`crate::segment`]), else on the reference
+/// executor. `depth` counts the segments above this graph; `t` is when compiling began.
+pub(crate) fn optimize_and_lower(
+    mut g: Graph,
+    options: &SessionOptions,
+    t: Instant,
+    depth: usize,
+) -> Result<Plan> {
     let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
     let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
         smelt_reference::eval_op(op, x, n)
@@ -48,19 +61,33 @@ pub fn compile(graph: &Graph, shapes: &InputShapes, options: &SessionOptions) ->
         (Some(pass), _) => Execution::Reference {
             reason: format!("the pipeline was stopped after pass {pass}"),
         },
-        (None, Some(reason)) => Execution::Reference { reason },
-        (None, None) => {
-            check_value_sizes(&g, &options.limits)?;
-            let kp = smelt_passes::lower::lower(&mut g)?;
-            check_plan_memory(&kp, &options.limits)?;
-            let cpu = smelt_cpu::fused::CpuOptions {
-                threads: options.threads,
-                isa: options.isa,
-            };
-            Execution::Kernels(Box::new(smelt_cpu::fused::CpuPlan::with_options(kp, cpu)?))
+        (None, Some(reason)) if depth < MAX_DEPTH => {
+            match Segments::split(&mut g, reason.clone(), options, depth)? {
+                Some(s) => Execution::Segments(Box::new(s)),
+                None => Execution::Reference { reason },
+            }
         }
+        (None, Some(reason)) => Execution::Reference {
+            reason: format!("{reason}; the graph split {MAX_DEPTH} times already"),
+        },
+        (None, None) => kernels(&mut g, options)?,
     };
     Ok(Plan::new(g, execution, reports, t.elapsed().as_secs_f64()))
+}
+
+/// Lowers a graph that can be planned whole to CPU kernels (its sizes checked against the
+/// limits first).
+pub(crate) fn kernels(g: &mut Graph, options: &SessionOptions) -> Result<Execution> {
+    check_value_sizes(g, &options.limits)?;
+    let kp = smelt_passes::lower::lower(g)?;
+    check_plan_memory(&kp, &options.limits)?;
+    let cpu = smelt_cpu::fused::CpuOptions {
+        threads: options.threads,
+        isa: options.isa,
+    };
+    Ok(Execution::Kernels(Box::new(
+        smelt_cpu::fused::CpuPlan::with_options(kp, cpu)?,
+    )))
 }
 
 /// A fused plan's memory is known before it runs: every intermediate and output buffer

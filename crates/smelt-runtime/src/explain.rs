@@ -108,6 +108,11 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
                 "buffers": buffers,
             });
         }
+        None if plan.segments().is_some() => {
+            out["execution"] = json!("segments");
+            out["kernel_count"] = json!(plan.graph().nodes.len());
+            out["memory"] = json!({"arena_bytes": 0, "intermediate_bytes": 0});
+        }
         None => {
             let g = plan.graph();
             out["execution"] = json!("reference");
@@ -115,6 +120,10 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
             out["kernel_count"] = json!(g.nodes.len());
             out["memory"] = json!({"arena_bytes": 0, "intermediate_bytes": 0});
         }
+    }
+    if let Some(seg) = plan.segments() {
+        out["execution"] = json!("segments");
+        out["segments"] = json!(seg.summary());
     }
     out
 }

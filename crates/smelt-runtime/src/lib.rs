@@ -13,6 +13,7 @@ pub mod explain;
 pub mod npy;
 mod plan;
 pub mod profile;
+pub mod segment;
 mod shapes;
 
 pub use cache::{format_dims, Recompile, ShapeKey};

@@ -3,6 +3,7 @@
 //! cannot be planned, with the reason).
 
 use crate::profile::KernelEvent;
+use crate::segment::Segments;
 use smelt_cpu::fused::{Arena, CpuPlan, KernelTiming};
 use smelt_ir::kernel::KernelPlan;
 use smelt_ir::{Graph, Result, RunControl, Tensor, Value};
@@ -19,6 +20,8 @@ pub enum Execution {
         /// Why the graph was not lowered to kernels.
         reason: String,
     },
+    /// A planned head and a tail planned at run time.
+    Segments(Box<Segments>),
 }
 
 /// A compiled, shape-specialized plan. `run` takes `&self`: many threads may run one plan
@@ -43,7 +46,7 @@ impl Plan {
     ) -> Plan {
         let consts = match execution {
             Execution::Reference { .. } => Some(smelt_reference::Constants::of(&graph)),
-            Execution::Kernels(_) => None,
+            Execution::Kernels(_) | Execution::Segments(_) => None,
         };
         Plan {
             graph,
@@ -66,11 +69,12 @@ impl Plan {
         &self.reports
     }
 
-    /// The kernel plan, when the graph was lowered to kernels.
+    /// The kernel plan, when the graph (or the head of its segments) was lowered to kernels.
     pub fn kernels(&self) -> Option<&KernelPlan> {
         match &self.execution {
             Execution::Kernels(p) => Some(p.plan()),
             Execution::Reference { .. } => None,
+            Execution::Segments(s) => s.head()?.kernels(),
         }
     }
 
@@ -79,6 +83,7 @@ impl Plan {
         match &self.execution {
             Execution::Kernels(p) => p.kernel_names(),
             Execution::Reference { .. } => &[],
+            Execution::Segments(s) => s.head().map_or(&[], |h| h.kernel_names()),
         }
     }
 
@@ -87,14 +92,24 @@ impl Plan {
         match &self.execution {
             Execution::Kernels(p) => Some((p.threads(), p.isa())),
             Execution::Reference { .. } => None,
+            Execution::Segments(s) => s.head()?.cpu_setup(),
         }
     }
 
-    /// Why the plan runs on the reference executor, if it does.
+    /// Why the plan runs on the reference executor, if it does (a plan in segments runs
+    /// on kernels as far as it can: see [`Plan::segments`]).
     pub fn fallback_reason(&self) -> Option<&str> {
         match &self.execution {
             Execution::Reference { reason } => Some(reason),
-            Execution::Kernels(_) => None,
+            Execution::Kernels(_) | Execution::Segments(_) => None,
+        }
+    }
+
+    /// The segments, when the graph runs as a head and a tail planned at run time.
+    pub fn segments(&self) -> Option<&Segments> {
+        match &self.execution {
+            Execution::Segments(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -114,6 +129,7 @@ impl Plan {
         let _entered = control.enter();
         let cpu = match &self.execution {
             Execution::Kernels(p) => p,
+            Execution::Segments(s) => return s.run(inputs, control, profile),
             Execution::Reference { .. } => {
                 let consts = self.consts.as_ref().ok_or_else(|| {
                     smelt_ir::err!(Internal, "a reference plan without constants")

@@ -70,7 +70,13 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
             c["reason"].as_str().unwrap_or("")
         );
     }
+    if let Some(s) = plan.segments() {
+        outln!("execution: in segments: {}", s.summary());
+    }
     let Some(k) = plan.kernels() else {
+        if plan.segments().is_some() {
+            return;
+        }
         outln!(
             "execution: reference executor ({})",
             plan.fallback_reason().unwrap_or("")

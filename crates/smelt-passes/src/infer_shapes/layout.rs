@@ -173,19 +173,22 @@ pub(super) fn infer(op: &LayoutOp, x: &In) -> Result<Option<Outs>> {
                 "needs a 4-D input and a positive blocksize, got rank {} and blocksize {b}",
                 s.len()
             );
+            let area = b
+                .checked_mul(b)
+                .ok_or_else(|| smelt_ir::err!(InvalidModel, "blocksize {b} squared overflows"))?;
             let divides = |d: &Dim, k: i64| !matches!(d, Dim::Known(n) if n % k as u64 != 0);
-            let bb = Dim::Known((b * b) as u64);
+            let bb = Dim::Known(area as u64);
             let bd = Dim::Known(b as u64);
             if up {
                 ensure!(
-                    divides(&s[1], b * b),
+                    divides(&s[1], area),
                     InvalidModel,
                     "{} channels do not split into blocks of {b}x{b}",
                     s[1]
                 );
                 one(Some(vec![
                     s[0].clone(),
-                    div_int(&s[1], b * b, false),
+                    div_int(&s[1], area, false),
                     mul(&s[2], &bd),
                     mul(&s[3], &bd),
                 ]))

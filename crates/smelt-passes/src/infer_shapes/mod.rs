@@ -19,8 +19,11 @@ mod confirm;
 mod dims;
 mod elementwise;
 mod layout;
+mod loss;
 mod misc;
 mod nn;
+mod quant;
+mod recurrent;
 mod reduce;
 mod reshape;
 
@@ -31,7 +34,8 @@ use crate::{Pass, PassContext};
 use smelt_ir::{
     bail, err, DType, Dim, ErrorKind, Graph, Node, Op, Result, Tensor, ValueId, ValueType,
 };
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 /// The shape-inference pass (types only; the graph's nodes do not change).
 pub struct InferShapes;
@@ -55,6 +59,8 @@ pub(crate) struct In<'a> {
     g: &'a Graph,
     consts: &'a HashMap<ValueId, usize>,
     node: &'a Node,
+    /// Where non-constant inputs a rule asked for the value of are recorded.
+    wanted: Option<&'a RefCell<HashSet<ValueId>>>,
 }
 
 impl<'a> In<'a> {
@@ -78,15 +84,24 @@ impl<'a> In<'a> {
         self.node.outputs.len()
     }
 
-    /// The constant value of input `i`, if it is a constant.
+    /// The constant value of input `i`, if it is a constant (a rule asks for it when the
+    /// output's type depends on it; a non-constant asked for is recorded).
     pub fn constant(&self, i: usize) -> Option<&'a Tensor> {
+        let t = self.const_of(i);
+        if let (None, Some(w), Some(id)) = (t, self.wanted, self.id(i)) {
+            w.borrow_mut().insert(id);
+        }
+        t
+    }
+
+    fn const_of(&self, i: usize) -> Option<&'a Tensor> {
         let id = self.id(i)?;
         self.consts.get(&id).map(|&c| &self.g.constants[c].tensor)
     }
 
     /// The type of input `i`.
     pub fn ty(&self, i: usize) -> Option<ValueType> {
-        if let Some(t) = self.constant(i) {
+        if let Some(t) = self.const_of(i) {
             return Some(tensor_type(t.dtype(), known(t.shape())));
         }
         self.g.value(self.id(i)?).ty.clone()
@@ -199,6 +214,9 @@ fn infer_node(x: &In) -> Result<Outs> {
         Op::Layout(o) => layout::infer(o, x)?,
         Op::Reduce(o) => reduce::infer(o, x)?,
         Op::Misc(o) => misc::infer(o, x)?,
+        Op::Quant(o) => quant::infer(o, x)?,
+        Op::Recurrent(o) => recurrent::infer(o, x)?,
+        Op::Loss(o) => loss::infer(o, x)?,
         _ => None,
     };
     Ok(r.unwrap_or_default())
@@ -213,6 +231,19 @@ fn node_context(n: &Node) -> String {
 /// the types already there (inferred before: a type inference cannot derive again stays);
 /// returns whether any type changed. An invalid node is an error of kind InvalidModel.
 pub fn infer_types(g: &mut Graph) -> Result<bool> {
+    infer_recording(g, None)
+}
+
+/// The non-constant values whose contents some node's output type depends on (Reshape's
+/// shape, Resize's scales, a reduction's axes...): given as constants, they would let
+/// inference type those outputs. Found by inferring over a copy of `g`.
+pub fn shape_operands(g: &Graph) -> Result<HashSet<ValueId>> {
+    let wanted = RefCell::new(HashSet::new());
+    infer_recording(&mut g.clone(), Some(&wanted))?;
+    Ok(wanted.into_inner())
+}
+
+fn infer_recording(g: &mut Graph, wanted: Option<&RefCell<HashSet<ValueId>>>) -> Result<bool> {
     let consts: HashMap<ValueId, usize> = g
         .constants
         .iter()
@@ -225,6 +256,7 @@ pub fn infer_types(g: &mut Graph) -> Result<bool> {
             g,
             consts: &consts,
             node: &g.nodes[i],
+            wanted,
         })
         .map_err(|e| invalid(e).context(node_context(&g.nodes[i])))?;
         for (slot, ty) in g.nodes[i].outputs.clone().into_iter().zip(outs) {

@@ -81,43 +81,15 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
             pads,
             strides,
         } => {
-            let s = match (x.shape(0), x.shape(1)) {
-                (Some(xs), Some(ws)) => {
-                    ensure!(
-                        xs.len() >= 3 && ws.len() == xs.len(),
-                        InvalidModel,
-                        "input of rank {} and weights of rank {}",
-                        xs.len(),
-                        ws.len()
-                    );
-                    if *group >= 1 {
-                        agree(
-                            &xs[1],
-                            &super::dims::mul(&ws[1], &Dim::Known(*group as u64)),
-                            "input channels and weight channels times group",
-                        )?;
-                    }
-                    let kernel = kernel_dims(kernel_shape, &ws[2..]);
-                    let w = Window {
-                        auto_pad,
-                        dilations,
-                        kernel: &kernel,
-                        pads,
-                        strides,
-                        ceil_mode: false,
-                    };
-                    let mut out = vec![xs[0].clone(), ws[0].clone()];
-                    match w.output(&xs[2..])? {
-                        Some(o) => {
-                            out.extend(o);
-                            Some(out)
-                        }
-                        None => None,
-                    }
-                }
-                _ => None,
+            let w = ConvAttrs {
+                auto_pad,
+                dilations,
+                group: *group,
+                kernel_shape,
+                pads,
+                strides,
             };
-            Some(vec![typed(dt, s)])
+            Some(vec![typed(dt, conv_shape(x.shape(0), x.shape(1), &w)?)])
         }
         ConvTranspose {
             auto_pad,
@@ -283,6 +255,55 @@ fn kernel_dims(attr: &[i64], from_weights: &[Dim]) -> Vec<Dim> {
     }
 }
 
+/// A convolution's attributes, as Conv, ConvInteger and QLinearConv have them.
+pub(super) struct ConvAttrs<'a> {
+    pub auto_pad: &'a AutoPad,
+    pub dilations: &'a [i64],
+    pub group: i64,
+    pub kernel_shape: &'a [i64],
+    pub pads: &'a [i64],
+    pub strides: &'a [i64],
+}
+
+/// A convolution's output shape from its input's and weights' shapes.
+pub(super) fn conv_shape(
+    xs: Option<Vec<Dim>>,
+    ws: Option<Vec<Dim>>,
+    a: &ConvAttrs,
+) -> Result<Option<Vec<Dim>>> {
+    let (Some(xs), Some(ws)) = (xs, ws) else {
+        return Ok(None);
+    };
+    ensure!(
+        xs.len() >= 3 && ws.len() == xs.len(),
+        InvalidModel,
+        "input of rank {} and weights of rank {}",
+        xs.len(),
+        ws.len()
+    );
+    if a.group >= 1 {
+        agree(
+            &xs[1],
+            &super::dims::mul(&ws[1], &Dim::Known(a.group as u64)),
+            "input channels and weight channels times group",
+        )?;
+    }
+    let kernel = kernel_dims(a.kernel_shape, &ws[2..]);
+    let w = Window {
+        auto_pad: a.auto_pad,
+        dilations: a.dilations,
+        kernel: &kernel,
+        pads: a.pads,
+        strides: a.strides,
+        ceil_mode: false,
+    };
+    let mut out = vec![xs[0].clone(), ws[0].clone()];
+    Ok(w.output(&xs[2..])?.map(|o| {
+        out.extend(o);
+        out
+    }))
+}
+
 /// The sliding-window geometry of convolution and pooling.
 struct Window<'a> {
     auto_pad: &'a AutoPad,
@@ -385,7 +406,7 @@ impl Window<'_> {
 
 /// Numpy matmul: 1-D operands promoted, batch dims broadcast; an error when the
 /// contracted dims differ.
-fn matmul(a: Vec<Dim>, b: Vec<Dim>) -> Result<Vec<Dim>> {
+pub(super) fn matmul(a: Vec<Dim>, b: Vec<Dim>) -> Result<Vec<Dim>> {
     ensure!(
         !a.is_empty() && !b.is_empty(),
         InvalidModel,

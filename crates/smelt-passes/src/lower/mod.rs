@@ -33,13 +33,37 @@ pub fn shape_of_value(g: &Graph, v: ValueId) -> Option<Vec<usize>> {
 }
 
 /// Why a graph cannot be lowered to a kernel plan (it then runs on the reference
-/// executor), or None when it can: every value must be a tensor of concrete shape
-/// and a flat element type, and no node may carry a subgraph.
+/// executor, or in segments), or None when it can: every value must be a tensor of concrete
+/// shape and a flat element type, and no node may carry a subgraph.
 pub fn unplannable(g: &Graph) -> Option<String> {
-    let consts: std::collections::HashSet<ValueId> = g.constants.iter().map(|c| c.id).collect();
-    let check = |v: ValueId| -> Option<String> {
+    let p = Plannability::new(g);
+    g.inputs
+        .iter()
+        .find_map(|i| p.value(i.id))
+        .or_else(|| g.nodes.iter().find_map(|n| p.node(n)))
+        .or_else(|| g.outputs.iter().find_map(|&o| p.value(o)))
+}
+
+/// What of a graph can be lowered to kernels, value by value and node by node.
+pub struct Plannability<'a> {
+    g: &'a Graph,
+    consts: std::collections::HashSet<ValueId>,
+}
+
+impl<'a> Plannability<'a> {
+    /// The checks for `g`.
+    pub fn new(g: &'a Graph) -> Self {
+        Plannability {
+            g,
+            consts: g.constants.iter().map(|c| c.id).collect(),
+        }
+    }
+
+    /// Why value `v` cannot be stored in a kernel plan (None: it can).
+    pub fn value(&self, v: ValueId) -> Option<String> {
+        let g = self.g;
         let name = g.name_of(v);
-        if consts.contains(&v) {
+        if self.consts.contains(&v) {
             return None;
         }
         match &g.value(v).ty {
@@ -55,23 +79,20 @@ pub fn unplannable(g: &Graph) -> Option<String> {
             Some(t) => Some(format!("value '{name}' is a {t}, not a tensor")),
             None => Some(format!("value '{name}' has no inferred type")),
         }
-    };
-    for i in &g.inputs {
-        if let Some(r) = check(i.id) {
-            return Some(r);
-        }
     }
-    for n in &g.nodes {
+
+    /// Why node `n` cannot run as a kernel group (None: it can).
+    pub fn node(&self, n: &smelt_ir::Node) -> Option<String> {
         if !n.op.subgraphs().is_empty() {
             return Some(format!("node '{}' ({}) has subgraphs", n.name, n.op.name()));
         }
-        for v in n.inputs.iter().chain(&n.outputs).flatten() {
-            if let Some(r) = check(*v) {
-                return Some(format!("{r} (node '{}', {})", n.name, n.op.name()));
-            }
-        }
+        n.inputs
+            .iter()
+            .chain(&n.outputs)
+            .flatten()
+            .find_map(|&v| self.value(v))
+            .map(|r| format!("{r} (node '{}', {})", n.name, n.op.name()))
     }
-    g.outputs.iter().find_map(|&o| check(o))
 }
 
 /// Lowers a graph (see [`unplannable`] for what it needs) to a kernel plan. The weights'

@@ -38,13 +38,14 @@ impl View {
     }
 }
 
-/// Row-major strides of a shape.
+/// Row-major strides of a shape. They saturate: only an empty tensor's can overflow (a
+/// stored tensor's size was checked against the limits), and an empty one is never read.
 pub fn dense_strides(shape: &[usize]) -> Vec<isize> {
     let mut s = vec![0isize; shape.len()];
     let mut acc = 1isize;
     for d in (0..shape.len()).rev() {
         s[d] = acc;
-        acc *= shape[d] as isize;
+        acc = acc.saturating_mul(isize::try_from(shape[d]).unwrap_or(isize::MAX));
     }
     s
 }
@@ -258,8 +259,8 @@ fn slice(
 
 /// The same elements under a new row-major shape, when the strides allow it without a copy.
 pub fn reshape(input: &View, shape: &[usize]) -> Option<View> {
-    let count: usize = input.shape.iter().product();
-    if count != shape.iter().product::<usize>() {
+    let product = |s: &[usize]| s.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if product(&input.shape)? != product(shape)? {
         return None;
     }
     // Group the input's non-unit dims into runs that are contiguous with each other.
@@ -279,7 +280,9 @@ pub fn reshape(input: &View, shape: &[usize]) -> Option<View> {
     while i < dims.len() {
         // One contiguous run of input dims [i, j).
         let mut j = i + 1;
-        while j < dims.len() && dims[j - 1].1 == dims[j].1 * dims[j].0 as isize {
+        while j < dims.len()
+            && Some(dims[j - 1].1) == dims[j].1.checked_mul(isize::try_from(dims[j].0).ok()?)
+        {
             j += 1;
         }
         let run: usize = dims[i..j].iter().map(|d| d.0).product();
@@ -288,7 +291,7 @@ pub fn reshape(input: &View, shape: &[usize]) -> Option<View> {
         let mut covered = 1usize;
         let start = o;
         while o < shape.len() && covered < run {
-            covered *= shape[o];
+            covered = covered.checked_mul(shape[o])?;
             o += 1;
         }
         while o < shape.len() && shape[o] == 1 {
@@ -300,7 +303,7 @@ pub fn reshape(input: &View, shape: &[usize]) -> Option<View> {
         let mut acc = inner;
         for d in (start..o).rev() {
             strides[d] = acc;
-            acc *= shape[d] as isize;
+            acc = acc.saturating_mul(isize::try_from(shape[d]).unwrap_or(isize::MAX));
         }
         i = j;
     }
