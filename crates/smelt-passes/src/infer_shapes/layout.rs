@@ -213,7 +213,7 @@ pub(super) fn infer(op: &LayoutOp, x: &In) -> Result<Option<Outs>> {
             x.shape(0)
                 .map(|s| vec![Dim::Known(s.len() as u64), Dim::Unknown]),
         )])),
-        _ => Ok(None),
+        _ => super::indexing::infer(op, x),
     }
 }
 

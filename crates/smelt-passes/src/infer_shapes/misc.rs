@@ -38,7 +38,7 @@ pub(super) fn infer(op: &MiscOp, x: &In) -> Result<Option<Outs>> {
         RandomUniformLike { dtype, .. }
         | RandomNormalLike { dtype, .. }
         | Bernoulli { dtype, .. } => Some(vec![typed(dtype.or(dt), x.shape(0))]),
-        _ => None,
+        _ => return super::signal::infer(op, x),
     })
 }
 

@@ -17,7 +17,9 @@
 
 mod confirm;
 mod dims;
+mod einsum;
 mod elementwise;
+mod indexing;
 mod layout;
 mod loss;
 mod misc;
@@ -26,6 +28,7 @@ mod quant;
 mod recurrent;
 mod reduce;
 mod reshape;
+mod signal;
 
 pub use confirm::confirm_types;
 pub(crate) use layout::shape_range;

@@ -242,6 +242,30 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
             kv_num_heads,
             ..
         } => Some(attention(x, *q_num_heads, *kv_num_heads)),
+        Einsum { equation } => Some(vec![typed(dt, super::einsum::shape(equation, x)?)]),
+        DeformConv {
+            dilations,
+            group,
+            kernel_shape,
+            pads,
+            strides,
+            ..
+        } => {
+            let w = ConvAttrs {
+                auto_pad: &AutoPad::NotSet,
+                dilations,
+                group: *group,
+                kernel_shape,
+                pads,
+                strides,
+            };
+            Some(vec![typed(dt, conv_shape(x.shape(0), x.shape(1), &w)?)])
+        }
+        MaxUnpool {
+            kernel_shape,
+            pads,
+            strides,
+        } => Some(vec![typed(dt, max_unpool(x, kernel_shape, pads, strides))]),
         _ => None,
     })
 }
@@ -479,5 +503,57 @@ fn attention(x: &In, q_heads: Option<i64>, kv_heads: Option<i64>) -> Outs {
         })();
         outs.push(present);
     }
+    // The scores: [batch, query heads, query length, key length with the past].
+    let scores = (|| {
+        let (q, k) = (q.as_ref()?, k.as_ref()?);
+        let (heads, qs, ks) = match (q.len(), k.len()) {
+            (4, 4) => (q[1].clone(), q[2].clone(), k[2].clone()),
+            (3, 3) => (
+                Dim::Known(u64::try_from(q_heads?).ok()?),
+                q[1].clone(),
+                k[1].clone(),
+            ),
+            _ => return None,
+        };
+        let total = match x.shape(4) {
+            Some(p) if p.len() == 4 => add(&p[2], &ks),
+            Some(_) => return None,
+            None => ks,
+        };
+        Some(vec![q[0].clone(), heads, qs, total])
+    })();
+    outs.push(typed(dt, scores));
     outs
+}
+
+/// MaxUnpool's output: the output_shape input, else `(in - 1) * stride - pads + kernel` per
+/// spatial axis.
+fn max_unpool(x: &In, kernel: &[i64], pads: &[i64], strides: &[i64]) -> Option<Vec<Dim>> {
+    if x.has(2) {
+        return x
+            .ints(2)?
+            .iter()
+            .map(|&d| u64::try_from(d).ok().map(Dim::Known))
+            .collect();
+    }
+    let s = x.shape(0)?;
+    let nd = s.len().checked_sub(2)?;
+    if kernel.len() != nd {
+        return None;
+    }
+    let mut o = s[..2].to_vec();
+    for i in 0..nd {
+        let Dim::Known(n) = s[2 + i] else {
+            o.push(Dim::Unknown);
+            continue;
+        };
+        let st = *strides.get(i).unwrap_or(&1);
+        let pad = pads.get(i).unwrap_or(&0) + pads.get(nd + i).unwrap_or(&0);
+        let v = (n as i64 - 1)
+            .checked_mul(st)?
+            .checked_sub(pad)?
+            .checked_add(kernel[i])?;
+        o.push(Dim::Known(u64::try_from(v).ok()?));
+    }
+    Some(o)
 }

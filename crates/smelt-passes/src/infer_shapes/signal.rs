@@ -1,0 +1,128 @@
+//! Sampling and signal ops: GridSample, AffineGrid, RoiAlign, Det, DFT, the window
+//! functions and the mel filter bank. Sizes given as inputs must be constants.
+
+use super::dims::{add_int, div_int};
+use super::{axis, tensor_type, typed, In, Outs};
+use smelt_ir::op::misc::MiscOp;
+use smelt_ir::{ensure, Dim, Result};
+
+/// Output types of a sampling or signal op; None for other misc ops.
+pub(super) fn infer(op: &MiscOp, x: &In) -> Result<Option<Outs>> {
+    use MiscOp::*;
+    let dt = x.dtype(0);
+    let one = |s: Option<Vec<Dim>>| Ok(Some(vec![typed(dt, s)]));
+    match op {
+        // [N, C, in...] sampled at grid [N, out..., r]: [N, C, out...].
+        GridSample { .. } => one(match (x.shape(0), x.shape(1)) {
+            (Some(xs), Some(g)) if xs.len() >= 3 && g.len() == xs.len() => {
+                let mut o = xs[..2].to_vec();
+                o.extend_from_slice(&g[1..g.len() - 1]);
+                Some(o)
+            }
+            _ => None,
+        }),
+        // theta [N, r, r+1] and size [N, C, spatial...]: [N, spatial..., r].
+        AffineGrid { .. } => one(x.ints(1).and_then(|size| {
+            let spatial: Vec<Dim> = size
+                .get(2..)?
+                .iter()
+                .map(|&d| u64::try_from(d).ok().map(Dim::Known))
+                .collect::<Option<_>>()?;
+            let mut o = vec![Dim::Known(u64::try_from(*size.first()?).ok()?)];
+            let r = spatial.len() as u64;
+            o.extend(spatial);
+            o.push(Dim::Known(r));
+            Some(o)
+        })),
+        RoiAlign {
+            output_height,
+            output_width,
+            ..
+        } => one(match (x.shape(0), x.shape(1)) {
+            (Some(xs), Some(rois)) if xs.len() == 4 && rois.len() == 2 => Some(vec![
+                rois[0].clone(),
+                xs[1].clone(),
+                Dim::Known(u64::try_from(*output_height).unwrap_or(0)),
+                Dim::Known(u64::try_from(*output_width).unwrap_or(0)),
+            ]),
+            _ => None,
+        }),
+        Det => one(x.shape(0).and_then(|s| {
+            let r = s.len();
+            (r >= 2).then(|| s[..r - 2].to_vec())
+        })),
+        Dft {
+            onesided,
+            inverse,
+            axis: attr,
+        } => one(dft(x, *onesided, *inverse, *attr)?),
+        HannWindow { dtype, .. } | HammingWindow { dtype, .. } | BlackmanWindow { dtype, .. } => {
+            let n = x.ints(0).and_then(|v| v.first().copied());
+            let n = n.and_then(|n| u64::try_from(n).ok()).map(Dim::Known);
+            Ok(Some(vec![Some(tensor_type(
+                *dtype,
+                vec![n.unwrap_or(Dim::Unknown)],
+            ))]))
+        }
+        // [floor(dft_length / 2) + 1, num_mel_bins].
+        MelWeightMatrix { dtype } => {
+            let scalar = |i| x.ints(i).and_then(|v| v.first().copied());
+            let bins = scalar(0).and_then(|n| u64::try_from(n).ok());
+            let len = scalar(1).and_then(|n| u64::try_from(n).ok());
+            Ok(Some(vec![Some(tensor_type(
+                *dtype,
+                vec![
+                    len.map_or(Dim::Unknown, |n| Dim::Known(n / 2 + 1)),
+                    bins.map_or(Dim::Unknown, Dim::Known),
+                ],
+            ))]))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// DFT's output: the transformed axis has `dft_length` (or the input's) points, half plus
+/// one when one-sided, and the last dim holds (real, imaginary).
+fn dft(x: &In, onesided: bool, inverse: bool, attr: Option<i64>) -> Result<Option<Vec<Dim>>> {
+    let Some(s) = x.shape(0) else {
+        return Ok(None);
+    };
+    let r = s.len();
+    ensure!(
+        r >= 2,
+        InvalidModel,
+        "DFT needs a rank of at least 2, got {r}"
+    );
+    let a = match attr {
+        Some(a) => a,
+        None if x.has(2) => match x.ints(2).and_then(|v| v.first().copied()) {
+            Some(a) => a,
+            None => return Ok(None),
+        },
+        None => -2,
+    };
+    // The axis counts among the signal dims (the last holds the complex parts).
+    let Some(a) = axis(a, r).filter(|&a| a < r - 1) else {
+        return Ok(None);
+    };
+    let n = if x.has(1) {
+        match x.ints(1).and_then(|v| v.first().copied()) {
+            Some(n) if n > 0 => Dim::Known(n as u64),
+            Some(n) => smelt_ir::bail!(InvalidModel, "dft_length {n} must be positive"),
+            None => return Ok(None),
+        }
+    } else {
+        s[a].clone()
+    };
+    if onesided && inverse {
+        return Ok(None);
+    }
+    let mut o = s;
+    o[a] = if onesided {
+        add_int(&div_int(&n, 2, false), 1)
+    } else {
+        n
+    };
+    o[r - 1] = Dim::Known(2);
+    Ok(Some(o))
+}
