@@ -12,6 +12,7 @@ pub mod gemm;
 pub mod isa;
 pub mod pool;
 pub mod program;
+pub mod recurrent;
 pub mod simd;
 #[doc(hidden)]
 pub mod testing;
@@ -53,6 +54,8 @@ pub struct Kernels {
     pub winograd: (winograd::InputFn, winograd::OutputFn, usize),
     /// One channel of max or average pooling.
     pub pool: conv::PoolFn,
+    /// One LSTM step's gates over a block of batch rows.
+    pub lstm_cell: recurrent::LstmCellFn,
 }
 
 impl Kernels {
@@ -82,6 +85,7 @@ impl Kernels {
             direct_mr: gemm::micro::PORTABLE_MR,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
             finish: epilogue::portable::finish,
+            lstm_cell: recurrent::cell_portable,
         };
         match isa {
             Isa::Portable => portable,
@@ -101,6 +105,7 @@ impl Kernels {
                 direct_mr: 6,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 finish: epilogue::x86::finish_avx2,
+                lstm_cell: recurrent::x86::cell_avx2,
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Kernels {
@@ -122,6 +127,7 @@ impl Kernels {
                     16,
                 ),
                 finish: epilogue::x86::finish_avx512,
+                lstm_cell: recurrent::x86::cell_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => portable,

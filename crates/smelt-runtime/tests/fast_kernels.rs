@@ -151,6 +151,22 @@ fn cases() -> Vec<Case> {
     let c3 = conv("1,1,1,1", "1,1", "1,1", 1, 3);
     vec![
         Case {
+            name: "lstm, weights packed with the plan, peepholes",
+            shape: vec![7, 3, 10],
+            fixed: &[],
+            consts: vec![vec![1, 52, 10], vec![1, 52, 13], vec![1, 104], vec![1, 39]],
+            body: "  %10 \"y\", %11 \"yh\", %12 \"yc\" = recurrent.Lstm {\"activations\":[\"Sigmoid\",\"Tanh\",\"Tanh\"],\"batch_major\":false,\"clip\":null,\"direction\":\"Forward\",\"hidden_size\":13,\"input_forget\":false} (%x, %c0, %c1, %c2, _, _, _, %c3)\n  output %10\n  output %11\n  output %12\n",
+            kernel: "lstm",
+        },
+        Case {
+            name: "lstm, bidirectional, batch-major, clip",
+            shape: vec![2, 5, 6],
+            fixed: &[],
+            consts: vec![vec![2, 36, 6], vec![2, 36, 9], vec![2, 72]],
+            body: "  %10 \"y\", %11 \"yh\", %12 \"yc\" = recurrent.Lstm {\"activations\":[\"Sigmoid\",\"Tanh\",\"Tanh\",\"Sigmoid\",\"Tanh\",\"Tanh\"],\"batch_major\":true,\"clip\":0.5,\"direction\":\"Bidirectional\",\"hidden_size\":9,\"input_forget\":false} (%x, %c0, %c1, %c2)\n  output %10\n  output %11\n  output %12\n",
+            kernel: "lstm",
+        },
+        Case {
             name: "winograd 3x3 + bias + relu",
             shape: vec![1, 40, 21, 19],
             fixed: &[],

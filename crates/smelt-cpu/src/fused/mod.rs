@@ -24,6 +24,7 @@ mod matmul;
 mod nest;
 mod pool;
 mod profile;
+mod recurrent;
 mod reduction;
 mod resize;
 mod row_kernel;
@@ -107,6 +108,7 @@ enum Prepared {
     Single,
     Gather(Box<GatherPlan>),
     Concat(ConcatPlan),
+    Lstm(Box<recurrent::LstmPlan>),
 }
 
 /// Every buffer's storage during one run (plus one slot for an anchor's result).
@@ -329,6 +331,7 @@ impl CpuPlan {
             },
             (GroupBody::Anchor(a), Prepared::Anchor(ap)) => ap.run(cx, a)?,
             (GroupBody::Single(s), Prepared::Single) => single::run(cx, s)?,
+            (GroupBody::Single(s), Prepared::Lstm(l)) => l.run(cx, s)?,
             // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(_), Prepared::Gather(g)) => unsafe { g.run(&cx.mem)? },
             // SAFETY: validated by CpuPlan::new against these buffers.
@@ -387,6 +390,7 @@ fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
         Prepared::Copy => "copy".into(),
         Prepared::Gather(_) => "gather.rows".into(),
         Prepared::Concat(_) => "concat.copy".into(),
+        Prepared::Lstm(_) => kern.name("lstm"),
         Prepared::Single => match body {
             GroupBody::Single(s) => format!("reference ({}: runs whole)", s.op.name()),
             _ => "reference".into(),
@@ -427,7 +431,9 @@ fn prepare(
         }
         GroupBody::Single(s) => {
             single::check(c, s)?;
-            if let Some(g) = GatherPlan::new(c, s) {
+            if let Some(l) = recurrent::LstmPlan::new(c, weights, s, kern) {
+                Prepared::Lstm(Box::new(l))
+            } else if let Some(g) = GatherPlan::new(c, s) {
                 Prepared::Gather(Box::new(g))
             } else if let Some(k) = ConcatPlan::new(c, s) {
                 Prepared::Concat(k)

@@ -136,7 +136,7 @@ pub(crate) fn gather(cx: &RunCx, r: &TensorRef) -> Result<Tensor> {
 }
 
 /// Writes a dense tensor of the window's shape into the window.
-fn scatter(cx: &mut RunCx, t: &Tensor, r: &TensorRef) -> Result<()> {
+pub(crate) fn scatter(cx: &mut RunCx, t: &Tensor, r: &TensorRef) -> Result<()> {
     let b = cx.plan.buffer(r.buffer);
     ensure!(
         t.dtype() == b.dtype,
