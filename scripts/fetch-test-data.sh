@@ -23,6 +23,7 @@ REQS="$SCRIPT_DIR/requirements.txt"
 GEN="$SCRIPT_DIR/make_test_data.py"
 SKL_REQS="$SCRIPT_DIR/requirements-sklearn.txt"
 SKL_GEN="$SCRIPT_DIR/make_sklearn_data.py"
+REC_GEN="$SCRIPT_DIR/make_recurrent_data.py"
 
 SMELT_CACHE="${SMELT_CACHE:-$HOME/.cache/smelt}"
 mkdir -p "$SMELT_CACHE"
@@ -58,6 +59,7 @@ DATA_KEY="${VENV_KEY}-${WHEELS_KEY}-$(sha256_of "$GEN" | cut -c1-16)"
 # The sklearn packages live in the venv (a rebuilt venv drops them: "venv-*" stamps go).
 SKL_VENV_KEY="${VENV_KEY}-$(sha256_of "$SKL_REQS" | cut -c1-16)"
 SKL_DATA_KEY="${SKL_VENV_KEY}-$(sha256_of "$SKL_GEN" | cut -c1-16)"
+REC_DATA_KEY="${VENV_KEY}-$(sha256_of "$REC_GEN" | cut -c1-16)"
 
 # ---------------------------------------------------------------- 1. venv
 if [[ -f "$STAMPS/venv-$VENV_KEY" && -x "$VENV/bin/python" ]]; then
@@ -138,11 +140,22 @@ else
   touch "$STAMPS/sklearn-$SKL_DATA_KEY"
 fi
 
+# ---------------------------------------------------------------- 5. recurrent
+if [[ -f "$STAMPS/recurrent-$REC_DATA_KEY" && -f "$DATA/recurrent/VERSION" ]]; then
+  log "recurrent cases up to date ($DATA/recurrent)"
+else
+  rm -f "$STAMPS"/recurrent-*
+  log "generating recurrent cases into $DATA/recurrent"
+  (cd "$REPO_ROOT" && "$VPY" "$REC_GEN" --out "$DATA/recurrent")
+  touch "$STAMPS/recurrent-$REC_DATA_KEY"
+fi
+
 echo "SMELT_CACHE=$SMELT_CACHE"
 echo "node tests:       $DATA/node"
 echo "onnx wheel tests: $DATA/onnx-wheel/pytorch-converted"
 echo "                  $DATA/onnx-wheel/pytorch-operator"
 echo "                  $DATA/onnx-wheel/simple"
 echo "real models:      $DATA/models"
+echo "recurrent models: $DATA/recurrent"
 echo "scikit-learn:     $DATA/sklearn"
 echo "versions:         $DATA/VERSION"

@@ -9,6 +9,7 @@ pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod fold_scalars;
 pub mod infer_shapes;
+pub mod inline_if;
 pub mod lower;
 pub mod manager;
 pub mod recognize;

@@ -68,9 +68,10 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 10] = [
+pub const PASS_NAMES: [&str; 11] = [
     "infer-shapes",
     "fold-constants",
+    "inline-if",
     "remove-noops",
     "cse",
     "cancel-transposes",
@@ -89,6 +90,7 @@ impl PassManager {
             _ => vec![
                 Box::new(crate::infer_shapes::InferShapes),
                 Box::new(crate::fold_constants::FoldConstants::default()),
+                Box::new(crate::inline_if::InlineIf),
                 Box::new(crate::remove_noops::RemoveNoops),
                 Box::new(crate::cse::Cse),
                 Box::new(crate::cancel_transposes::CancelTransposes),

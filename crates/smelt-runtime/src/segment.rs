@@ -457,6 +457,9 @@ impl Tail {
                 t.to_f64().ok()?.into_iter().map(f64::to_bits).collect(),
             )),
             d if d.is_int() => Some(Baked::Ints(t.to_i64().ok()?)),
+            DType::Bool => Some(Baked::Ints(
+                t.to_bool().ok()?.into_iter().map(i64::from).collect(),
+            )),
             _ => None,
         }
     }

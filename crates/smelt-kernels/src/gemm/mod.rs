@@ -105,6 +105,15 @@ impl PackedB {
         self.n
     }
 
+    /// Panel `j`: `k x nr` floats, row-major, columns `j * nr ..` (zero past `n`).
+    ///
+    /// # Panics
+    /// When `j` is past the last panel.
+    pub fn panel(&self, j: usize) -> &[f32] {
+        let len = self.k * self.nr;
+        &self.data.as_slice()[j * len..(j + 1) * len]
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.data.bytes()

@@ -235,6 +235,8 @@ pub unsafe fn lstm_direction(
         },
     );
     let mut hr = vec![0f32; batch * g];
+    // A step's product below a million multiply-adds is not worth a second thread.
+    let step_threads = if batch * g * h < 1 << 20 { 1 } else { threads };
     // The rows of step t: x row (t, b) is t * batch + b, or b * seq + t batch-major.
     let rows_of = |t: usize| match l.batch_major {
         false => (t * batch, 1),
@@ -242,24 +244,7 @@ pub unsafe fn lstm_direction(
     };
     for step in 0..seq {
         let t = if reverse { seq - 1 - step } else { step };
-        gemm(
-            kern,
-            pool,
-            threads,
-            &Gemm {
-                batch: 1,
-                m: batch,
-                n: g,
-                k: h,
-                a: Lhs::Strided(MatRef::rows(h0.as_ptr(), h), Batches::Stride(0)),
-                b: Rhs::Packed(&w.r),
-            },
-            &StoreC {
-                c: hr.as_mut_ptr(),
-                ldc: g,
-                batch_stride: 0,
-            },
-        );
+        recurrent_product(kern, pool, step_threads, &w.r, h0, &mut hr, (batch, h));
         let (r0, rs) = rows_of(t);
         let cell = Cell {
             hidden: h,
@@ -284,6 +269,66 @@ pub unsafe fn lstm_direction(
         }
     }
 }
+
+/// `hr = H R^T` for the `batch x h` states `hs`: up to a tile's rows straight through the
+/// micro-kernel (a small batch is most of a recurrent layer's steps, and the GEMM driver's
+/// packing and task setup would cost more than the product), else by the GEMM.
+///
+/// # Safety
+/// `r` was packed with `kern` and is `h x 4h`; `hs` holds `batch * h`, `hr` `batch * 4h`.
+unsafe fn recurrent_product(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    r: &PackedB,
+    hs: &[f32],
+    hr: &mut [f32],
+    (batch, h): (usize, usize),
+) {
+    let (micro, g) = (kern.micro, 4 * h);
+    let nr = micro.nr;
+    if batch > micro.mr || micro.mr * nr > TILE {
+        gemm(
+            kern,
+            pool,
+            threads,
+            &Gemm {
+                batch: 1,
+                m: batch,
+                n: g,
+                k: h,
+                a: Lhs::Strided(MatRef::rows(hs.as_ptr(), h), Batches::Stride(0)),
+                b: Rhs::Packed(r),
+            },
+            &StoreC {
+                c: hr.as_mut_ptr(),
+                ldc: g,
+                batch_stride: 0,
+            },
+        );
+        return;
+    }
+    let ker = micro.for_rows(batch);
+    let mut tile = [0f32; TILE];
+    for j in 0..g.div_ceil(nr) {
+        ker(
+            h,
+            hs.as_ptr(),
+            h as isize,
+            1,
+            r.panel(j).as_ptr(),
+            tile.as_mut_ptr(),
+            false,
+        );
+        let cols = nr.min(g - j * nr);
+        for b in 0..batch {
+            hr[b * g + j * nr..b * g + j * nr + cols].copy_from_slice(&tile[b * nr..b * nr + cols]);
+        }
+    }
+}
+
+/// The largest micro-kernel tile, in floats.
+const TILE: usize = 8 * 64;
 
 #[cfg(test)]
 mod tests;

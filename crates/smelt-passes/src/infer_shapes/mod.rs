@@ -220,6 +220,11 @@ fn infer_node(x: &In) -> Result<Outs> {
         Op::Quant(o) => quant::infer(o, x)?,
         Op::Recurrent(o) => recurrent::infer(o, x)?,
         Op::Loss(o) => loss::infer(o, x)?,
+        // The branch taken depends on the condition's value (inline-if inlines it then).
+        Op::Control(smelt_ir::op::ControlOp::If { .. }) => {
+            x.constant(0);
+            None
+        }
         _ => None,
     };
     Ok(r.unwrap_or_default())

@@ -269,9 +269,12 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             t.shape()
         ),
     };
-    let total = rows
-        .checked_mul(out_size)
-        .ok_or_else(|| err!(ResourceExhausted, "TfIdfVectorizer: {rows} x {out_size} outputs"))?;
+    let total = rows.checked_mul(out_size).ok_or_else(|| {
+        err!(
+            ResourceExhausted,
+            "TfIdfVectorizer: {rows} x {out_size} outputs"
+        )
+    })?;
     let mut freq = smelt_ir::limits::try_vec(total, 0f32, &|| "TfIdfVectorizer output".into())?;
     // No columns or no outputs: nothing to count (rows alone may be huge).
     let rows = if c == 0 || out_size == 0 { 0 } else { rows };
