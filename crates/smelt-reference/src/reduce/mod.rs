@@ -129,11 +129,17 @@ pub(crate) fn from_i128(dtype: DType, shape: Vec<usize>, v: &[i128]) -> Result<T
     }
 }
 
-/// Splits a shape at `axis` into (outer, dim, inner) element counts.
+/// Splits a shape at `axis` into (outer, dim, inner) element counts. An empty tensor's
+/// outer count is 0 (nothing to walk), however large its other dims: their product may
+/// not even fit a usize.
 pub(crate) fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let outer = shape[..axis].iter().product();
-    let inner = shape[axis + 1..].iter().product();
-    (outer, shape[axis], inner)
+    let product = |s: &[usize]| s.iter().fold(1usize, |a, &d| a.saturating_mul(d));
+    let outer = if shape.contains(&0) {
+        0
+    } else {
+        product(&shape[..axis])
+    };
+    (outer, shape[axis], product(&shape[axis + 1..]))
 }
 
 #[cfg(test)]
