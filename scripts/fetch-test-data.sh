@@ -23,7 +23,7 @@ REQS="$SCRIPT_DIR/requirements.txt"
 GEN="$SCRIPT_DIR/make_test_data.py"
 SKL_REQS="$SCRIPT_DIR/requirements-sklearn.txt"
 SKL_GEN="$SCRIPT_DIR/make_sklearn_data.py"
-REC_GEN="$SCRIPT_DIR/make_recurrent_data.py"
+REC_GEN="$SCRIPT_DIR/make_dynamic_data.py"
 
 SMELT_CACHE="${SMELT_CACHE:-$HOME/.cache/smelt}"
 mkdir -p "$SMELT_CACHE"
@@ -59,7 +59,7 @@ DATA_KEY="${VENV_KEY}-${WHEELS_KEY}-$(sha256_of "$GEN" | cut -c1-16)"
 # The sklearn packages live in the venv (a rebuilt venv drops them: "venv-*" stamps go).
 SKL_VENV_KEY="${VENV_KEY}-$(sha256_of "$SKL_REQS" | cut -c1-16)"
 SKL_DATA_KEY="${SKL_VENV_KEY}-$(sha256_of "$SKL_GEN" | cut -c1-16)"
-REC_DATA_KEY="${VENV_KEY}-$(sha256_of "$REC_GEN" | cut -c1-16)"
+REC_DATA_KEY="${DATA_KEY}-$(sha256_of "$REC_GEN" | cut -c1-16)"
 
 # ---------------------------------------------------------------- 1. venv
 if [[ -f "$STAMPS/venv-$VENV_KEY" && -x "$VENV/bin/python" ]]; then
@@ -140,14 +140,16 @@ else
   touch "$STAMPS/sklearn-$SKL_DATA_KEY"
 fi
 
-# ---------------------------------------------------------------- 5. recurrent
-if [[ -f "$STAMPS/recurrent-$REC_DATA_KEY" && -f "$DATA/recurrent/VERSION" ]]; then
-  log "recurrent cases up to date ($DATA/recurrent)"
+# ---------------------------------------------------------------- 5. dynamic
+# (after the models: the detector case builds on the models suite's YOLOv8n)
+if [[ -f "$STAMPS/dynamic-$REC_DATA_KEY" && -f "$DATA/dynamic/VERSION" ]]; then
+  log "dynamic cases up to date ($DATA/dynamic)"
 else
-  rm -f "$STAMPS"/recurrent-*
-  log "generating recurrent cases into $DATA/recurrent"
-  (cd "$REPO_ROOT" && "$VPY" "$REC_GEN" --out "$DATA/recurrent")
-  touch "$STAMPS/recurrent-$REC_DATA_KEY"
+  rm -f "$STAMPS"/dynamic-* "$STAMPS"/recurrent-*
+  rm -rf "$DATA/recurrent"
+  log "generating dynamic cases into $DATA/dynamic"
+  (cd "$REPO_ROOT" && "$VPY" "$REC_GEN" --out "$DATA/dynamic" --models "$DATA/models")
+  touch "$STAMPS/dynamic-$REC_DATA_KEY"
 fi
 
 echo "SMELT_CACHE=$SMELT_CACHE"
@@ -156,6 +158,6 @@ echo "onnx wheel tests: $DATA/onnx-wheel/pytorch-converted"
 echo "                  $DATA/onnx-wheel/pytorch-operator"
 echo "                  $DATA/onnx-wheel/simple"
 echo "real models:      $DATA/models"
-echo "recurrent models: $DATA/recurrent"
+echo "dynamic models:   $DATA/dynamic"
 echo "scikit-learn:     $DATA/sklearn"
 echo "versions:         $DATA/VERSION"

@@ -52,8 +52,9 @@ conf models "$DATA/models" --rtol 1e-3 --atol 1e-4 --timeout 300 --jobs 1
 # scikit-learn models exported by skl2onnx (ZipMap maps, SVMs, trees, pipelines) against
 # onnxruntime; labels exactly, scores within float32 rounding.
 conf sklearn "$DATA/sklearn" --rtol 1e-5 --atol 1e-6
-# LSTM layers and a voice-style model (an If picking Conv+LSTM stacks) against onnxruntime.
-conf recurrent "$DATA/recurrent" --rtol 1e-4 --atol 1e-5
+# LSTM layers, a voice-style model (an If picking Conv+LSTM stacks) and a detector with its
+# NonMaxSuppression (planned in segments) against onnxruntime.
+conf dynamic "$DATA/dynamic" --rtol 1e-4 --atol 1e-5
 
 if [[ $status -ne 0 ]]; then
   echo "conformance: some suite did not match its expected-failures list" >&2

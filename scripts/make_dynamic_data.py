@@ -1,6 +1,8 @@
-"""Recurrent test cases with onnxruntime's outputs, written to DATA/recurrent/<case>/:
+"""Recurrent, control-flow and data-dependent test cases with onnxruntime's outputs,
+written to DATA/dynamic/<case>/:
 
-    python scripts/make_recurrent_data.py --out ~/.cache/smelt/data/recurrent
+    python scripts/make_dynamic_data.py --out ~/.cache/smelt/data/dynamic \
+        --models ~/.cache/smelt/data/models
 
 - lstm-b1, lstm-b8: one LSTM layer (seq 128, input 256, hidden 256, batch 1 and 8), weights
   as initializers.
@@ -8,6 +10,8 @@
   picks one of two stacks (two strided Conv1d + ReLU, an LSTM of hidden 64, a linear
   head with a sigmoid) over a 512-sample chunk, with the LSTM state carried in and out.
   The two cases feed the one model 16000 and 8000.
+- yolov8n-nms: the models suite's YOLOv8n (320x320) followed by NonMaxSuppression over its
+  boxes and class scores; nms: that NonMaxSuppression alone, on the detector's output.
 """
 import argparse
 import os
@@ -112,6 +116,37 @@ def voice_model(hidden=64):
         inits))
 
 
+def yolo_nms(models_dir):
+    """The detector with NMS appended, and the NMS alone; the detector's input."""
+    yolo = onnx.load(os.path.join(models_dir, "yolov8n", "model.onnx"))
+    g = yolo.graph
+    out = g.output[0].name
+    ints = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+    floats = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+    consts = [ints("nms_b0", [0]), ints("nms_b1", [4]), ints("nms_c1", [22]), ints("nms_axis", [1]),
+              ints("nms_max", [20]), floats("nms_iou", [0.5]), floats("nms_score", [0.0001])]
+    nodes = [
+        helper.make_node("Slice", [out, "nms_b0", "nms_b1", "nms_axis"], ["nms_boxes_t"]),
+        helper.make_node("Transpose", ["nms_boxes_t"], ["nms_boxes"], perm=[0, 2, 1]),
+        helper.make_node("Slice", [out, "nms_b1", "nms_c1", "nms_axis"], ["nms_scores"]),
+        helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "nms_max", "nms_iou",
+                                               "nms_score"], ["selected"], center_point_box=1),
+    ]
+    f = TensorProto.FLOAT
+    image = helper.make_tensor_value_info(g.input[0].name, f, [1, 3, 320, 320])
+    det = helper.make_graph(
+        list(g.node) + nodes, "yolov8n_nms", [image],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, ["k", 3])],
+        list(g.initializer) + consts)
+    det_model = helper.make_model(det, opset_imports=list(yolo.opset_import))
+    det_model.ir_version = yolo.ir_version
+    nms = helper.make_graph(
+        nodes, "nms", [helper.make_tensor_value_info(out, f, [1, 22, 2100])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, ["k", 3])], consts)
+    nms_model = model_of(nms)
+    return det_model, nms_model, yolo
+
+
 def write_case(out, name, model, feeds):
     d = os.path.join(out, name)
     os.makedirs(os.path.join(d, "test_data_set_0"))
@@ -129,7 +164,9 @@ def write_case(out, name, model, feeds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    out = os.path.abspath(ap.parse_args().out)
+    ap.add_argument("--models", required=True, help="the models suite (for yolov8n)")
+    args = ap.parse_args()
+    out = os.path.abspath(args.out)
     work = out + ".tmp"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -145,6 +182,12 @@ def main():
             "h": (0.1 * rng.standard_normal((1, 1, 64))).astype(np.float32),
             "c": (0.1 * rng.standard_normal((1, 1, 64))).astype(np.float32),
         })
+    det, nms, yolo = yolo_nms(args.models)
+    image = np.random.default_rng(3008).random((1, 3, 320, 320), dtype=np.float32)
+    write_case(work, "yolov8n-nms", det, {det.graph.input[0].name: image})
+    raw = onnxruntime.InferenceSession(yolo.SerializeToString(), providers=["CPUExecutionProvider"])
+    detections = raw.run(None, {det.graph.input[0].name: image})[0]
+    write_case(work, "nms", nms, {nms.graph.input[0].name: detections})
     with open(os.path.join(work, "VERSION"), "w") as fh:
         fh.write(f"onnx {onnx.__version__} onnxruntime {onnxruntime.__version__}\n")
     shutil.rmtree(out, ignore_errors=True)
