@@ -21,6 +21,7 @@ mod einsum;
 mod elementwise;
 mod indexing;
 mod layout;
+mod llm;
 mod loss;
 mod misc;
 mod nn;
@@ -29,6 +30,7 @@ mod recurrent;
 mod reduce;
 mod reshape;
 mod signal;
+mod training;
 
 pub use confirm::confirm_types;
 pub(crate) use layout::shape_range;
@@ -220,6 +222,7 @@ fn infer_node(x: &In) -> Result<Outs> {
         Op::Quant(o) => quant::infer(o, x)?,
         Op::Recurrent(o) => recurrent::infer(o, x)?,
         Op::Loss(o) => loss::infer(o, x)?,
+        Op::Llm(o) => llm::infer(o, x)?,
         // The branch taken depends on the condition's value (inline-if inlines it then).
         Op::Control(smelt_ir::op::ControlOp::If { .. }) => {
             x.constant(0);

@@ -77,7 +77,9 @@ pub(super) fn infer(op: &MiscOp, x: &In) -> Result<Option<Outs>> {
                 ],
             ))]))
         }
-        _ => Ok(None),
+        LabelEncoder { values, .. } => Ok(Some(vec![typed(Some(values.dtype()), x.shape(0))])),
+        Binarizer { .. } => one(x.shape(0)),
+        _ => super::training::infer(op, x).unwrap_or(Ok(None)),
     }
 }
 
