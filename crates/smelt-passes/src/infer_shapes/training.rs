@@ -14,7 +14,7 @@ pub(super) fn infer(op: &MiscOp, x: &In) -> Option<Result<Option<Outs>>> {
         _ => return None,
     };
     let outs = x.n_outputs();
-    if outs % groups != 0 {
+    if outs == 0 || !outs.is_multiple_of(groups) {
         return Some(Ok(None));
     }
     let n = outs / groups;
