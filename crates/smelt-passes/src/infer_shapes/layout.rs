@@ -256,9 +256,12 @@ fn pad(x: &In, s: &[Dim], p: &[i64]) -> Result<Option<Vec<Dim>>> {
         let grow = p[k].saturating_add(p[n + k]);
         if let Dim::Known(d) = s[a] {
             ensure!(
-                d as i64 + grow >= 0,
+                i64::try_from(d)
+                    .ok()
+                    .and_then(|d| d.checked_add(grow))
+                    .is_some_and(|v| v >= 0),
                 InvalidModel,
-                "pads {} and {} crop more than the {d} elements of axis {a}",
+                "pads {} and {} crop more than the {d} elements of axis {a}, or overflow it",
                 p[k],
                 p[n + k]
             );
