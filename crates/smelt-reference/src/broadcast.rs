@@ -22,7 +22,7 @@ pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
 
 /// For each flat index of `out`, the flat index of the operand of shape `src` it reads.
 pub fn index_map(src: &[usize], out: &[usize]) -> Vec<usize> {
-    let n: usize = out.iter().product();
+    let n: usize = smelt_ir::dims_product(out);
     if src == out {
         return (0..n).collect();
     }

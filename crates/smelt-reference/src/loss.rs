@@ -53,7 +53,7 @@ fn dims(t: &Tensor) -> Result<(usize, usize, usize)> {
             "the input must have rank 2 or more (N, C, ...), got shape {s:?}"
         );
     }
-    Ok((s[0], s[1], s[2..].iter().product()))
+    Ok((s[0], s[1], smelt_ir::dims_product(&s[2..])))
 }
 
 /// Log-softmax over axis 1 of an `(N, C, D)` array.

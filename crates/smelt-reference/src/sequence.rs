@@ -308,8 +308,8 @@ pub(crate) fn slice_axis(t: &Tensor, axis: usize, start: usize, len: usize) -> R
         "slice {start}..{} is out of range for an axis of size {dim}",
         start + len
     );
-    let outer: usize = shape[..axis].iter().product();
-    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = smelt_ir::dims_product(&shape[..axis]);
+    let inner: usize = smelt_ir::dims_product(&shape[axis + 1..]);
     let mut idx = Vec::with_capacity(outer * len * inner);
     for o in 0..outer {
         let base = (o * dim + start) * inner;
@@ -362,8 +362,8 @@ pub(crate) fn concat_axis(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
             p.shape()
         );
     }
-    let outer: usize = shape[..axis].iter().product();
-    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = smelt_ir::dims_product(&shape[..axis]);
+    let inner: usize = smelt_ir::dims_product(&shape[axis + 1..]);
     let data = Data::concat(&parts.iter().map(|p| p.data()).collect::<Vec<_>>())?;
     let mut idx = Vec::with_capacity(data.len());
     for o in 0..outer {

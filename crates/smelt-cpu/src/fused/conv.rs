@@ -56,7 +56,7 @@ fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f
         return None;
     };
     let data = weights.get(i)?.as_f32()?;
-    let n: usize = r.shape.iter().product();
+    let n: usize = smelt_ir::dims_product(&r.shape);
     let mut out = Vec::with_capacity(n);
     let mut idx = vec![0usize; r.shape.len()];
     for _ in 0..n {

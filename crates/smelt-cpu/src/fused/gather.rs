@@ -52,8 +52,8 @@ impl GatherPlan {
             return None;
         }
         let rows = data.shape[0];
-        let row_len: usize = data.shape[1..].iter().product();
-        let count: usize = idx.shape.iter().product();
+        let row_len: usize = smelt_ir::dims_product(&data.shape[1..]);
+        let count: usize = smelt_ir::dims_product(&idx.shape);
         let mut want = idx.shape.clone();
         want.extend(&data.shape[1..]);
         if out.shape != want {

@@ -54,7 +54,7 @@ pub(crate) struct MatMulPlan {
 fn operand_window(r: &TensorRef, out_batch: &[usize]) -> Win {
     let rank = r.shape.len();
     let (rs, cs) = (r.strides[rank - 2], r.strides[rank - 1]);
-    let nb: usize = out_batch.iter().product();
+    let nb: usize = smelt_ir::dims_product(out_batch);
     let own = &r.shape[..rank - 2];
     let skip = out_batch.len() - own.len();
     let mut batch = vec![r.offset as isize; nb];
@@ -172,7 +172,7 @@ impl MatMulPlan {
         if out_batch.len() != nbatch {
             return None;
         }
-        let batch: usize = out_batch.iter().product();
+        let batch: usize = smelt_ir::dims_product(&out_batch);
         let aw = operand_window(&ar, &out_batch);
         let bw = operand_window(&br, &out_batch);
         // Layout of the epilogue: unfolded (one batch per batch index) or folded (the batch

@@ -64,7 +64,7 @@ impl Nest {
 
     /// Number of points.
     pub(crate) fn len(&self) -> usize {
-        self.shape.iter().product()
+        smelt_ir::dims_product(&self.shape)
     }
 
     /// The innermost step of every window.

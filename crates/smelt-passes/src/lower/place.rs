@@ -196,7 +196,7 @@ fn place_concats(g: &Graph, f: &Fusion, p: &mut Placement) -> Result<()> {
             p.concats.insert(i, ConcatPlan::Whole);
             continue;
         };
-        let inner: usize = shape[a + 1..].iter().product();
+        let inner: usize = smelt_ir::dims_product(&shape[a + 1..]);
         let base = p.loc[&out].clone();
         let out_dt = dtype_of(g, out);
         let ins: Vec<ValueId> = n.inputs.iter().flatten().copied().collect();

@@ -171,8 +171,8 @@ mod tests {
         ];
         for (sa, sb) in cases {
             let p = Plan::new(&[sa, sb]).unwrap();
-            let na: usize = sa.iter().product();
-            let nb: usize = sb.iter().product();
+            let na: usize = smelt_ir::dims_product(sa);
+            let nb: usize = smelt_ir::dims_product(sb);
             let a: Vec<usize> = (0..na).collect();
             let b: Vec<usize> = (0..nb).collect();
             let got = map2(&p, &a, &b, |x, y| (x, y));

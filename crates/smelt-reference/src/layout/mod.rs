@@ -165,7 +165,7 @@ pub(crate) fn strided(shape: &[usize], base: isize, strides: &[isize]) -> Vec<us
     if shape.contains(&0) {
         return Vec::new();
     }
-    let n: usize = shape.iter().product();
+    let n: usize = smelt_ir::dims_product(shape);
     let mut out = Vec::with_capacity(n);
     let mut idx = vec![0usize; shape.len()];
     let mut cur = base;

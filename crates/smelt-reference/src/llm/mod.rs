@@ -134,9 +134,9 @@ fn tensor_scatter(
             );
         }
     }
-    let per_batch: usize = ps[1..ax].iter().product();
+    let per_batch: usize = smelt_ir::dims_product(&ps[1..ax]);
     let prefix = batch * per_batch;
-    let inner: usize = ps[ax + 1..].iter().product();
+    let inner: usize = smelt_ir::dims_product(&ps[ax + 1..]);
     let mut idx = Vec::with_capacity(update.len());
     for p in 0..prefix {
         let b = p / per_batch.max(1);

@@ -28,7 +28,7 @@ pub fn det(a: &Tensor) -> Result<Vec<Value>> {
         .map(|m| lu_det(m.to_vec(), n))
         .collect();
     let dets = if n == 0 {
-        vec![1.0; batch.iter().product()]
+        vec![1.0; smelt_ir::dims_product(&batch)]
     } else {
         dets
     };

@@ -246,7 +246,7 @@ fn nearest_2d_f32(
         .find(|(a, _)| *a == r - 1)
         .map(|(_, p)| p.idx.clone())
         .unwrap_or_else(|| ident(w));
-    let planes: usize = shape[..r - 2].iter().product();
+    let planes: usize = smelt_ir::dims_product(&shape[..r - 2]);
     let mut res = vec![0f32; planes * oh * ow];
     for p in 0..planes {
         let src = &v[p * h * w..(p + 1) * h * w];
@@ -514,9 +514,9 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     let mut cur_shape = shape.clone();
     let views = |cur: &[usize], a: usize| -> (usize, usize, usize) {
         (
-            cur[..a].iter().product(),
+            smelt_ir::dims_product(&cur[..a]),
             cur[a],
-            cur[a + 1..].iter().product(),
+            smelt_ir::dims_product(&cur[a + 1..]),
         )
     };
     if *mode == InterpMode::Nearest && !(*coord == CoordMode::TfCropAndResize) {

@@ -103,8 +103,8 @@ pub fn dft(x: &Inputs, onesided: bool, inverse: bool, axis: Option<i64>) -> Resu
     };
     ensure!(n >= 1, InvalidModel, "DFT: empty transform");
     let v = t.to_f64()?;
-    let outer: usize = shape[..a].iter().product();
-    let inner: usize = shape[a + 1..r - 1].iter().product();
+    let outer: usize = smelt_ir::dims_product(&shape[..a]);
+    let inner: usize = smelt_ir::dims_product(&shape[a + 1..r - 1]);
     let (out_len, out_ch) = match (inverse, onesided) {
         (false, true) => (n / 2 + 1, 2),
         (false, false) | (true, false) => (n, 2),

@@ -343,8 +343,8 @@ pub fn grid_sample(
     let odims: Vec<usize> = gt.shape()[1..=k].to_vec();
     let mut oshape = vec![n, c];
     oshape.extend_from_slice(&odims);
-    let npts: usize = odims.iter().product();
-    let isz: usize = dims.iter().product();
+    let npts: usize = smelt_ir::dims_product(&odims);
+    let isz: usize = smelt_ir::dims_product(&dims);
     let mut out = vec![0f64; out_numel(&oshape)?];
     if out.is_empty() {
         return one(Tensor::zeros(xt.dtype(), oshape)?);
@@ -499,7 +499,7 @@ pub fn affine_grid(x: &Inputs, align: bool) -> Result<Vec<Value>> {
     shape.extend_from_slice(&sp);
     shape.push(k);
     let total = out_numel(&shape)?;
-    let npts: usize = sp.iter().product();
+    let npts: usize = smelt_ir::dims_product(&sp);
     let mut out = Vec::with_capacity(total);
     let st = strides(&sp);
     for ni in 0..n {

@@ -19,13 +19,13 @@ struct Geom {
 
 impl Geom {
     fn in_sp(&self) -> usize {
-        self.ins.iter().product()
+        smelt_ir::dims_product(&self.ins)
     }
     fn k_sp(&self) -> usize {
-        self.ks.iter().product()
+        smelt_ir::dims_product(&self.ks)
     }
     fn out_sp(&self) -> usize {
-        self.outs.iter().product()
+        smelt_ir::dims_product(&self.outs)
     }
     /// True when im2col is the identity (1x1 kernel, stride 1, no padding).
     fn trivial(&self) -> bool {
@@ -50,7 +50,7 @@ fn im2col<T: Copy + Default>(x: &[T], cg: usize, g: &Geom, cols: &mut [T]) {
     let (in_sp, k_sp, out_sp) = (g.in_sp(), g.k_sp(), g.out_sp());
     let last_in = g.ins[nd - 1] as i64;
     let last_out = g.outs[nd - 1];
-    let outer_out: usize = g.outs[..nd - 1].iter().product();
+    let outer_out: usize = smelt_ir::dims_product(&g.outs[..nd - 1]);
     let mut kpos = vec![0usize; nd];
     let mut opos = vec![0usize; nd.saturating_sub(1)];
     let in_strides = smelt_ir::strides(&g.ins);
@@ -113,7 +113,7 @@ fn col2im<T: Copy + std::ops::AddAssign>(cols: &[T], mg: usize, g: &Geom, y: &mu
     let out_strides = smelt_ir::strides(&g.outs);
     let last_in = g.ins[nd - 1];
     let last_out = g.outs[nd - 1] as i64;
-    let outer_in: usize = g.ins[..nd - 1].iter().product();
+    let outer_in: usize = smelt_ir::dims_product(&g.ins[..nd - 1]);
     let s = g.st[nd - 1];
     for m in 0..mg {
         let ym = &mut y[m * out_sp..(m + 1) * out_sp];

@@ -330,7 +330,7 @@ fn permute<T: Copy>(v: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
     let st = smelt_ir::strides(shape);
     let dims: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let src_st: Vec<Vec<usize>> = vec![perm.iter().map(|&p| st[p]).collect()];
-    let n: usize = dims.iter().product();
+    let n: usize = smelt_ir::dims_product(&dims);
     let mut out = Vec::with_capacity(n);
     let mut idx = vec![0usize; dims.len()];
     let mut off = vec![0usize];

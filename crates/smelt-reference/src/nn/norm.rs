@@ -37,7 +37,7 @@ pub fn batch_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         xt.shape()
     );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
-    let sp: usize = xt.shape()[2..].iter().product();
+    let sp: usize = smelt_ir::dims_product(&xt.shape()[2..]);
     // Legacy per-activation statistics: the "channel" is every non-batch element.
     let (c, sp) = if *spatial { (c, sp) } else { (c * sp, 1) };
     let scale = per_channel(x.tensor(1)?, c, "scale")?;
@@ -118,7 +118,7 @@ pub fn instance_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         "InstanceNormalization input must have rank >= 2"
     );
     let c = xt.shape()[1];
-    let sp: usize = xt.shape()[2..].iter().product();
+    let sp: usize = smelt_ir::dims_product(&xt.shape()[2..]);
     let scale = per_channel(x.tensor(1)?, c, "scale")?;
     let bias = per_channel(x.tensor(2)?, c, "B")?;
     let mut y = xt.to_f64()?;
@@ -178,8 +178,8 @@ pub fn layer_norm(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     check_float(xt, "LayerNormalization input")?;
     let a = norm_axis(*axis, xt.rank())?;
     let shape = xt.shape();
-    let rows: usize = shape[..a].iter().product();
-    let cols: usize = shape[a..].iter().product();
+    let rows: usize = smelt_ir::dims_product(&shape[..a]);
+    let cols: usize = smelt_ir::dims_product(&shape[a..]);
     let scale = bcast(x.tensor(1)?, &shape[a..], "Scale")?;
     let bias = match x.opt_tensor(2)? {
         Some(b) => Some(bcast(b, &shape[a..], "B")?),
@@ -230,7 +230,7 @@ pub fn rms_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     check_float(xt, "RMSNormalization input")?;
     let a = norm_axis(*axis, xt.rank())?;
     let shape = xt.shape();
-    let cols: usize = shape[a..].iter().product();
+    let cols: usize = smelt_ir::dims_product(&shape[a..]);
     let scale = bcast(x.tensor(1)?, &shape[a..], "scale")?;
     let mut y = xt.to_f64()?;
     for row in y.chunks_mut(cols.max(1)) {
@@ -268,7 +268,7 @@ pub fn group_norm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         InvalidModel,
         "channels {c} are not divisible by num_groups {g}"
     );
-    let sp: usize = xt.shape()[2..].iter().product();
+    let sp: usize = smelt_ir::dims_product(&xt.shape()[2..]);
     let na = if *per_group_affine { g } else { c };
     let scale = per_channel(x.tensor(1)?, na, "scale")?;
     let bias = per_channel(x.tensor(2)?, na, "bias")?;
@@ -314,7 +314,7 @@ pub fn mvn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         .map(|(&d, &r)| if r { 1 } else { d })
         .collect();
     let map = index_map(&kept, shape);
-    let nk: usize = kept.iter().product();
+    let nk: usize = smelt_ir::dims_product(&kept);
     let xv = xt.to_f64()?;
     let mut s = vec![0f64; nk];
     let mut s2 = vec![0f64; nk];
@@ -355,7 +355,7 @@ pub fn lrn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         "LRN input must have rank >= 3"
     );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
-    let sp: usize = xt.shape()[2..].iter().product();
+    let sp: usize = smelt_ir::dims_product(&xt.shape()[2..]);
     let size = *size as usize;
     let (lo, hi) = ((size - 1) / 2, (size - 1).div_ceil(2));
     let xv = xt.to_f64()?;

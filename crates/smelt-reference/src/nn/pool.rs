@@ -153,9 +153,9 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         })
         .collect();
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
-    let in_sp: usize = ins.iter().product();
+    let in_sp: usize = smelt_ir::dims_product(&ins);
     let out_sp = numel(&outs)?;
-    let k_sp: usize = ks.iter().product();
+    let k_sp: usize = smelt_ir::dims_product(&ks);
     let xv = xt.to_f64()?;
     let in_strides = smelt_ir::strides(&ins);
     // Column-major strides for storage_order = 1.
@@ -275,7 +275,7 @@ pub fn global_pool(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         xt.shape()
     );
     let (n, c) = (xt.shape()[0], xt.shape()[1]);
-    let sp: usize = xt.shape()[2..].iter().product();
+    let sp: usize = smelt_ir::dims_product(&xt.shape()[2..]);
     let mut shape = vec![n, c];
     shape.extend(std::iter::repeat_n(1, xt.rank() - 2));
     if let Some(xv) = xt.as_f32() {

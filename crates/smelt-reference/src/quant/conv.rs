@@ -127,8 +127,8 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
 /// For each (kernel offset, output position), the flat spatial input index, or None in padding.
 fn gather_table(g: &Geometry) -> Vec<Option<usize>> {
     let nd = g.input.len();
-    let ksz: usize = g.kernel.iter().product();
-    let osz: usize = g.output.iter().product();
+    let ksz: usize = smelt_ir::dims_product(&g.kernel);
+    let osz: usize = smelt_ir::dims_product(&g.output);
     let istr = smelt_ir::strides(&g.input);
     let kstr = smelt_ir::strides(&g.kernel);
     let ostr = smelt_ir::strides(&g.output);
@@ -231,7 +231,7 @@ fn shift(x: &Tensor, zp: Option<&Tensor>, channel_axis: usize, what: &str) -> Re
         "{what} zero point has {} values for {ch} channels",
         zv.len()
     );
-    let inner: usize = x.shape()[channel_axis + 1..].iter().product();
+    let inner: usize = smelt_ir::dims_product(&x.shape()[channel_axis + 1..]);
     for (i, e) in v.iter_mut().enumerate() {
         *e = e.wrapping_sub(zv[(i / inner) % ch]);
     }
@@ -267,7 +267,7 @@ pub fn qlinear_conv(p: &QConv, x: &Inputs) -> Result<Tensor> {
     let xv = shift(xt, x.opt_tensor(2)?, 1, "x")?;
     let wv = shift(wt, x.opt_tensor(5)?, 0, "w")?;
     let mut acc = conv_i32(&xv, &wv, &g)?;
-    let osz: usize = g.output.iter().product();
+    let osz: usize = smelt_ir::dims_product(&g.output);
     let m = g.out_channels;
     if let Some(b) = x.opt_tensor(8)? {
         let bv = int_values(b, "bias")?;

@@ -15,7 +15,7 @@ fn expand<T: Copy>(
     target: &[usize],
     what: &str,
 ) -> Result<Vec<T>> {
-    let n: usize = target.iter().product();
+    let n: usize = smelt_ir::dims_product(target);
     ensure!(!vals.is_empty(), InvalidModel, "{what} is empty");
     if vals.len() == 1 {
         return Ok(vec![vals[0]; n]);
@@ -93,7 +93,7 @@ fn matmul_i32(a: &[i32], ash: &[usize], b: &[i32], bsh: &[usize]) -> Result<Prod
     let abatch = &a2[..a2.len() - 2];
     let bbatch = &b2[..b2.len() - 2];
     let batch = broadcast_shapes(&[abatch, bbatch])?;
-    let nb: usize = batch.iter().product();
+    let nb: usize = smelt_ir::dims_product(&batch);
     let amap = index_map(abatch, &batch);
     let bmap = index_map(bbatch, &batch);
     let mut out = vec![0i32; nb * m * n];

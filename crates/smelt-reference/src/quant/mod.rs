@@ -86,7 +86,7 @@ fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
 /// (per-tensor, per-axis or blocked quantization).
 fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usize>> {
     let n = numel(x)?;
-    let sn: usize = s.iter().product();
+    let sn: usize = smelt_ir::dims_product(s);
     if sn == 1 && (block == 0 || s.len() <= 1) {
         return Ok(vec![0; n]);
     }
@@ -140,7 +140,7 @@ fn param_map(x: &[usize], s: &[usize], axis: i64, block: i64) -> Result<Vec<usiz
         s[0],
         x[ax]
     );
-    let inner: usize = x[ax + 1..].iter().product();
+    let inner: usize = smelt_ir::dims_product(&x[ax + 1..]);
     Ok((0..n).map(|i| (i / inner) % x[ax]).collect())
 }
 

@@ -71,7 +71,7 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
             .map(|(&d, _)| d)
             .collect()
     };
-    let out_len: usize = kept.iter().product();
+    let out_len: usize = smelt_ir::dims_product(&kept);
     // For each input element, the output element it folds into.
     let in_str = strides(shape);
     let out_str: Vec<usize> = strides(&kept)

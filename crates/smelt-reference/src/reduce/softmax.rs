@@ -24,7 +24,11 @@ pub(super) fn run(kind: Kind, t: &Tensor, axis: i64, coerce_2d: bool) -> Result<
             bail!(InvalidModel, "axis {axis} is out of range for rank {r}");
         }
         let a = if axis < 0 { axis + r } else { axis } as usize;
-        (shape[..a].iter().product(), shape[a..].iter().product(), 1)
+        (
+            smelt_ir::dims_product(&shape[..a]),
+            smelt_ir::dims_product(&shape[a..]),
+            1,
+        )
     } else {
         if r == 0 {
             bail!(InvalidModel, "the input must have at least one dimension");
