@@ -489,6 +489,14 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
     if n_out == 0 || t.is_empty() {
         return one(Tensor::zeros(t.dtype(), out)?);
     }
+    // The output, and each axis plan (an index, a weight and a flag per output position),
+    // must fit the limits before anything is planned.
+    smelt_ir::limits::check_shape(t.dtype(), &out, &|| "Resize output".into())?;
+    for &a in &axes {
+        smelt_ir::limits::check_alloc((out[a] as u64).saturating_mul(24), &|| {
+            format!("Resize plan of axis {a}")
+        })?;
+    }
     let params = AxisParams {
         mode: *mode,
         coord: *coord,
