@@ -105,6 +105,31 @@ impl Plan {
         }
     }
 
+    /// How the plan runs, one line per part: its kernel groups and those of them on the
+    /// reference kernels, or the reference executor and why; a plan in segments lists its
+    /// head and every tail compiled so far, indented.
+    pub fn describe(&self) -> Vec<String> {
+        match &self.execution {
+            Execution::Reference { reason } => vec![format!("reference executor ({reason})")],
+            Execution::Segments(s) => s.describe(),
+            Execution::Kernels(p) => {
+                let plan = p.plan();
+                let slow: Vec<String> = plan
+                    .groups
+                    .iter()
+                    .zip(p.kernel_names())
+                    .filter(|(_, k)| k.starts_with("reference"))
+                    .map(|(g, _)| format!("{} ({})", g.nodes.join(", "), g.ops.join("+")))
+                    .collect();
+                let mut line = format!("{} kernel groups", plan.groups.len());
+                if !slow.is_empty() {
+                    line.push_str(&format!("; on the reference kernels: {}", slow.join("; ")));
+                }
+                vec![line]
+            }
+        }
+    }
+
     /// The segments, when the graph runs as a head and a tail planned at run time.
     pub fn segments(&self) -> Option<&Segments> {
         match &self.execution {

@@ -319,6 +319,35 @@ impl Segments {
         )
     }
 
+    /// The summary, then the head's parts and every tail compiled so far (indented).
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![self.summary()];
+        if let Some(h) = &self.head {
+            out.extend(h.describe().into_iter().map(|l| format!("  head: {l}")));
+        }
+        let Some(t) = &self.tail else {
+            return out;
+        };
+        let Ok(plans) = t.plans.lock() else {
+            return out;
+        };
+        if plans.is_empty() {
+            out.push("  tail: not compiled yet (no run so far)".into());
+        }
+        for (key, plan) in plans.iter() {
+            let mut on = key
+                .shapes
+                .as_slice()
+                .iter()
+                .map(|(n, d)| format!("{n}={}", crate::cache::format_dims(d)))
+                .collect::<Vec<_>>();
+            on.extend(key.baked.iter().map(|(n, _)| format!("{n} (its value)")));
+            out.push(format!("  tail for {}:", on.join(", ")));
+            out.extend(plan.describe().into_iter().map(|l| format!("    {l}")));
+        }
+        out
+    }
+
     /// Runs the head, then the tail plan for what the head produced.
     pub(crate) fn run(
         &self,

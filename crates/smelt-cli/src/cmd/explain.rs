@@ -14,9 +14,10 @@ use std::process::ExitCode;
 pub struct Args {
     /// The ONNX model file.
     model: PathBuf,
-    /// Input shape, NAME=DIMS (e.g. x=1x3x224x224); needed for inputs with symbolic dims.
-    #[arg(long, value_name = "NAME=DIMS")]
-    shape: Vec<String>,
+    /// Inputs and shapes; with inputs (or --random-inputs) the model runs once first, so
+    /// the parts of a plan in segments compiled at run time are shown too.
+    #[command(flatten)]
+    inputs: crate::inputs::InputArgs,
     /// Also write the explanation as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -30,8 +31,15 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
     let mut options = a.compile.options()?;
-    options.input_shapes = parse_shapes(&a.shape)?;
+    options.input_shapes = parse_shapes(&a.inputs.shape)?;
     let session = Session::load_with(&a.model, &options)?;
+    if a.inputs.random_inputs || !a.inputs.input.is_empty() {
+        let inputs =
+            crate::inputs::build_inputs(&session.inputs(), &a.inputs, &options.input_shapes)?;
+        session
+            .run(inputs)
+            .map_err(|e| e.context(a.model.display().to_string()))?;
+    }
     // The session checked the shapes and compiled for them when they were complete; else
     // asking for the plan says which input lacks one.
     let plan = match session.last_plan() {
@@ -71,7 +79,11 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         );
     }
     if let Some(s) = plan.segments() {
-        outln!("execution: in segments: {}", s.summary());
+        let lines = s.describe();
+        outln!("execution: in segments: {}", lines[0]);
+        for l in &lines[1..] {
+            outln!("  {l}");
+        }
     }
     let Some(k) = plan.kernels() else {
         if plan.segments().is_some() {
