@@ -151,6 +151,30 @@ fn cases() -> Vec<Case> {
     let c3 = conv("1,1,1,1", "1,1", "1,1", 1, 3);
     vec![
         Case {
+            name: "1-D conv, stride 2, pads, + bias + relu",
+            shape: vec![2, 6, 45],
+            fixed: &[],
+            consts: vec![vec![16, 6, 5], vec![16]],
+            body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"NotSet\",\"dilations\":[1],\"group\":1,\"kernel_shape\":[5],\"pads\":[2,1],\"strides\":[2]} (%x, %c0, %c1)\n  %11 \"r\" = elementwise.Relu (%10)\n  output %11\n",
+            kernel: "conv.",
+        },
+        Case {
+            name: "1-D conv, dilated, grouped",
+            shape: vec![1, 8, 70],
+            fixed: &[],
+            consts: vec![vec![12, 2, 3]],
+            body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"NotSet\",\"dilations\":[3],\"group\":4,\"kernel_shape\":[3],\"pads\":[0,0],\"strides\":[1]} (%x, %c0)\n  output %10\n",
+            kernel: "conv.",
+        },
+        Case {
+            name: "1-D conv, depthwise, same-upper",
+            shape: vec![1, 8, 33],
+            fixed: &[],
+            consts: vec![vec![8, 1, 4]],
+            body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"SameUpper\",\"dilations\":[],\"group\":8,\"kernel_shape\":[4],\"pads\":[],\"strides\":[1]} (%x, %c0)\n  output %10\n",
+            kernel: "conv.depthwise",
+        },
+        Case {
             name: "lstm, weights packed with the plan, peepholes",
             shape: vec![7, 3, 10],
             fixed: &[],

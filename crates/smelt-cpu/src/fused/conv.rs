@@ -106,7 +106,7 @@ fn lead_pad(
 }
 
 impl ConvPlan {
-    /// Plans an f32 2-D Conv anchor whose weights (and bias) are constants, or None.
+    /// Plans an f32 1-D or 2-D Conv anchor whose weights (and bias) are constants, or None.
     pub(crate) fn new(
         c: &Checker,
         weights: &[Tensor],
@@ -126,16 +126,38 @@ impl ConvPlan {
         };
         let xr = a.inputs.first()?.as_ref()?;
         let wr = a.inputs.get(1)?.as_ref()?;
+        let rank = xr.shape.len();
         if c.plan.buffer(xr.buffer).dtype != DType::F32
-            || xr.shape.len() != 4
-            || wr.shape.len() != 4
-            || a.shape.len() != 4
+            || !(rank == 3 || rank == 4)
+            || wr.shape.len() != rank
+            || a.shape.len() != rank
         {
             return None;
         }
-        let [n, ch, h, w] = <[usize; 4]>::try_from(xr.shape.as_slice()).ok()?;
-        let [m, cg, kh, kw] = <[usize; 4]>::try_from(wr.shape.as_slice()).ok()?;
-        let [_, _, oh, ow] = <[usize; 4]>::try_from(a.shape.as_slice()).ok()?;
+        // A 1-D convolution is a 2-D one over a single row.
+        let lift = |s: &[usize]| -> Vec<usize> {
+            match s.len() {
+                3 => vec![s[0], s[1], 1, s[2]],
+                _ => s.to_vec(),
+            }
+        };
+        let lift_attr = |v: &[i64], fill: i64| -> Vec<i64> {
+            match (rank, v.len()) {
+                (3, 0) => Vec::new(),
+                (3, 1) => vec![fill, v[0]],
+                (3, 2) => vec![0, v[0], 0, v[1]],
+                (3, _) => vec![fill; 4],
+                _ => v.to_vec(),
+            }
+        };
+        let (strides, dilations, pads) = (
+            &lift_attr(strides, 1),
+            &lift_attr(dilations, 1),
+            &lift_attr(pads, 0),
+        );
+        let [n, ch, h, w] = <[usize; 4]>::try_from(lift(&xr.shape)).ok()?;
+        let [m, cg, kh, kw] = <[usize; 4]>::try_from(lift(&wr.shape)).ok()?;
+        let [_, _, oh, ow] = <[usize; 4]>::try_from(lift(&a.shape)).ok()?;
         let groups = usize::try_from(*group).ok()?;
         if groups == 0 || ch != cg * groups || m % groups != 0 || kh == 0 || kw == 0 {
             return None;
@@ -180,10 +202,13 @@ impl ConvPlan {
         // The epilogue sees batches (image, group), rows the group's channels, columns pixels.
         let layout = Layout {
             batch_base: (0..n * groups)
-                .map(|b| vec![b / groups, (b % groups) * mg, 0, 0])
+                .map(|b| [b / groups, (b % groups) * mg, 0, 0][..rank].to_vec())
                 .collect(),
             row: vec![(1, mg)],
-            col: vec![(2, oh), (3, ow)],
+            col: match rank {
+                3 => vec![(2, ow)],
+                _ => vec![(2, oh), (3, ow)],
+            },
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
         let mut fast = FastEpilogue::recognize(c, &a.epilogue, &layout);
@@ -237,7 +262,10 @@ impl ConvPlan {
                     .collect(),
             )
         };
-        let xs: [isize; 4] = <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?;
+        let xs: [isize; 4] = match xr.strides.as_slice() {
+            &[a, b, d] => [a, b, 0, d],
+            s => <[isize; 4]>::try_from(s).ok()?,
+        };
         let base = match &method {
             Method::Depthwise(_) => kern.name("conv.depthwise"),
             Method::Direct(_) => kern.name("conv.direct"),
