@@ -120,11 +120,14 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
                     } else {
                         let d = *dilations.get(i).unwrap_or(&1);
                         let opad = *output_padding.get(i).unwrap_or(&0);
-                        let p = pads.get(i).unwrap_or(&0) + pads.get(nd + i).unwrap_or(&0);
+                        let p = pads
+                            .get(i)
+                            .unwrap_or(&0)
+                            .saturating_add(*pads.get(nd + i).unwrap_or(&0));
                         // st * (in - 1) + opad + (k - 1) * d + 1 - pads
                         let eff = add_int(&mul(&add_int(&kernel[i], -1), &Dim::Known(d as u64)), 1);
                         let span = mul(&add_int(&xs[2 + i], -1), &Dim::Known(st as u64));
-                        add_int(&add(&span, &eff), opad - p)
+                        add_int(&add(&span, &eff), opad.saturating_sub(p))
                     });
                 }
                 Some(out)
