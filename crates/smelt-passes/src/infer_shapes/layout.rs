@@ -347,12 +347,14 @@ fn slice_dim(d: &Dim, start: i64, end: i64, step: i64) -> Dim {
     }
     let fix = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
     let (s, e) = (fix(start), fix(end));
+    // In i128: a step of i64::MIN, or one near i64::MAX, must not overflow the count.
+    let (n, s, e, step) = (n as i128, s as i128, e as i128, step as i128);
     let len = if step > 0 {
         let (s, e) = (s.clamp(0, n), e.clamp(0, n));
         (e - s + step - 1).div_euclid(step)
     } else {
         let (s, e) = (s.clamp(0, n - 1), e.clamp(-1, n - 1));
-        (s - e + (-step) - 1).div_euclid(-step)
+        (s - e - step - 1).div_euclid(-step)
     };
     Dim::Known(len.max(0) as u64)
 }

@@ -405,7 +405,9 @@ impl Window<'_> {
             ),
         };
         if let (Dim::Known(n), Dim::Known(k)) = (input, &eff) {
-            let span = *n as i64 + pb + pe - *k as i64;
+            // In i128: an input dim near 2^63 plus pads must not overflow.
+            let span = (*n as i128 + pb as i128 + pe as i128 - *k as i128)
+                .clamp(i64::MIN as i128, i64::MAX as i128) as i64;
             if span < 0 {
                 bail!(
                     InvalidModel,
@@ -551,7 +553,10 @@ fn max_unpool(x: &In, kernel: &[i64], pads: &[i64], strides: &[i64]) -> Option<V
             continue;
         };
         let st = *strides.get(i).unwrap_or(&1);
-        let pad = pads.get(i).unwrap_or(&0) + pads.get(nd + i).unwrap_or(&0);
+        let pad = pads
+            .get(i)
+            .unwrap_or(&0)
+            .saturating_add(*pads.get(nd + i).unwrap_or(&0));
         let v = (n as i64 - 1)
             .checked_mul(st)?
             .checked_sub(pad)?
