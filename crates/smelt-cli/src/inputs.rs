@@ -139,14 +139,14 @@ pub fn random_tensor(dtype: DType, shape: Vec<usize>, rng: &mut SplitMix) -> Res
     if dtype == DType::Bool {
         let mut v = try_vec(n, false, &what)?;
         v.iter_mut().for_each(|b| *b = rng.next_u64() & 1 == 1);
-        return Tensor::new(dtype, shape, Data::Bool(v));
+        return Tensor::new(dtype, shape, Data::Bool(v.into()));
     }
     if dtype == DType::Str {
         let mut v = try_vec(n, String::new(), &what)?;
         v.iter_mut()
             .enumerate()
             .for_each(|(i, s)| *s = format!("s{i}"));
-        return Tensor::new(dtype, shape, Data::Str(v));
+        return Tensor::new(dtype, shape, Data::Str(v.into()));
     }
     let mut v = try_vec(n, 0f64, &what)?;
     if dtype.is_int() {

@@ -3,6 +3,7 @@
 //! Nothing here knows ONNX: the frontend translates into these types, passes rewrite
 //! them, backends lower them.
 
+pub mod buf;
 pub mod dim;
 pub mod dtype;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod text;
 pub mod value;
 pub mod verify;
 
+pub use buf::{pod_bytes, AlignedBytes, Backing, Buf, Pod};
 pub use dim::{Dim, DimExpr, Shape};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result, ResultExt};
