@@ -127,6 +127,15 @@ fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Re
         .collect()
 }
 
+/// Per input, the smallest constant table it indexes (see `smelt_bench::indices`); an
+/// artifact has no graph to look at, so it records them when compiled.
+pub fn index_limits(session: &smelt_runtime::Session) -> HashMap<String, i64> {
+    match session.artifact() {
+        Some(a) => a.index_limits.clone(),
+        None => smelt_bench::indices::index_limits(&session.model().graph),
+    }
+}
+
 /// The seeded generator random inputs are drawn from (the bench crate's splitmix64).
 pub use smelt_bench::rng::Rng as SplitMix;
 

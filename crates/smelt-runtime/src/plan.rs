@@ -83,7 +83,7 @@ impl Plan {
     pub fn weight(&self, i: usize) -> Option<&Tensor> {
         match &self.execution {
             Execution::Kernels(p) => p.weight(i),
-            Execution::Reference { .. } => None,
+            Execution::Reference { .. } | Execution::Segments(_) => None,
         }
     }
 

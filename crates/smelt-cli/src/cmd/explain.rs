@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Arguments of `smelt explain`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The ONNX model file.
+    /// The ONNX model file, or a compiled artifact (.smelt).
     model: PathBuf,
     /// Input shape, NAME=DIMS (e.g. x=1x3x224x224); needed for inputs with symbolic dims.
     #[arg(long, value_name = "NAME=DIMS")]
@@ -32,14 +32,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let mut options = a.compile.options()?;
     options.input_shapes = parse_shapes(&a.shape)?;
     let session = Session::load_with(&a.model, &options)?;
-    // The session checked the shapes and compiled for them when they were complete; else
-    // asking for the plan says which input lacks one.
-    let plan = match session.last_plan() {
-        Some(p) => p,
-        None => session
-            .plan_for(&options.input_shapes)
-            .map_err(|e| e.context(a.model.display().to_string()))?,
-    };
+    let plan = session_plan(&session, &options, &a.model)?;
     let report = explain_json(&a.model.display().to_string(), &session, &plan);
     print_text(&report, &plan, a.buffers);
     if let Some(path) = &a.json {
@@ -49,6 +42,22 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The plan a command works on: the one the session compiled at load (it checked the
+/// shapes and compiled for them when they were complete), else asking for one says which
+/// input lacks a shape.
+pub fn session_plan(
+    session: &Session,
+    options: &smelt_runtime::SessionOptions,
+    model: &std::path::Path,
+) -> Result<std::sync::Arc<Plan>> {
+    match session.last_plan() {
+        Some(p) => Ok(p),
+        None => session
+            .plan_for(&options.input_shapes)
+            .map_err(|e| e.context(model.display().to_string())),
+    }
 }
 
 fn print_text(r: &Json, plan: &Plan, buffers: bool) {

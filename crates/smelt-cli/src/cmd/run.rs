@@ -10,7 +10,7 @@ use std::process::ExitCode;
 /// Arguments of `smelt run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The ONNX model file.
+    /// The ONNX model file, or a compiled artifact (.smelt).
     model: PathBuf,
     #[command(flatten)]
     inputs: InputArgs,
@@ -159,7 +159,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .iter()
             .filter_map(|s| s.rsplit_once('=').map(|(n, _)| n))
             .collect();
-        let limits = smelt_bench::indices::index_limits(&session.model().graph);
+        let limits = crate::inputs::index_limits(&session);
         let mut rng = crate::inputs::SplitMix::new(a.inputs.seed ^ 0x5EED_1DC5);
         for (name, v) in inputs.iter_mut() {
             if let (false, Value::Tensor(t)) = (given.contains(&name.as_str()), v) {
