@@ -17,6 +17,10 @@ use std::sync::Arc;
 pub unsafe trait Backing: Send + Sync {
     /// The bytes.
     fn bytes(&self) -> &[u8];
+
+    /// Says the bytes will not be read for a while: a file mapping may drop its pages from
+    /// memory, to be read again from the file on the next access. The default keeps them.
+    fn release(&self) {}
 }
 
 /// Element types whose every bit pattern is a valid value and that have no padding, so a

@@ -295,6 +295,9 @@ pub(crate) fn load(
             m.producer
         );
     }
+    // Packing read most weights once; what runs reads the packed copies. The pages of the
+    // raw ones go back (those still read come back from the page cache on first touch).
+    file.release();
     let plan = Plan::new(
         graph.clone(),
         Execution::Kernels(Box::new(cpu)),

@@ -30,6 +30,14 @@ unsafe impl Backing for MappedFile {
     fn bytes(&self) -> &[u8] {
         &self.0
     }
+
+    fn release(&self) {
+        // SAFETY: a read-only file mapping, never written: a dropped page is read again
+        // from the file when next touched, with the same contents (the file is not
+        // changed while mapped, see MappedFile), so no borrowed byte changes. A failure
+        // only leaves the pages in memory.
+        let _ = unsafe { self.0.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+    }
 }
 
 /// Whether the file at `path` starts with the artifact magic (false when unreadable).
