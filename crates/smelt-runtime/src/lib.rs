@@ -124,9 +124,10 @@ impl Session {
     /// artifact's weights are mapped: the file must not be changed while the session lives.
     pub fn load_with(path: &Path, options: &SessionOptions) -> Result<Session> {
         if artifact::is_artifact(path) {
-            let ctx = |e: smelt_ir::Error| e.context(path.display().to_string());
-            let file = artifact::map_file(path).map_err(ctx)?;
-            return Session::from_artifact(file, options, &path.display().to_string()).map_err(ctx);
+            let origin = path.display().to_string();
+            return artifact::load::load_file(path, options)
+                .and_then(|l| Session::from_loaded(l, options, &origin))
+                .map_err(|e| e.context(origin.clone()));
         }
         let model = smelt_onnx::load_model_with(path, &options.limits)?;
         Session::from_model_with(model, options).map_err(|e| e.context(path.display().to_string()))
@@ -141,6 +142,15 @@ impl Session {
         origin: &str,
     ) -> Result<Session> {
         let l = artifact::load::load(file, options, options.verify_weights)?;
+        Session::from_loaded(l, options, origin)
+    }
+
+    /// A session of a loaded artifact plan.
+    fn from_loaded(
+        l: artifact::load::Loaded,
+        options: &SessionOptions,
+        origin: &str,
+    ) -> Result<Session> {
         let s = Session {
             model: Model {
                 graph: l.graph,
@@ -154,7 +164,7 @@ impl Session {
         };
         let reason = format!("loaded from the artifact {origin}");
         if let Ok(mut c) = s.cache.lock() {
-            c.insert(l.fixed.shapes, Arc::new(l.plan), reason, options.max_plans);
+            c.insert(l.fixed.shapes, l.plan, reason, options.max_plans);
         }
         options.input_shapes.check(&s.inputs())?;
         if !options.input_shapes.is_empty() {

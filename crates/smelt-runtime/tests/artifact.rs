@@ -254,3 +254,34 @@ fn numbers(v: &serde_json::Value, at: &mut Vec<Key>, out: &mut Vec<Vec<Key>>) {
         _ => {}
     }
 }
+
+#[test]
+fn sessions_of_one_file_share_its_plan() {
+    let (_, bytes) = compile(false);
+    let path = tmp("shared.smelt");
+    std::fs::write(&path, &bytes).expect("write");
+    let a = Session::load_with(&path, &options(1)).expect("a");
+    let b = Session::load_with(&path, &options(1)).expect("b");
+    let c = Session::load_with(&path, &options(2)).expect("c");
+    let plan = |s: &Session| s.last_plan().expect("plan");
+    assert!(
+        Arc::ptr_eq(&plan(&a), &plan(&b)),
+        "a second session re-packed the plan"
+    );
+    assert!(
+        !Arc::ptr_eq(&plan(&a), &plan(&c)),
+        "another thread count shared it"
+    );
+    assert_eq!(bits(&b), bits(&a));
+    // Tighter limits are checked against the shared plan too.
+    let mut tight = options(1);
+    tight.limits.max_run_bytes = 16;
+    let e = Session::load_with(&path, &tight)
+        .err()
+        .expect("over the limit");
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+    // Once no session holds it, the next load maps the file again.
+    drop((a, b));
+    let d = Session::load_with(&path, &options(1)).expect("d");
+    assert_eq!(bits(&d), bits(&c));
+}

@@ -17,8 +17,8 @@ use std::time::Instant;
 pub(crate) struct Loaded {
     /// Inputs and outputs (no nodes), as the session reports and checks them.
     pub graph: Graph,
-    /// The ready plan.
-    pub plan: Plan,
+    /// The ready plan (shared by every session of one file, see `shared`).
+    pub plan: Arc<Plan>,
     /// What the artifact was compiled for.
     pub fixed: Fixed,
 }
@@ -203,6 +203,30 @@ fn signature_graph(m: &Manifest) -> Graph {
     g
 }
 
+/// Loads the artifact at `path`, or shares the plan another session loaded from the same
+/// file with the same thread count and ISA (checked against these options' limits, and
+/// its weights' checksum when asked).
+pub(crate) fn load_file(path: &std::path::Path, options: &SessionOptions) -> Result<Loaded> {
+    let key = super::shared::key(path, options);
+    if let Some(l) = key.as_ref().and_then(super::shared::get) {
+        let kp = l
+            .plan
+            .kernels()
+            .ok_or_else(|| err!(Internal, "an artifact plan without kernels"))?;
+        crate::compile::check_plan_memory(kp, &options.limits)?;
+        if options.verify_weights {
+            let file = super::map_file(path)?;
+            Header::parse(file.bytes())?.verify_weights(file.bytes())?;
+        }
+        return Ok(l);
+    }
+    let l = load(super::map_file(path)?, options, options.verify_weights)?;
+    if let Some(k) = key {
+        super::shared::put(k, &l);
+    }
+    Ok(l)
+}
+
 /// Loads an artifact from its bytes (a mapped file, or bytes read into aligned memory).
 /// Checks the header checksum always, the weights' checksum when `verify_weights`.
 pub(crate) fn load(
@@ -298,11 +322,11 @@ pub(crate) fn load(
     // Packing read most weights once; what runs reads the packed copies. The pages of the
     // raw ones go back (those still read come back from the page cache on first touch).
     file.release();
-    let plan = Plan::new(
+    let plan = Arc::new(Plan::new(
         graph.clone(),
         Execution::Kernels(Box::new(cpu)),
         Vec::new(),
         t.elapsed().as_secs_f64(),
-    );
+    ));
     Ok(Loaded { graph, plan, fixed })
 }

@@ -9,6 +9,7 @@
 
 pub mod format;
 pub(crate) mod load;
+mod shared;
 pub mod write;
 
 pub use load::Fixed;
