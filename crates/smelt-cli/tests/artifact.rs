@@ -77,6 +77,7 @@ fn compiled_artifact_runs_like_the_model() {
     let (code, out, err) = smelt(&["explain", &art]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("loaded from the artifact"), "{out}");
+    assert!(out.contains("deterministic true; no pass ran"), "{out}");
     let (code, _, err) = smelt(&["bench", &art, "--iterations", "3", "--warmup", "1"]);
     assert_eq!(code, 0, "{err}");
 

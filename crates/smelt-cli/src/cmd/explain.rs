@@ -79,6 +79,14 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
             c["reason"].as_str().unwrap_or("")
         );
     }
+    if let Some(a) = r.get("artifact") {
+        outln!(
+            "artifact: compiled ahead of time for {} ({} kernels), deterministic {}; no pass ran",
+            a["target"].as_str().unwrap_or(""),
+            a["isa"].as_str().unwrap_or(""),
+            a["deterministic"]
+        );
+    }
     if let Some(s) = plan.segments() {
         outln!("execution: in segments: {}", s.summary());
     }
