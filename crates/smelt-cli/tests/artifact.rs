@@ -107,6 +107,10 @@ fn compiled_artifact_runs_like_the_model() {
     let (code, _, err) = smelt(&["verify", &bad]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("weights checksum"), "{err}");
+    let (code, _, err) = smelt(&["run", &bad, "--random-inputs"]);
+    assert_eq!(code, 0, "mapping is lazy: {err}");
+    let (code, _, err) = smelt(&["run", &bad, "--random-inputs", "--verify-weights"]);
+    assert_eq!(code, 3, "{err}");
     // A truncated file.
     std::fs::write(&bad, &b[..b.len() / 2]).expect("write");
     let (code, _, err) = smelt(&["run", &bad, "--random-inputs"]);

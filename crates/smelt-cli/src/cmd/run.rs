@@ -70,6 +70,9 @@ pub struct CompileArgs {
     /// Stop a run that takes longer than this (exit code 7).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub timeout: Option<std::time::Duration>,
+    /// Artifacts: check the weights' checksum at load too (reads every weight byte).
+    #[arg(long)]
+    pub verify_weights: bool,
 }
 
 /// A byte count: digits with an optional K, M, G or T suffix (powers of 1024; "KiB" too).
@@ -107,6 +110,7 @@ impl CompileArgs {
             opt_level: self.opt_level,
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
+            verify_weights: self.verify_weights,
             ..Default::default()
         };
         if let Some(t) = self.threads {
