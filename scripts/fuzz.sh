@@ -2,7 +2,7 @@
 # Fuzzing smelt with libFuzzer (no sanitizers: the stable toolchain builds it) on the
 # targets in fuzz/: onnx_import (decode+import+verify), onnx_run (compile+run on random
 # inputs), npy (the .npy reader), image (ImageDecoder: JPEG, PNG, TIFF, BMP, PNM, WebP,
-# JPEG 2000). The ONNX targets mutate models with smelt-fuzz's structure-aware mutator.
+# JPEG 2000), artifact_load (the .smelt loader, and a run of what loads). The ONNX targets mutate models with smelt-fuzz's structure-aware mutator.
 #
 #   scripts/fuzz.sh smoke                 # CI: build, then each target for SMOKE_RUNS (4000) inputs, seed 1
 #   scripts/fuzz.sh run TARGET SECONDS    # one target, corpus kept in $SMELT_CACHE/fuzz/corpus
@@ -20,7 +20,7 @@ DATA="$SMELT_CACHE/data"
 FUZZ="$SMELT_CACHE/fuzz"
 # The instrumented build lives in the cache, so CI's fresh clones rebuild incrementally.
 FUZZ_TARGET_DIR="${FUZZ_TARGET_DIR:-$FUZZ/target}"
-TARGETS=(onnx_import onnx_run npy image)
+TARGETS=(onnx_import onnx_run npy image artifact_load)
 HOST="$(rustc -vV | sed -n 's/^host: //p')"
 ARTIFACTS="$ROOT/target/fuzz-artifacts"
 
@@ -36,7 +36,10 @@ build() {
 seeds() {
   local s="$FUZZ/seeds"
   rm -rf "$s"
-  mkdir -p "$s"/{onnx,npy,image}
+  mkdir -p "$s"/{onnx,npy,image,artifact}
+  # Artifacts of the example model (fuzz/seeds/artifact: a whole file, and its manifest
+  # and weights for the target to wrap in a well-checksummed header).
+  cp "$ROOT"/fuzz/seeds/artifact/* "$s/artifact/"
   # Node test models up to 64 KB (the larger ones are weights, not structure).
   find "$DATA/node" -name model.onnx -size -64k | while read -r m; do
     cp "$m" "$s/onnx/$(basename "$(dirname "$m")").onnx"
@@ -65,6 +68,7 @@ EOF
 corpus_of() {
   case "$1" in
     onnx_import|onnx_run) echo onnx ;;
+    artifact_load) echo artifact ;;
     *) echo "$1" ;;
   esac
 }

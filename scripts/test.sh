@@ -49,6 +49,25 @@ conf pytorch-converted "$DATA/onnx-wheel/pytorch-converted"
 conf pytorch-operator "$DATA/onnx-wheel/pytorch-operator"
 conf simple "$DATA/onnx-wheel/simple"
 conf models "$DATA/models" --rtol 1e-3 --atol 1e-4 --timeout 300 --jobs 1
+# Compiled artifacts of the real models: `compile --deterministic` fails unless the
+# artifact's outputs at 1 and 2 threads, each run twice, are the same bits as the model
+# compiled at load; `verify` then checks every checksum and the plan.
+step "artifacts: bit-identical to compile at load"
+art="$(mktemp -d)"
+for spec in "resnet50" "minilm-b1 --shape input_ids=1x128 --shape attention_mask=1x128" \
+    "yolov8n --shape images=1x3x320x320" "ppocr-det --shape x=1x3x640x640"; do
+  read -r m shapes <<<"$spec"
+  # shellcheck disable=SC2086 # the shapes are separate flags
+  if "$SMELT" compile "$DATA/models/$m/model.onnx" $shapes --deterministic -o "$art/$m.smelt" \
+      && "$SMELT" verify "$art/$m.smelt" >/dev/null; then
+    echo "artifact $m: ok"
+  else
+    echo "artifact $m: FAILED" >&2
+    status=1
+  fi
+  rm -f "$art/$m.smelt"
+done
+rm -rf "$art"
 # scikit-learn models exported by skl2onnx (ZipMap maps, SVMs, trees, pipelines) against
 # onnxruntime; labels exactly, scores within float32 rounding.
 conf sklearn "$DATA/sklearn" --rtol 1e-5 --atol 1e-6

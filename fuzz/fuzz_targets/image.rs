@@ -14,7 +14,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // The fuzz limits: a declared image past 64 MiB of pixels is refused before decoding.
     let control = Arc::new(RunControl::new(common::limits(), None, None));
     let _entered = control.enter();
-    let Ok(t) = Tensor::new(DType::U8, vec![data.len()], Data::U8(data.to_vec())) else {
+    let Ok(t) = Tensor::new(DType::U8, vec![data.len()], Data::U8(data.to_vec().into())) else {
         return;
     };
     if let Ok(out) = smelt_reference::eval_op(&op, &[Some(&t)], 1) {

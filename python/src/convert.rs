@@ -34,7 +34,8 @@ macro_rules! try_elem {
                 Ok(s) if a.is_c_contiguous() => s.to_vec(),
                 _ => ro.as_array().iter().cloned().collect(),
             };
-            return Tensor::new($dtype, ro.shape().to_vec(), Data::$variant(data)).map_err(to_py);
+            return Tensor::new($dtype, ro.shape().to_vec(), Data::$variant(data.into()))
+                .map_err(to_py);
         }
     };
 }
@@ -96,12 +97,12 @@ pub fn tensor_from_py(
     let descr = arr.dtype();
     let shape = arr.shape().to_vec();
     if let Ok(a) = arr.cast::<PyArrayDyn<Complex32>>() {
-        let v = a.to_owned_array().iter().map(|c| [c.re, c.im]).collect();
-        return Tensor::new(DType::C64, shape, Data::C64(v)).map_err(to_py);
+        let v: Vec<_> = a.to_owned_array().iter().map(|c| [c.re, c.im]).collect();
+        return Tensor::new(DType::C64, shape, Data::C64(v.into())).map_err(to_py);
     }
     if let Ok(a) = arr.cast::<PyArrayDyn<Complex64>>() {
-        let v = a.to_owned_array().iter().map(|c| [c.re, c.im]).collect();
-        return Tensor::new(DType::C128, shape, Data::C128(v)).map_err(to_py);
+        let v: Vec<_> = a.to_owned_array().iter().map(|c| [c.re, c.im]).collect();
+        return Tensor::new(DType::C128, shape, Data::C128(v.into())).map_err(to_py);
     }
     match descr.kind() {
         b'U' | b'O' | b'S' => {
@@ -120,17 +121,17 @@ pub fn tensor_from_py(
                     },
                 })
                 .collect::<PyResult<_>>()?;
-            Tensor::new(DType::Str, shape, Data::Str(v)).map_err(to_py)
+            Tensor::new(DType::Str, shape, Data::Str(v.into())).map_err(to_py)
         }
         _ if descr.str()?.to_cow()? == "bfloat16" => {
             // ml_dtypes' bfloat16: the same bits as half::bf16.
             let bits = arr.call_method1("view", ("uint16",))?;
             let t = tensor_from_py(name, &bits, None)?;
-            let v = match t.data() {
+            let v: Vec<_> = match t.data() {
                 Data::U16(v) => v.iter().map(|b| half::bf16::from_bits(*b)).collect(),
                 _ => return Err(invalid_argument(&format!("input '{name}': bad bfloat16"))),
             };
-            Tensor::new(DType::BF16, shape, Data::BF16(v)).map_err(to_py)
+            Tensor::new(DType::BF16, shape, Data::BF16(v.into())).map_err(to_py)
         }
         _ => Err(invalid_argument(&format!(
             "input '{name}': numpy dtype {} is not a tensor element type smelt takes",
@@ -210,31 +211,29 @@ fn array<T: numpy::Element>(py: Python<'_>, shape: &[usize], v: Vec<T>) -> PyRes
 pub fn tensor_to_py(py: Python<'_>, name: &str, t: Tensor) -> PyResult<Py<PyAny>> {
     let (dtype, shape) = (t.dtype(), t.shape().to_vec());
     match t.into_data() {
-        Data::F32(v) => array(py, &shape, v),
-        Data::F64(v) => array(py, &shape, v),
-        Data::F16(v) => array(py, &shape, v),
-        Data::I8(v) => array(py, &shape, v),
-        Data::I16(v) => array(py, &shape, v),
-        Data::I32(v) => array(py, &shape, v),
-        Data::I64(v) => array(py, &shape, v),
-        Data::U16(v) => array(py, &shape, v),
-        Data::U32(v) => array(py, &shape, v),
-        Data::U64(v) => array(py, &shape, v),
-        Data::Bool(v) => array(py, &shape, v),
-        Data::U8(v) if matches!(dtype, DType::U8 | DType::U4 | DType::U2) => array(py, &shape, v),
+        Data::F32(v) => array(py, &shape, v.into_vec()),
+        Data::F64(v) => array(py, &shape, v.into_vec()),
+        Data::F16(v) => array(py, &shape, v.into_vec()),
+        Data::I8(v) => array(py, &shape, v.into_vec()),
+        Data::I16(v) => array(py, &shape, v.into_vec()),
+        Data::I32(v) => array(py, &shape, v.into_vec()),
+        Data::I64(v) => array(py, &shape, v.into_vec()),
+        Data::U16(v) => array(py, &shape, v.into_vec()),
+        Data::U32(v) => array(py, &shape, v.into_vec()),
+        Data::U64(v) => array(py, &shape, v.into_vec()),
+        Data::Bool(v) => array(py, &shape, v.into_vec()),
+        Data::U8(v) if matches!(dtype, DType::U8 | DType::U4 | DType::U2) => {
+            array(py, &shape, v.into_vec())
+        }
         Data::C64(v) => array(
             py,
             &shape,
-            v.into_iter()
-                .map(|[re, im]| Complex32::new(re, im))
-                .collect(),
+            v.iter().map(|&[re, im]| Complex32::new(re, im)).collect(),
         ),
         Data::C128(v) => array(
             py,
             &shape,
-            v.into_iter()
-                .map(|[re, im]| Complex64::new(re, im))
-                .collect(),
+            v.iter().map(|&[re, im]| Complex64::new(re, im)).collect(),
         ),
         Data::BF16(v) => {
             // numpy has no bfloat16 of its own; ml_dtypes provides it when installed.
@@ -244,10 +243,10 @@ pub fn tensor_to_py(py: Python<'_>, name: &str, t: Tensor) -> PyResult<Py<PyAny>
                     "output '{name}' is bfloat16, which numpy holds only with ml_dtypes installed"
                 )));
             }
-            array(py, &shape, v)
+            array(py, &shape, v.into_vec())
         }
         Data::Str(v) => {
-            let list = PyList::new(py, v)?;
+            let list = PyList::new(py, v.iter())?;
             let a = numpy(py)?.call_method1("array", (list, "O"))?;
             Ok(a.call_method1("reshape", (shape,))?.unbind())
         }

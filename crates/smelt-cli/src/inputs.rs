@@ -127,6 +127,15 @@ fn concrete(shape: &[Dim], name: &str, symbols: &mut HashMap<String, i64>) -> Re
         .collect()
 }
 
+/// Per input, the smallest constant table it indexes (see `smelt_bench::indices`); an
+/// artifact has no graph to look at, so it records them when compiled.
+pub fn index_limits(session: &smelt_runtime::Session) -> HashMap<String, i64> {
+    match session.artifact() {
+        Some(a) => a.index_limits.clone(),
+        None => smelt_bench::indices::index_limits(&session.model().graph),
+    }
+}
+
 /// The seeded generator random inputs are drawn from (the bench crate's splitmix64).
 pub use smelt_bench::rng::Rng as SplitMix;
 
@@ -139,14 +148,14 @@ pub fn random_tensor(dtype: DType, shape: Vec<usize>, rng: &mut SplitMix) -> Res
     if dtype == DType::Bool {
         let mut v = try_vec(n, false, &what)?;
         v.iter_mut().for_each(|b| *b = rng.next_u64() & 1 == 1);
-        return Tensor::new(dtype, shape, Data::Bool(v));
+        return Tensor::new(dtype, shape, Data::Bool(v.into()));
     }
     if dtype == DType::Str {
         let mut v = try_vec(n, String::new(), &what)?;
         v.iter_mut()
             .enumerate()
             .for_each(|(i, s)| *s = format!("s{i}"));
-        return Tensor::new(dtype, shape, Data::Str(v));
+        return Tensor::new(dtype, shape, Data::Str(v.into()));
     }
     let mut v = try_vec(n, 0f64, &what)?;
     if dtype.is_int() {

@@ -49,6 +49,10 @@ enum Command {
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
     Bench(cmd::bench::Args),
+    /// Compile a model ahead of time into an artifact (.smelt) for fixed shapes and a CPU.
+    Compile(cmd::compile::Args),
+    /// Check an artifact's checksums and plan, and show what it was compiled for.
+    Verify(cmd::verify::Args),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,8 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::main(a),
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => cmd::bench::main(a),
+        Command::Compile(a) => cmd::compile::main(a),
+        Command::Verify(a) => cmd::verify::main(a),
     };
     match result {
         // Output lost for another reason than a closed pipe (a full disk) is an I/O failure.

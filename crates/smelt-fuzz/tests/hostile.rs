@@ -384,7 +384,7 @@ fn an_image_declaring_more_pixels_than_the_limits_is_refused() {
     let t = Tensor::new(
         smelt_ir::DType::U8,
         vec![bytes.len()],
-        smelt_ir::Data::U8(bytes),
+        smelt_ir::Data::U8(bytes.into()),
     )
     .unwrap();
     let mut limits = smelt_ir::Limits::for_memory(1 << 30);

@@ -3,6 +3,7 @@
 //! Nothing here knows ONNX: the frontend translates into these types, passes rewrite
 //! them, backends lower them.
 
+pub mod buf;
 mod count;
 pub mod dim;
 pub mod dtype;
@@ -17,6 +18,7 @@ pub mod text;
 pub mod value;
 pub mod verify;
 
+pub use buf::{pod_bytes, AlignedBytes, Backing, Buf, Pod};
 pub use count::dims_product;
 pub use dim::{Dim, DimExpr, Shape};
 pub use dtype::DType;

@@ -1,45 +1,47 @@
 //! Tensors: an element type, a concrete shape and the elements in row-major order.
 
+use crate::Buf;
 use crate::{bail, ensure, lowp, DType, Result};
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
-/// Element storage. Several logical types share one storage: 4- and 2-bit integers are held
-/// one per byte (`I8`/`U8`), float8/float4/e8m0 as their raw codes (`U8`).
+/// Element storage, shared between clones (see [`Buf`]). Several logical types share one
+/// storage: 4- and 2-bit integers are held one per byte (`I8`/`U8`), float8/float4/e8m0 as
+/// their raw codes (`U8`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Data {
     /// f32 elements.
-    F32(Vec<f32>),
+    F32(Buf<f32>),
     /// f64 elements.
-    F64(Vec<f64>),
+    F64(Buf<f64>),
     /// f16 elements.
-    F16(Vec<f16>),
+    F16(Buf<f16>),
     /// bf16 elements.
-    BF16(Vec<bf16>),
+    BF16(Buf<bf16>),
     /// i8 elements (also i4, i2).
-    I8(Vec<i8>),
+    I8(Buf<i8>),
     /// i16 elements.
-    I16(Vec<i16>),
+    I16(Buf<i16>),
     /// i32 elements.
-    I32(Vec<i32>),
+    I32(Buf<i32>),
     /// i64 elements.
-    I64(Vec<i64>),
+    I64(Buf<i64>),
     /// u8 elements (also u4, u2, and raw float8/float4/e8m0 codes).
-    U8(Vec<u8>),
+    U8(Buf<u8>),
     /// u16 elements.
-    U16(Vec<u16>),
+    U16(Buf<u16>),
     /// u32 elements.
-    U32(Vec<u32>),
+    U32(Buf<u32>),
     /// u64 elements.
-    U64(Vec<u64>),
+    U64(Buf<u64>),
     /// Booleans.
-    Bool(Vec<bool>),
+    Bool(Buf<bool>),
     /// Strings.
-    Str(Vec<String>),
+    Str(Buf<String>),
     /// complex64 as [re, im].
-    C64(Vec<[f32; 2]>),
+    C64(Buf<[f32; 2]>),
     /// complex128 as [re, im].
-    C128(Vec<[f64; 2]>),
+    C128(Buf<[f64; 2]>),
 }
 
 /// Applies an expression to the vector inside any [`Data`] variant, binding it to `$v`.
@@ -238,25 +240,25 @@ impl Data {
         use DType::*;
         let what = || format!("{n} {dtype} elements");
         Ok(match dtype {
-            F32 => Data::F32(try_vec(n, 0.0, &what)?),
-            F64 => Data::F64(try_vec(n, 0.0, &what)?),
-            F16 => Data::F16(try_vec(n, f16::ZERO, &what)?),
-            BF16 => Data::BF16(try_vec(n, bf16::ZERO, &what)?),
-            I8 | I4 | I2 => Data::I8(try_vec(n, 0, &what)?),
-            I16 => Data::I16(try_vec(n, 0, &what)?),
-            I32 => Data::I32(try_vec(n, 0, &what)?),
-            I64 => Data::I64(try_vec(n, 0, &what)?),
+            F32 => Data::F32(try_vec(n, 0.0, &what)?.into()),
+            F64 => Data::F64(try_vec(n, 0.0, &what)?.into()),
+            F16 => Data::F16(try_vec(n, f16::ZERO, &what)?.into()),
+            BF16 => Data::BF16(try_vec(n, bf16::ZERO, &what)?.into()),
+            I8 | I4 | I2 => Data::I8(try_vec(n, 0, &what)?.into()),
+            I16 => Data::I16(try_vec(n, 0, &what)?.into()),
+            I32 => Data::I32(try_vec(n, 0, &what)?.into()),
+            I64 => Data::I64(try_vec(n, 0, &what)?.into()),
             U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 => {
-                Data::U8(try_vec(n, 0, &what)?)
+                Data::U8(try_vec(n, 0, &what)?.into())
             }
-            F8E8M0 => Data::U8(try_vec(n, 127, &what)?),
-            U16 => Data::U16(try_vec(n, 0, &what)?),
-            U32 => Data::U32(try_vec(n, 0, &what)?),
-            U64 => Data::U64(try_vec(n, 0, &what)?),
-            Bool => Data::Bool(try_vec(n, false, &what)?),
-            Str => Data::Str(try_vec(n, String::new(), &what)?),
-            C64 => Data::C64(try_vec(n, [0.0; 2], &what)?),
-            C128 => Data::C128(try_vec(n, [0.0; 2], &what)?),
+            F8E8M0 => Data::U8(try_vec(n, 127, &what)?.into()),
+            U16 => Data::U16(try_vec(n, 0, &what)?.into()),
+            U32 => Data::U32(try_vec(n, 0, &what)?.into()),
+            U64 => Data::U64(try_vec(n, 0, &what)?.into()),
+            Bool => Data::Bool(try_vec(n, false, &what)?.into()),
+            Str => Data::Str(try_vec(n, String::new(), &what)?.into()),
+            C64 => Data::C64(try_vec(n, [0.0; 2], &what)?.into()),
+            C128 => Data::C128(try_vec(n, [0.0; 2], &what)?.into()),
         })
     }
 
@@ -264,24 +266,24 @@ impl Data {
     fn empty(dtype: DType) -> Data {
         use DType::*;
         match dtype {
-            F32 => Data::F32(Vec::new()),
-            F64 => Data::F64(Vec::new()),
-            F16 => Data::F16(Vec::new()),
-            BF16 => Data::BF16(Vec::new()),
-            I8 | I4 | I2 => Data::I8(Vec::new()),
-            I16 => Data::I16(Vec::new()),
-            I32 => Data::I32(Vec::new()),
-            I64 => Data::I64(Vec::new()),
+            F32 => Data::F32(Buf::default()),
+            F64 => Data::F64(Buf::default()),
+            F16 => Data::F16(Buf::default()),
+            BF16 => Data::BF16(Buf::default()),
+            I8 | I4 | I2 => Data::I8(Buf::default()),
+            I16 => Data::I16(Buf::default()),
+            I32 => Data::I32(Buf::default()),
+            I64 => Data::I64(Buf::default()),
             U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => {
-                Data::U8(Vec::new())
+                Data::U8(Buf::default())
             }
-            U16 => Data::U16(Vec::new()),
-            U32 => Data::U32(Vec::new()),
-            U64 => Data::U64(Vec::new()),
-            Bool => Data::Bool(Vec::new()),
-            Str => Data::Str(Vec::new()),
-            C64 => Data::C64(Vec::new()),
-            C128 => Data::C128(Vec::new()),
+            U16 => Data::U16(Buf::default()),
+            U32 => Data::U32(Buf::default()),
+            U64 => Data::U64(Buf::default()),
+            Bool => Data::Bool(Buf::default()),
+            Str => Data::Str(Buf::default()),
+            C64 => Data::C64(Buf::default()),
+            C128 => Data::C128(Buf::default()),
         }
     }
 
@@ -301,29 +303,25 @@ impl Data {
         let Some(first) = parts.first() else {
             bail!(Internal, "concat of no parts")
         };
-        let mut out = (*first).clone();
-        for p in &parts[1..] {
-            match (&mut out, *p) {
-                (Data::F32(a), Data::F32(b)) => a.extend_from_slice(b),
-                (Data::F64(a), Data::F64(b)) => a.extend_from_slice(b),
-                (Data::F16(a), Data::F16(b)) => a.extend_from_slice(b),
-                (Data::BF16(a), Data::BF16(b)) => a.extend_from_slice(b),
-                (Data::I8(a), Data::I8(b)) => a.extend_from_slice(b),
-                (Data::I16(a), Data::I16(b)) => a.extend_from_slice(b),
-                (Data::I32(a), Data::I32(b)) => a.extend_from_slice(b),
-                (Data::I64(a), Data::I64(b)) => a.extend_from_slice(b),
-                (Data::U8(a), Data::U8(b)) => a.extend_from_slice(b),
-                (Data::U16(a), Data::U16(b)) => a.extend_from_slice(b),
-                (Data::U32(a), Data::U32(b)) => a.extend_from_slice(b),
-                (Data::U64(a), Data::U64(b)) => a.extend_from_slice(b),
-                (Data::Bool(a), Data::Bool(b)) => a.extend_from_slice(b),
-                (Data::Str(a), Data::Str(b)) => a.extend_from_slice(b),
-                (Data::C64(a), Data::C64(b)) => a.extend_from_slice(b),
-                (Data::C128(a), Data::C128(b)) => a.extend_from_slice(b),
-                _ => bail!(Internal, "concat of storages of different types"),
-            }
+        macro_rules! cat {
+            ($($var:ident),*) => {
+                match first {
+                    $(Data::$var(_) => {
+                        let mut out = Vec::new();
+                        for p in parts {
+                            let Data::$var(b) = p else {
+                                bail!(Internal, "concat of storages of different types")
+                            };
+                            out.extend_from_slice(b);
+                        }
+                        Data::$var(out.into())
+                    })*
+                }
+            };
         }
-        Ok(out)
+        Ok(cat!(
+            F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool, Str, C64, C128
+        ))
     }
 
     /// Writes `src[k]` to flat position `idx[k]` (later writes win). Panics on out-of-range indices.
@@ -332,6 +330,7 @@ impl Data {
             ($($var:ident),*) => {
                 match (self, src) {
                     $((Data::$var(a), Data::$var(b)) => {
+                        let a = a.make_mut();
                         for (k, &i) in idx.iter().enumerate() {
                             #[allow(clippy::clone_on_copy)]
                             let v = b[k].clone();
@@ -407,22 +406,22 @@ impl Tensor {
 
     /// An f32 tensor.
     pub fn from_f32(shape: Vec<usize>, v: Vec<f32>) -> Result<Tensor> {
-        Tensor::new(DType::F32, shape, Data::F32(v))
+        Tensor::new(DType::F32, shape, Data::F32(v.into()))
     }
 
     /// An i64 tensor.
     pub fn from_i64_vec(shape: Vec<usize>, v: Vec<i64>) -> Result<Tensor> {
-        Tensor::new(DType::I64, shape, Data::I64(v))
+        Tensor::new(DType::I64, shape, Data::I64(v.into()))
     }
 
     /// A bool tensor.
     pub fn from_bools(shape: Vec<usize>, v: Vec<bool>) -> Result<Tensor> {
-        Tensor::new(DType::Bool, shape, Data::Bool(v))
+        Tensor::new(DType::Bool, shape, Data::Bool(v.into()))
     }
 
     /// A string tensor.
     pub fn from_strings(shape: Vec<usize>, v: Vec<String>) -> Result<Tensor> {
-        Tensor::new(DType::Str, shape, Data::Str(v))
+        Tensor::new(DType::Str, shape, Data::Str(v.into()))
     }
 
     /// A rank-0 i64 tensor.
@@ -430,7 +429,7 @@ impl Tensor {
         Tensor {
             dtype: DType::I64,
             shape: vec![],
-            data: Data::I64(vec![x]),
+            data: Data::I64(vec![x].into()),
         }
     }
 
@@ -439,7 +438,7 @@ impl Tensor {
         Tensor {
             dtype: DType::F32,
             shape: vec![],
-            data: Data::F32(vec![x]),
+            data: Data::F32(vec![x].into()),
         }
     }
 
@@ -512,7 +511,7 @@ impl Tensor {
     /// The f32 elements, when the type is f32.
     pub fn as_f32(&self) -> Option<&[f32]> {
         match &self.data {
-            Data::F32(v) => Some(v),
+            Data::F32(v) => Some(v.as_slice()),
             _ => None,
         }
     }
@@ -520,7 +519,7 @@ impl Tensor {
     /// The i64 elements, when the type is i64.
     pub fn as_i64(&self) -> Option<&[i64]> {
         match &self.data {
-            Data::I64(v) => Some(v),
+            Data::I64(v) => Some(v.as_slice()),
             _ => None,
         }
     }
@@ -530,7 +529,7 @@ impl Tensor {
         let d = self.dtype;
         Ok(match &self.data {
             Data::F32(v) => v.iter().map(|&x| x as f64).collect(),
-            Data::F64(v) => v.clone(),
+            Data::F64(v) => v.to_vec(),
             Data::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
             Data::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
             Data::I8(v) => v.iter().map(|&x| x as f64).collect(),
@@ -557,7 +556,7 @@ impl Tensor {
             Data::I8(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I16(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I32(v) => v.iter().map(|&x| x as i64).collect(),
-            Data::I64(v) => v.clone(),
+            Data::I64(v) => v.to_vec(),
             Data::U8(v) if !self.dtype.is_low_precision_float() => {
                 v.iter().map(|&x| x as i64).collect()
             }
@@ -576,7 +575,7 @@ impl Tensor {
     /// The elements as bool (non-zero is true) for bool and numeric types.
     pub fn to_bool(&self) -> Result<Vec<bool>> {
         match &self.data {
-            Data::Bool(v) => Ok(v.clone()),
+            Data::Bool(v) => Ok(v.to_vec()),
             _ => Ok(self.to_f64()?.into_iter().map(|x| x != 0.0).collect()),
         }
     }
@@ -587,7 +586,7 @@ impl Tensor {
         use DType::*;
         let data = match dtype {
             F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
-            F64 => Data::F64(v.to_vec()),
+            F64 => Data::F64(v.to_vec().into()),
             F16 => Data::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
             BF16 => Data::BF16(v.iter().map(|&x| bf16::from_f64(x)).collect()),
             I8 => Data::I8(v.iter().map(|&x| x as i8).collect()),
@@ -639,7 +638,7 @@ impl Tensor {
             I8 | I4 | I2 => Data::I8(v.iter().map(|&x| x as i8).collect()),
             I16 => Data::I16(v.iter().map(|&x| x as i16).collect()),
             I32 => Data::I32(v.iter().map(|&x| x as i32).collect()),
-            I64 => Data::I64(v.to_vec()),
+            I64 => Data::I64(v.to_vec().into()),
             U8 | U4 | U2 => Data::U8(v.iter().map(|&x| x as u8).collect()),
             U16 => Data::U16(v.iter().map(|&x| x as u16).collect()),
             U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
@@ -676,10 +675,10 @@ mod tests {
 
     #[test]
     fn new_checks_shape_and_storage() {
-        assert!(Tensor::new(DType::F32, vec![2, 2], Data::F32(vec![0.0; 4])).is_ok());
-        assert!(Tensor::new(DType::F32, vec![2, 3], Data::F32(vec![0.0; 4])).is_err());
-        assert!(Tensor::new(DType::I64, vec![1], Data::F32(vec![0.0])).is_err());
-        assert!(Tensor::new(DType::F8E4M3FN, vec![1], Data::U8(vec![0])).is_ok());
+        assert!(Tensor::new(DType::F32, vec![2, 2], Data::F32(vec![0.0; 4].into())).is_ok());
+        assert!(Tensor::new(DType::F32, vec![2, 3], Data::F32(vec![0.0; 4].into())).is_err());
+        assert!(Tensor::new(DType::I64, vec![1], Data::F32(vec![0.0].into())).is_err());
+        assert!(Tensor::new(DType::F8E4M3FN, vec![1], Data::U8(vec![0].into())).is_ok());
     }
 
     #[test]

@@ -147,18 +147,18 @@ fn unpack_sub_byte(dtype: DType, b: &[u8], n: usize) -> Result<Data> {
                 .collect(),
         )
     } else {
-        Data::U8(codes)
+        Data::U8(codes.into())
     })
 }
 
-fn expect_len<T>(v: Vec<T>, n: usize, dtype: DType) -> Result<Vec<T>> {
+fn expect_len<T>(v: Vec<T>, n: usize, dtype: DType) -> Result<smelt_ir::Buf<T>> {
     ensure!(
         v.len() == n,
         InvalidModel,
         "{dtype} tensor has {} values, shape needs {n}",
         v.len()
     );
-    Ok(v)
+    Ok(v.into())
 }
 
 fn from_fields(t: &TensorProto, dtype: DType, n: usize) -> Result<Data> {

@@ -56,7 +56,7 @@ fn a_type_a_kernel_does_not_take_is_unsupported_and_a_missing_input_invalid() {
     let s = Tensor::new(
         smelt_ir::DType::Str,
         vec![2],
-        smelt_ir::Data::Str(vec!["a".into(), "b".into()]),
+        smelt_ir::Data::Str(vec!["a".to_string(), "b".to_string()].into()),
     )
     .expect("tensor");
     let e = run(text, vec![("x", s)]);

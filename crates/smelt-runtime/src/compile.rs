@@ -92,7 +92,10 @@ pub(crate) fn kernels(g: &mut Graph, options: &SessionOptions) -> Result<Executi
 
 /// A fused plan's memory is known before it runs: every intermediate and output buffer
 /// must fit the tensor limit, and the arena with the outputs the run limit.
-fn check_plan_memory(kp: &smelt_ir::kernel::KernelPlan, limits: &smelt_ir::Limits) -> Result<()> {
+pub(crate) fn check_plan_memory(
+    kp: &smelt_ir::kernel::KernelPlan,
+    limits: &smelt_ir::Limits,
+) -> Result<()> {
     use smelt_ir::kernel::BufferKind;
     let mut outputs = 0u64;
     for b in &kp.buffers {

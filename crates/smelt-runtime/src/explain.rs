@@ -61,6 +61,10 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
         "compilations": compilations,
         "recompile_count": s.compile_count().saturating_sub(1),
     });
+    if let Some(a) = s.artifact() {
+        out["artifact"] = json!({"target": a.target, "isa": a.isa.name(),
+                                 "deterministic": a.deterministic});
+    }
     match plan.kernels() {
         Some(k) => {
             let names = plan.kernel_names();

@@ -6,6 +6,7 @@
 //! A plan runs fused kernel groups in one planned arena, or the reference executor when
 //! the graph cannot be planned (data-dependent shapes, subgraphs, non-tensor values).
 
+pub mod artifact;
 mod cache;
 mod check;
 mod compile;
@@ -40,6 +41,9 @@ pub struct Session {
     model: Model,
     options: SessionOptions,
     cache: Mutex<PlanCache>,
+    /// For a session of an artifact: the only input shapes it has a plan for (nothing is
+    /// compiled at run time).
+    fixed: Option<artifact::Fixed>,
 }
 
 /// How a session compiles its model.
@@ -65,6 +69,9 @@ pub struct SessionOptions {
     /// a timeout per run). Default: from the memory this process may use, see
     /// [`Limits::default`].
     pub limits: Limits,
+    /// Artifacts only: check the weights' checksum at load (reads every weight byte, so
+    /// mapping is no longer lazy). The header and plan are always checked.
+    pub verify_weights: bool,
 }
 
 /// Options of one run: a deadline or timeout (the sooner of them and the session's timeout
@@ -90,6 +97,7 @@ impl Default for SessionOptions {
             threads: smelt_kernels::pool::available_threads(),
             isa: None,
             limits: Limits::default(),
+            verify_weights: false,
         }
     }
 }
@@ -111,10 +119,58 @@ impl Session {
         Session::load_with(path, &SessionOptions::default())
     }
 
-    /// Loads an ONNX model file and compiles it with the given options.
+    /// Loads an ONNX model file and compiles it with the given options, or loads a compiled
+    /// artifact (told by its magic, whatever the file's extension; see [`artifact`]). An
+    /// artifact's weights are mapped: the file must not be changed while the session lives.
     pub fn load_with(path: &Path, options: &SessionOptions) -> Result<Session> {
+        if artifact::is_artifact(path) {
+            let origin = path.display().to_string();
+            return artifact::load::load_file(path, options)
+                .and_then(|l| Session::from_loaded(l, options, &origin))
+                .map_err(|e| e.context(origin.clone()));
+        }
         let model = smelt_onnx::load_model_with(path, &options.limits)?;
         Session::from_model_with(model, options).map_err(|e| e.context(path.display().to_string()))
+    }
+
+    /// A session of an artifact's bytes (a mapped file, or bytes in aligned memory): the
+    /// header, plan and signature are checked, the weights read in place, no pass runs.
+    /// It runs at the shapes it was compiled for only. `origin` names it in the log.
+    pub fn from_artifact(
+        file: Arc<dyn smelt_ir::Backing>,
+        options: &SessionOptions,
+        origin: &str,
+    ) -> Result<Session> {
+        let l = artifact::load::load(file, options, options.verify_weights)?;
+        Session::from_loaded(l, options, origin)
+    }
+
+    /// A session of a loaded artifact plan.
+    fn from_loaded(
+        l: artifact::load::Loaded,
+        options: &SessionOptions,
+        origin: &str,
+    ) -> Result<Session> {
+        let s = Session {
+            model: Model {
+                graph: l.graph,
+                opsets: Vec::new(),
+                ir_version: 0,
+                producer: origin.to_string(),
+            },
+            options: options.clone(),
+            cache: Mutex::new(PlanCache::default()),
+            fixed: Some(l.fixed.clone()),
+        };
+        let reason = format!("loaded from the artifact {origin}");
+        if let Ok(mut c) = s.cache.lock() {
+            c.insert(l.fixed.shapes, l.plan, reason, options.max_plans);
+        }
+        options.input_shapes.check(&s.inputs())?;
+        if !options.input_shapes.is_empty() {
+            s.plan_for(&options.input_shapes)?;
+        }
+        Ok(s)
     }
 
     /// Compiles an already imported model with the default options.
@@ -133,6 +189,7 @@ impl Session {
             model,
             options: options.clone(),
             cache: Mutex::new(PlanCache::default()),
+            fixed: None,
         };
         options.input_shapes.check(&s.inputs())?;
         if let Ok(key) = s.key_from_shapes(&options.input_shapes) {
@@ -141,7 +198,13 @@ impl Session {
         Ok(s)
     }
 
-    /// The imported model (before any pass).
+    /// What the artifact this session runs was compiled for (None for a model compiled
+    /// at load).
+    pub fn artifact(&self) -> Option<&artifact::Fixed> {
+        self.fixed.as_ref()
+    }
+
+    /// The imported model (before any pass); for an artifact, just its signature.
     pub fn model(&self) -> &Model {
         &self.model
     }
@@ -332,6 +395,9 @@ impl Session {
         if let Some(p) = c.get(&key) {
             return Ok(p);
         }
+        if let Some(fixed) = &self.fixed {
+            return Err(artifact_miss(&key, &fixed.shapes));
+        }
         let reason = c.miss_reason(&key);
         // Constant folding allocates within the session's limits (or the run's, when a
         // run compiles).
@@ -417,5 +483,28 @@ impl Session {
             }
         }
         Ok(key)
+    }
+}
+
+/// The error of a run of an artifact at shapes it was not compiled for.
+fn artifact_miss(key: &ShapeKey, fixed: &ShapeKey) -> smelt_ir::Error {
+    let differs = key
+        .iter()
+        .find(|(name, dims)| fixed.get(name) != Some(*dims));
+    match differs {
+        Some((name, dims)) => smelt_ir::err!(
+            InvalidInput,
+            "input '{name}' has shape {}; the artifact was compiled for {} (compile one for \
+             these shapes, or load the source model)",
+            format_dims(dims),
+            fixed
+                .get(name)
+                .map(format_dims)
+                .unwrap_or_else(|| "no such input".into())
+        ),
+        None => smelt_ir::err!(
+            InvalidInput,
+            "the artifact was compiled for other input shapes"
+        ),
     }
 }

@@ -203,7 +203,7 @@ pub fn decode(b: &[u8]) -> Result<Tensor> {
         DType::I16 => Data::I16(le!(i16, 2)),
         DType::I32 => Data::I32(le!(i32, 4)),
         DType::I64 => Data::I64(le!(i64, 8)),
-        DType::U8 => Data::U8(body.to_vec()),
+        DType::U8 => Data::U8(body.to_vec().into()),
         DType::U16 => Data::U16(le!(u16, 2)),
         DType::U32 => Data::U32(le!(u32, 4)),
         DType::U64 => Data::U64(le!(u64, 8)),

@@ -78,6 +78,15 @@ impl Plan {
         }
     }
 
+    /// Weight number `i` of a plan on the kernels: its storage is shared with the model
+    /// constant it came from (or the mapped artifact), not copied per plan.
+    pub fn weight(&self, i: usize) -> Option<&Tensor> {
+        match &self.execution {
+            Execution::Kernels(p) => p.weight(i),
+            Execution::Reference { .. } | Execution::Segments(_) => None,
+        }
+    }
+
     /// The kernel each group runs, in group order (empty for a reference plan).
     pub fn kernel_names(&self) -> &[String] {
         match &self.execution {

@@ -31,7 +31,7 @@ pub enum ScenarioArg {
 /// Arguments of `smelt bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The ONNX model file (not needed with --roofline).
+    /// The ONNX model file or compiled artifact (not needed with --roofline).
     model: Option<PathBuf>,
     /// An input as NAME=FILE.npy (repeatable); other inputs are random.
     #[arg(long = "input", value_name = "NAME=FILE.npy")]
@@ -318,7 +318,7 @@ fn make_inputs(
         }
     }
     let mut inputs = build_inputs(&sig, &args, &shapes)?;
-    let limits = smelt_bench::indices::index_limits(&session.model().graph);
+    let limits = crate::inputs::index_limits(session);
     let mut rng = SplitMix::new(a.seed ^ 0x5EED_1DC5);
     let mut described = Vec::new();
     for s in &sig {

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Arguments of `smelt explain`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The ONNX model file.
+    /// The ONNX model file, or a compiled artifact (.smelt).
     model: PathBuf,
     /// Inputs and shapes; with inputs (or --random-inputs) the model runs once first, so
     /// the parts of a plan in segments compiled at run time are shown too.
@@ -40,14 +40,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .run(inputs)
             .map_err(|e| e.context(a.model.display().to_string()))?;
     }
-    // The session checked the shapes and compiled for them when they were complete; else
-    // asking for the plan says which input lacks one.
-    let plan = match session.last_plan() {
-        Some(p) => p,
-        None => session
-            .plan_for(&options.input_shapes)
-            .map_err(|e| e.context(a.model.display().to_string()))?,
-    };
+    let plan = session_plan(&session, &options, &a.model)?;
     let report = explain_json(&a.model.display().to_string(), &session, &plan);
     print_text(&report, &plan, a.buffers);
     if let Some(path) = &a.json {
@@ -57,6 +50,22 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The plan a command works on: the one the session compiled at load (it checked the
+/// shapes and compiled for them when they were complete), else asking for one says which
+/// input lacks a shape.
+pub fn session_plan(
+    session: &Session,
+    options: &smelt_runtime::SessionOptions,
+    model: &std::path::Path,
+) -> Result<std::sync::Arc<Plan>> {
+    match session.last_plan() {
+        Some(p) => Ok(p),
+        None => session
+            .plan_for(&options.input_shapes)
+            .map_err(|e| e.context(model.display().to_string())),
+    }
 }
 
 fn print_text(r: &Json, plan: &Plan, buffers: bool) {
@@ -76,6 +85,14 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
             "compiled for {}: {}",
             c["shapes"],
             c["reason"].as_str().unwrap_or("")
+        );
+    }
+    if let Some(a) = r.get("artifact") {
+        outln!(
+            "artifact: compiled ahead of time for {} ({} kernels), deterministic {}; no pass ran",
+            a["target"].as_str().unwrap_or(""),
+            a["isa"].as_str().unwrap_or(""),
+            a["deterministic"]
         );
     }
     if let Some(s) = plan.segments() {

@@ -2,7 +2,9 @@
 
 pub mod bench;
 pub mod check;
+pub mod compile;
 pub mod explain;
 pub mod inspect;
 pub mod profile_table;
 pub mod run;
+pub mod verify;

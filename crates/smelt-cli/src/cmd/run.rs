@@ -10,7 +10,7 @@ use std::process::ExitCode;
 /// Arguments of `smelt run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The ONNX model file.
+    /// The ONNX model file, or a compiled artifact (.smelt).
     model: PathBuf,
     #[command(flatten)]
     inputs: InputArgs,
@@ -70,6 +70,9 @@ pub struct CompileArgs {
     /// Stop a run that takes longer than this (exit code 7).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub timeout: Option<std::time::Duration>,
+    /// Artifacts: check the weights' checksum at load too (reads every weight byte).
+    #[arg(long)]
+    pub verify_weights: bool,
 }
 
 /// A byte count: digits with an optional K, M, G or T suffix (powers of 1024; "KiB" too).
@@ -107,6 +110,7 @@ impl CompileArgs {
             opt_level: self.opt_level,
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
+            verify_weights: self.verify_weights,
             ..Default::default()
         };
         if let Some(t) = self.threads {
@@ -159,7 +163,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .iter()
             .filter_map(|s| s.rsplit_once('=').map(|(n, _)| n))
             .collect();
-        let limits = smelt_bench::indices::index_limits(&session.model().graph);
+        let limits = crate::inputs::index_limits(&session);
         let mut rng = crate::inputs::SplitMix::new(a.inputs.seed ^ 0x5EED_1DC5);
         for (name, v) in inputs.iter_mut() {
             if let (false, Value::Tensor(t)) = (given.contains(&name.as_str()), v) {

@@ -57,6 +57,11 @@ fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f
     };
     let data = weights.get(i)?.as_f32()?;
     let n: usize = smelt_ir::dims_product(&r.shape);
+    if r.is_contiguous() {
+        // The usual case, a whole weight: one copy instead of an index walk per element
+        // (the walk was most of a ResNet-50 load).
+        return Some(data.get(r.offset..r.offset.checked_add(n)?)?.to_vec());
+    }
     let mut out = Vec::with_capacity(n);
     let mut idx = vec![0usize; r.shape.len()];
     for _ in 0..n {

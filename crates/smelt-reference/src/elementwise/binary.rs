@@ -385,13 +385,13 @@ pub fn where_(c: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     );
     let p = Plan::new(&[c.shape(), x.shape(), y.shape()])?;
     let cond = match c.data() {
-        Data::Bool(v) => std::borrow::Cow::Borrowed(v),
+        Data::Bool(v) => std::borrow::Cow::Borrowed(v.as_slice()),
         _ => std::borrow::Cow::Owned(c.to_bool()?),
     };
     macro_rules! sel {
         ($($var:ident),*) => {
             match (x.data(), y.data()) {
-                $((Data::$var(a), Data::$var(b)) => Data::$var(select(&p, &cond, a, b)),)*
+                $((Data::$var(a), Data::$var(b)) => Data::$var(select(&p, &cond, a, b).into()),)*
                 _ => bail!(Internal, "Where: X and Y storages differ"),
             }
         };
@@ -426,7 +426,12 @@ mod tests {
         assert_eq!(w.shape(), &[2, 2]);
         assert_eq!(
             w.data(),
-            &Data::Str(vec!["a".into(), "b".into(), "z".into(), "z".into()])
+            &Data::Str(smelt_ir::Buf::from_vec(vec![
+                "a".into(),
+                "b".into(),
+                "z".into(),
+                "z".into()
+            ]))
         );
     }
 

@@ -146,7 +146,7 @@ pub fn bitcast(t: &Tensor, to: DType) -> Result<Tensor> {
 /// The elements as f32 (the input of float8/float4/e8m0 encoding).
 fn f32_values(t: &Tensor) -> Result<Vec<f32>> {
     Ok(match t.data() {
-        Data::F32(v) => v.clone(),
+        Data::F32(v) => v.to_vec(),
         Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
         Data::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
         _ if is_intlike(t.dtype()) => ints(t)?.into_iter().map(|x| x as f32).collect(),

@@ -352,7 +352,11 @@ mod tests {
         let r = take_fill(&t, vec![3], vec![1, FILL, 0], &zero_of(&t).unwrap()).unwrap();
         assert_eq!(
             r.data(),
-            &Data::Str(vec!["b".into(), String::new(), "a".into()])
+            &Data::Str(smelt_ir::Buf::from_vec(vec![
+                "b".into(),
+                String::new(),
+                "a".into()
+            ]))
         );
     }
 }

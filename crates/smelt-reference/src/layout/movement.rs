@@ -359,7 +359,7 @@ pub(super) fn pad(
     }
     let fill = match (value, x.opt_tensor(2)?) {
         (Some(v), _) => match t.dtype() {
-            smelt_ir::DType::Str => Data::Str(vec![String::new()]),
+            smelt_ir::DType::Str => Data::Str(vec![String::new()].into()),
             d => Tensor::from_f64(d, vec![1], &[v as f64])?.into_data(),
         },
         (None, Some(c)) if !c.is_empty() => {

@@ -27,7 +27,7 @@ fn canon(x: f64) -> f64 {
 impl Keys {
     fn of(t: &Tensor) -> Result<Keys> {
         Ok(match t.data() {
-            Data::Str(v) => Keys::Str(v.clone()),
+            Data::Str(v) => Keys::Str(v.to_vec()),
             Data::C64(v) => Keys::Complex(
                 v.iter()
                     .map(|c| [canon(c[0] as f64), canon(c[1] as f64)])

@@ -77,7 +77,11 @@ pub fn decode(x: &Inputs, fmt: PixelFormat) -> Result<Vec<Value>> {
             3,
         ),
     };
-    one(Tensor::new(DType::U8, vec![h, w, c], Data::U8(data))?)
+    one(Tensor::new(
+        DType::U8,
+        vec![h, w, c],
+        Data::U8(data.into()),
+    )?)
 }
 
 fn u16le(b: &[u8], o: usize) -> Result<u16> {
@@ -277,7 +281,12 @@ mod tests {
     #[test]
     fn ascii_pgm_to_rgb() {
         let x = Value::Tensor(
-            Tensor::new(DType::U8, vec![14], Data::U8(b"P2\n2 1\n255\n0 9".to_vec())).unwrap(),
+            Tensor::new(
+                DType::U8,
+                vec![14],
+                Data::U8(b"P2\n2 1\n255\n0 9".to_vec().into()),
+            )
+            .unwrap(),
         );
         let out = decode(&Inputs::new(vec![Some(&x)]), PixelFormat::Rgb).unwrap();
         let t = out[0].tensor().unwrap();

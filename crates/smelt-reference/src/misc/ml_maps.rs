@@ -145,7 +145,7 @@ pub fn cast_map(x: &Inputs, to: CastMapTo, dense: bool, max_map: usize) -> Resul
             .collect()
     };
     let values = m.values();
-    let strings: Option<&Vec<String>> = match values.data() {
+    let strings: Option<&[String]> = match values.data() {
         Data::Str(s) => Some(s),
         _ => None,
     };

@@ -539,12 +539,12 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             return one(t.clone());
         };
         let (o, l, i) = views(&cur_shape, a0);
-        let mut data = map_data!(t.data(), v => gather_axis(v, o, l, i, &p0.idx));
+        let mut data = map_data!(t.data(), v => gather_axis(v, o, l, i, &p0.idx).into());
         cur_shape[a0] = out[a0];
         for (a, plan) in plans {
             let (a, plan) = (&a, &plan);
             let (o, l, i) = views(&cur_shape, *a);
-            data = map_data!(&data, v => gather_axis(v, o, l, i, &plan.idx));
+            data = map_data!(&data, v => gather_axis(v, o, l, i, &plan.idx).into());
             cur_shape[*a] = out[*a];
         }
         return one(Tensor::new(t.dtype(), out, data)?);
@@ -564,7 +564,7 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             cur_shape[*a] = out[*a];
         }
         let data = data.unwrap_or_else(|| v.to_vec());
-        return one(Tensor::new(t.dtype(), out, Data::F32(data))?);
+        return one(Tensor::new(t.dtype(), out, Data::F32(data.into()))?);
     }
     let mut data = t.to_f64()?;
     for (a, plan) in &plans {

@@ -333,9 +333,17 @@ fn dynamic_quantize(x: &Tensor) -> Result<Vec<Value>> {
         .collect();
     let scale_t = Tensor::from_f64(x.dtype(), vec![], &[scale as f64])?;
     Ok(vec![
-        Value::Tensor(Tensor::new(DType::U8, x.shape().to_vec(), Data::U8(y))?),
+        Value::Tensor(Tensor::new(
+            DType::U8,
+            x.shape().to_vec(),
+            Data::U8(y.into()),
+        )?),
         Value::Tensor(scale_t),
-        Value::Tensor(Tensor::new(DType::U8, vec![], Data::U8(vec![zp as u8]))?),
+        Value::Tensor(Tensor::new(
+            DType::U8,
+            vec![],
+            Data::U8(vec![zp as u8].into()),
+        )?),
     ])
 }
 
@@ -348,7 +356,7 @@ fn int_values(t: &Tensor, what: &str) -> Result<Vec<i32>> {
         Data::I8(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         Data::U16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
         Data::I16(v) => Ok(v.iter().map(|&x| x as i32).collect()),
-        Data::I32(v) => Ok(v.clone()),
+        Data::I32(v) => Ok(v.to_vec()),
         _ => bail!(
             Unsupported,
             "{what} must be an 8/16-bit integer tensor, got {}",

@@ -1,0 +1,118 @@
+//! `smelt compile`, `verify`, and `run`/`explain`/`bench` of the artifact, on the example
+//! model: the same output bytes as the .onnx path, clear exit codes for another shape, a
+//! damaged file or an artifact given to `compile`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn smelt(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("smelt runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn example(file: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/mlp")
+        .join(file);
+    p.display().to_string()
+}
+
+fn tmp(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("smelt-cli-artifact-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp");
+    d.join(name).display().to_string()
+}
+
+#[test]
+fn compiled_artifact_runs_like_the_model() {
+    let art = tmp("mlp.smelt");
+    let (code, out, err) = smelt(&[
+        "compile",
+        &example("model.onnx"),
+        "--shape",
+        "x=2x16",
+        "--deterministic",
+        "-o",
+        &art,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote"), "{out}");
+    let (code, out, err) = smelt(&["verify", &art]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("deterministic true") && out.contains("x f32 [2, 16]"),
+        "{out}"
+    );
+    let x = format!("x={}", example("x.npy"));
+    let (d1, d2) = (tmp("out-onnx"), tmp("out-art"));
+    let (c1, _, e1) = smelt(&[
+        "run",
+        &example("model.onnx"),
+        "--input",
+        &x,
+        "--output-dir",
+        &d1,
+    ]);
+    let (c2, _, e2) = smelt(&[
+        "run",
+        &art,
+        "--input",
+        &x,
+        "--output-dir",
+        &d2,
+        "--threads",
+        "1",
+    ]);
+    assert_eq!((c1, c2), (0, 0), "{e1} {e2}");
+    let read = |d: &str| std::fs::read(format!("{d}/y.npy")).expect("output");
+    assert_eq!(read(&d1), read(&d2), "the artifact's output differs");
+    let (code, out, err) = smelt(&["explain", &art]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("loaded from the artifact"), "{out}");
+    assert!(out.contains("deterministic true; no pass ran"), "{out}");
+    let (code, _, err) = smelt(&["bench", &art, "--iterations", "3", "--warmup", "1"]);
+    assert_eq!(code, 0, "{err}");
+
+    // Another shape: invalid input (4), naming the input.
+    let (code, _, err) = smelt(&["run", &art, "--random-inputs", "--shape", "x=5x16"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("'x'"), "{err}");
+    // An artifact is not a model to compile.
+    let (code, _, err) = smelt(&["compile", &art, "-o", &tmp("again.smelt")]);
+    assert_eq!(code, 4, "{err}");
+    // A flipped byte in the plan: invalid model (3), no panic.
+    let mut b = std::fs::read(&art).expect("read");
+    b[100] ^= 0x20;
+    let bad = tmp("bad.smelt");
+    std::fs::write(&bad, &b).expect("write");
+    for cmd in ["run", "verify", "explain"] {
+        let (code, _, err) =
+            smelt(&[cmd, &bad, "--random-inputs"][..if cmd == "run" { 3 } else { 2 }]);
+        assert_eq!(code, 3, "{cmd}: {err}");
+        assert!(err.contains("checksum"), "{cmd}: {err}");
+    }
+    // A flipped weight byte: only `verify` reads the weights.
+    let mut b = std::fs::read(&art).expect("read");
+    let last = b.len() - 1;
+    b[last] ^= 0x20;
+    std::fs::write(&bad, &b).expect("write");
+    let (code, _, err) = smelt(&["verify", &bad]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("weights checksum"), "{err}");
+    let (code, _, err) = smelt(&["run", &bad, "--random-inputs"]);
+    assert_eq!(code, 0, "mapping is lazy: {err}");
+    let (code, _, err) = smelt(&["run", &bad, "--random-inputs", "--verify-weights"]);
+    assert_eq!(code, 3, "{err}");
+    // A truncated file.
+    std::fs::write(&bad, &b[..b.len() / 2]).expect("write");
+    let (code, _, err) = smelt(&["run", &bad, "--random-inputs"]);
+    assert_eq!(code, 3, "{err}");
+}

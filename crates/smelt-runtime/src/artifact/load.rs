@@ -1,0 +1,332 @@
+//! Loading an artifact: check the header and manifest, map the weights in place, validate
+//! the kernel plan with the executor's checks, and wrap it as a ready plan. No pass runs.
+
+use super::format::{Header, IoSpec, Manifest, WeightEntry, WEIGHT_ALIGN};
+use crate::plan::{Execution, Plan};
+use crate::SessionOptions;
+use smelt_ir::kernel::{BufferKind, KernelPlan};
+use smelt_ir::{
+    bail, ensure, err, Backing, Buf, DType, Data, Dim, ErrorKind, Graph, GraphInput, Result,
+    Tensor, ValueType,
+};
+use smelt_kernels::Isa;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A loaded artifact: the plan, the graph signature it runs under, what it was built for.
+pub(crate) struct Loaded {
+    /// Inputs and outputs (no nodes), as the session reports and checks them.
+    pub graph: Graph,
+    /// The ready plan (shared by every session of one file, see `shared`).
+    pub plan: Arc<Plan>,
+    /// What the artifact was compiled for.
+    pub fixed: Fixed,
+}
+
+/// What an artifact session was compiled for.
+#[derive(Debug, Clone)]
+pub struct Fixed {
+    /// The input shapes, in input order: the only ones it runs at.
+    pub shapes: crate::InputShapes,
+    /// The target CPU level asked for at compile time.
+    pub target: String,
+    /// The kernels' instruction set.
+    pub isa: Isa,
+    /// Whether it was compiled with `--deterministic`.
+    pub deterministic: bool,
+    /// Per input, the smallest table it indexes (see `IoSpec::index_limit`).
+    pub index_limits: std::collections::HashMap<String, i64>,
+}
+
+/// What a CPU needs for an ISA's kernels, in words.
+fn isa_features(isa: Isa) -> &'static str {
+    match isa {
+        Isa::Portable => "nothing special",
+        Isa::Avx2 => "AVX2 and FMA",
+        Isa::Avx512 => "AVX-512 F, VL, DQ and BW",
+    }
+}
+
+/// The elements of one weight: a window onto the file, or (bools) a checked copy.
+fn weight(file: &Arc<dyn Backing>, base: usize, len: usize, w: &WeightEntry) -> Result<Tensor> {
+    let n = smelt_ir::numel(&w.shape)?;
+    let size = n.checked_mul(w.dtype.storage_size()).ok_or_else(|| {
+        err!(
+            InvalidModel,
+            "a {} weight {:?} is too large",
+            w.dtype,
+            w.shape
+        )
+    })?;
+    ensure!(
+        w.offset.is_multiple_of(WEIGHT_ALIGN),
+        InvalidModel,
+        "a weight at offset {} is not {WEIGHT_ALIGN}-byte aligned",
+        w.offset
+    );
+    ensure!(
+        w.offset.checked_add(size).is_some_and(|e| e <= len),
+        InvalidModel,
+        "a {} weight {:?} ({size} bytes at {}) runs past the {len}-byte weights section",
+        w.dtype,
+        w.shape,
+        w.offset
+    );
+    let at = base + w.offset;
+    let f = file.clone();
+    use DType::*;
+    let data = match w.dtype {
+        F32 => Data::F32(Buf::window(f, at, n)?),
+        F64 => Data::F64(Buf::window(f, at, n)?),
+        F16 => Data::F16(Buf::window(f, at, n)?),
+        BF16 => Data::BF16(Buf::window(f, at, n)?),
+        I8 | I4 | I2 => Data::I8(Buf::window(f, at, n)?),
+        I16 => Data::I16(Buf::window(f, at, n)?),
+        I32 => Data::I32(Buf::window(f, at, n)?),
+        I64 => Data::I64(Buf::window(f, at, n)?),
+        U8 | U4 | U2 | F8E4M3FN | F8E4M3FNUZ | F8E5M2 | F8E5M2FNUZ | F4E2M1 | F8E8M0 => {
+            Data::U8(Buf::window(f, at, n)?)
+        }
+        U16 => Data::U16(Buf::window(f, at, n)?),
+        U32 => Data::U32(Buf::window(f, at, n)?),
+        U64 => Data::U64(Buf::window(f, at, n)?),
+        C64 => Data::C64(Buf::window(f, at, n)?),
+        C128 => Data::C128(Buf::window(f, at, n)?),
+        Bool => {
+            let bytes = &file.bytes()[at..at + n];
+            ensure!(
+                bytes.iter().all(|&b| b <= 1),
+                InvalidModel,
+                "a bool weight holds a byte other than 0 or 1"
+            );
+            Data::Bool(bytes.iter().map(|&b| b == 1).collect())
+        }
+        Str => bail!(InvalidModel, "an artifact cannot hold string weights"),
+    };
+    Tensor::new(w.dtype, w.shape.clone(), data).map_err(|e| e.with_kind(ErrorKind::InvalidModel))
+}
+
+/// Checks the signature against the plan's own input and output buffers, and rebuilds
+/// each default through the checked constructor.
+fn check_signature(m: &mut Manifest) -> Result<()> {
+    let plan = &m.plan;
+    ensure!(
+        m.inputs.len() == plan.inputs.len() && m.outputs.len() == plan.outputs.len(),
+        InvalidModel,
+        "the signature lists {} inputs and {} outputs, the plan {} and {}",
+        m.inputs.len(),
+        m.outputs.len(),
+        plan.inputs.len(),
+        plan.outputs.len()
+    );
+    let find = |kind: BufferKind| plan.buffers.iter().find(|b| b.kind == kind);
+    for (i, spec) in m.inputs.iter_mut().enumerate() {
+        ensure!(
+            spec.name == plan.inputs[i] && !m.outputs.iter().any(|o| o.name == spec.name),
+            InvalidModel,
+            "input {i} is named '{}' in the signature, '{}' in the plan",
+            spec.name,
+            plan.inputs[i]
+        );
+        if let Some(b) = find(BufferKind::Input(i)) {
+            ensure!(
+                b.dtype == spec.dtype && b.shape == spec.shape,
+                InvalidModel,
+                "input '{}' is {} {:?} in the signature, {} {:?} in the plan",
+                spec.name,
+                spec.dtype,
+                spec.shape,
+                b.dtype,
+                b.shape
+            );
+        }
+        if let Some(d) = spec.default.take() {
+            let (dtype, shape) = (d.dtype(), d.shape().to_vec());
+            ensure!(
+                dtype == spec.dtype && shape == spec.shape,
+                InvalidModel,
+                "input '{}': its default is {dtype} {shape:?}",
+                spec.name
+            );
+            let t = Tensor::new(dtype, shape, d.into_data())
+                .map_err(|e| e.with_kind(ErrorKind::InvalidModel))?;
+            spec.default = Some(t);
+        }
+    }
+    for (j, spec) in m.outputs.iter().enumerate() {
+        let b = plan
+            .buffers
+            .get(plan.outputs[j].1 .0 as usize)
+            .ok_or_else(|| err!(InvalidModel, "output {j} names no buffer"))?;
+        ensure!(
+            spec.name == plan.outputs[j].0 && b.dtype == spec.dtype && b.shape == spec.shape,
+            InvalidModel,
+            "output {j} ('{}') does not match the plan's output buffer",
+            spec.name
+        );
+    }
+    for (i, a) in m.inputs.iter().enumerate() {
+        ensure!(
+            !m.inputs[..i].iter().any(|b| b.name == a.name),
+            InvalidModel,
+            "input '{}' is listed twice",
+            a.name
+        );
+    }
+    Ok(())
+}
+
+fn tensor_type(s: &IoSpec) -> ValueType {
+    ValueType::Tensor {
+        dtype: s.dtype,
+        shape: Some(s.shape.iter().map(|&d| Dim::Known(d as u64)).collect()),
+    }
+}
+
+/// A graph of just the signature: typed inputs (with defaults) and outputs.
+fn signature_graph(m: &Manifest) -> Graph {
+    let mut g = Graph {
+        name: "artifact".into(),
+        ..Default::default()
+    };
+    for s in &m.inputs {
+        let id = g.add_value(s.name.clone(), Some(tensor_type(s)));
+        g.inputs.push(GraphInput {
+            id,
+            default: s.default.clone(),
+        });
+    }
+    for s in &m.outputs {
+        let id = g.add_value(s.name.clone(), Some(tensor_type(s)));
+        g.outputs.push(id);
+    }
+    g
+}
+
+/// Loads the artifact at `path`, or shares the plan another session loaded from the same
+/// file with the same thread count and ISA (checked against these options' limits, and
+/// its weights' checksum when asked).
+pub(crate) fn load_file(path: &std::path::Path, options: &SessionOptions) -> Result<Loaded> {
+    let key = super::shared::key(path, options);
+    if let Some(l) = key.as_ref().and_then(super::shared::get) {
+        let kp = l
+            .plan
+            .kernels()
+            .ok_or_else(|| err!(Internal, "an artifact plan without kernels"))?;
+        crate::compile::check_plan_memory(kp, &options.limits)?;
+        if options.verify_weights {
+            let file = super::map_file(path)?;
+            Header::parse(file.bytes())?.verify_weights(file.bytes())?;
+        }
+        return Ok(l);
+    }
+    let l = load(super::map_file(path)?, options, options.verify_weights)?;
+    if let Some(k) = key {
+        super::shared::put(k, &l);
+    }
+    Ok(l)
+}
+
+/// Loads an artifact from its bytes (a mapped file, or bytes read into aligned memory).
+/// Checks the header checksum always, the weights' checksum when `verify_weights`.
+pub(crate) fn load(
+    file: Arc<dyn Backing>,
+    options: &SessionOptions,
+    verify_weights: bool,
+) -> Result<Loaded> {
+    let t = Instant::now();
+    let bytes = file.bytes();
+    let header = Header::parse(bytes)?;
+    if verify_weights {
+        header.verify_weights(bytes)?;
+    }
+    let mut m = Manifest::parse(header.manifest(bytes))?;
+    let isa = Isa::from_name(&m.isa)
+        .ok_or_else(|| err!(InvalidModel, "unknown instruction set '{}'", m.isa))?;
+    ensure!(
+        isa.is_supported(),
+        Unsupported,
+        "the artifact was compiled for {} ({isa} kernels), and this CPU lacks {}",
+        m.target,
+        isa_features(isa)
+    );
+    if let Some(want) = options.isa {
+        ensure!(
+            want == isa,
+            InvalidInput,
+            "the artifact holds {isa} kernels, not {want} (compile it again for {want})"
+        );
+    }
+    check_signature(&mut m)?;
+    ensure!(
+        m.weights.len() <= m.plan.buffers.len(),
+        InvalidModel,
+        "{} weights for {} buffers",
+        m.weights.len(),
+        m.plan.buffers.len()
+    );
+    let weights = m
+        .weights
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            weight(&file, header.weights_offset, header.weights_len, w)
+                .map_err(|e| e.context(format!("weight {i}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let graph = signature_graph(&m);
+    let mut shapes = crate::InputShapes::new();
+    for s in &m.inputs {
+        shapes.set(&s.name, s.shape.clone());
+    }
+    let fixed = Fixed {
+        shapes,
+        target: m.target.clone(),
+        isa,
+        deterministic: m.deterministic,
+        index_limits: m
+            .inputs
+            .iter()
+            .filter_map(|s| Some((s.name.clone(), s.index_limit?)))
+            .collect(),
+    };
+    let kp = KernelPlan { weights, ..m.plan };
+    crate::compile::check_plan_memory(&kp, &options.limits)?;
+    let cpu = smelt_cpu::fused::CpuOptions {
+        threads: options.threads,
+        isa: Some(isa),
+    };
+    // The plan came from a file: what the executor's checks refuse is a bad file, not a
+    // bug of this build.
+    let cpu = smelt_cpu::fused::CpuPlan::with_options(kp, cpu).map_err(|e| match e.kind() {
+        ErrorKind::Internal => e.with_kind(ErrorKind::InvalidModel),
+        _ => e,
+    })?;
+    let names = cpu.kernel_names();
+    ensure!(
+        names.len() == m.kernels.len(),
+        InvalidModel,
+        "{} kernel choices for {} groups",
+        m.kernels.len(),
+        names.len()
+    );
+    if let Some(i) = (0..names.len()).find(|&i| names[i] != m.kernels[i]) {
+        bail!(
+            InvalidModel,
+            "group {i}: the artifact chose kernel '{}', this build picks '{}' (it was written by {}; compile it again)",
+            m.kernels[i],
+            names[i],
+            m.producer
+        );
+    }
+    // Packing read most weights once; what runs reads the packed copies. The pages of the
+    // raw ones go back (those still read come back from the page cache on first touch).
+    file.release();
+    let plan = Arc::new(Plan::new(
+        graph.clone(),
+        Execution::Kernels(Box::new(cpu)),
+        Vec::new(),
+        t.elapsed().as_secs_f64(),
+    ));
+    Ok(Loaded { graph, plan, fixed })
+}

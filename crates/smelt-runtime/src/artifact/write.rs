@@ -1,0 +1,136 @@
+//! Writing a compiled plan as an artifact: the manifest, then every weight at an aligned
+//! offset of the weights section.
+
+use super::format::{self, align_up, IoSpec, Manifest, WeightEntry, WEIGHT_ALIGN};
+use crate::{Plan, Session};
+use smelt_ir::kernel::BufferKind;
+use smelt_ir::{bail, err, pod_bytes, Data, Result, Tensor};
+
+/// What `smelt compile` records besides the plan.
+#[derive(Debug, Clone)]
+pub struct CompileInfo {
+    /// The target CPU level asked for (`x86-64-v3`, `x86-64-v4`, `native`).
+    pub target: String,
+    /// Whether the plan was compiled with `--deterministic`.
+    pub deterministic: bool,
+    /// Per input, the smallest table it indexes (see [`IoSpec::index_limit`]).
+    pub index_limits: std::collections::HashMap<String, i64>,
+}
+
+/// The bytes of one weight as the loader maps them (bools as one byte each).
+fn weight_bytes(t: &Tensor) -> Result<std::borrow::Cow<'_, [u8]>> {
+    use std::borrow::Cow;
+    Ok(match t.data() {
+        Data::F32(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::F64(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::F16(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::BF16(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::I8(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::I16(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::I32(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::I64(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::U8(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::U16(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::U32(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::U64(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::C64(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::C128(v) => Cow::Borrowed(pod_bytes(v)),
+        Data::Bool(v) => Cow::Owned(v.iter().map(|&b| b as u8).collect()),
+        Data::Str(_) => bail!(
+            Unsupported,
+            "string weights cannot be stored in an artifact"
+        ),
+    })
+}
+
+/// The artifact of `plan`, one of `session`'s plans. Only plans lowered to kernels can be
+/// stored (the reference executor needs the whole graph).
+pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<u8>> {
+    if plan.segments().is_some() {
+        bail!(
+            Unsupported,
+            "part of the model is planned at run time (by the shapes and contents it gets); \
+             artifacts hold whole kernel plans only"
+        );
+    }
+    let Some(kp) = plan.kernels() else {
+        bail!(
+            Unsupported,
+            "the model runs on the reference executor ({}); artifacts hold kernel plans only",
+            plan.fallback_reason().unwrap_or("no kernel plan")
+        )
+    };
+    let (_, isa) = plan
+        .cpu_setup()
+        .ok_or_else(|| err!(Internal, "a kernel plan without a CPU setup"))?;
+    let mut weights = Vec::new();
+    let mut entries = Vec::new();
+    while let Some(t) = plan.weight(entries.len()) {
+        let at = align_up(weights.len()).ok_or_else(|| err!(ResourceExhausted, "too large"))?;
+        weights.resize(at, 0u8);
+        weights.extend_from_slice(&weight_bytes(t)?);
+        entries.push(WeightEntry {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            offset: at,
+        });
+    }
+    debug_assert!(entries
+        .iter()
+        .all(|e| e.offset.is_multiple_of(WEIGHT_ALIGN)));
+    let g = &session.model().graph;
+    let io = |name: &str, kind: BufferKind| -> Result<IoSpec> {
+        let b = kp.buffers.iter().find(|b| b.kind == kind).ok_or_else(|| {
+            err!(
+                Unsupported,
+                "graph value '{name}' has no buffer in the plan"
+            )
+        })?;
+        let default = g
+            .inputs
+            .iter()
+            .find(|i| g.name_of(i.id) == name)
+            .and_then(|i| i.default.clone());
+        Ok(IoSpec {
+            name: name.to_string(),
+            dtype: b.dtype,
+            shape: b.shape.clone(),
+            default: default.filter(|_| matches!(kind, BufferKind::Input(_))),
+            index_limit: info.index_limits.get(name).copied(),
+        })
+    };
+    let inputs = kp
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, n)| io(n, BufferKind::Input(i)))
+        .collect::<Result<Vec<_>>>()?;
+    let outputs = kp
+        .outputs
+        .iter()
+        .map(|(n, id)| {
+            let b = kp.buffer(*id);
+            Ok(IoSpec {
+                name: n.clone(),
+                dtype: b.dtype,
+                shape: b.shape.clone(),
+                default: None,
+                index_limit: None,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let manifest = Manifest {
+        producer: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        target: info.target.clone(),
+        isa: isa.name().to_string(),
+        deterministic: info.deterministic,
+        inputs,
+        outputs,
+        plan: kp.clone(),
+        weights: entries,
+        kernels: plan.kernel_names().to_vec(),
+    };
+    let json = serde_json::to_vec(&manifest)
+        .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
+    format::encode(&json, &weights)
+}

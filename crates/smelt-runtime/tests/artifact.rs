@@ -1,0 +1,287 @@
+//! Compiled artifacts on the example MLP: the artifact's outputs are the same bits as the
+//! model compiled at load, across runs and thread counts; its weights are mapped, not
+//! copied; a run at another shape names the input; and damaged files (bytes flipped,
+//! truncated, another version, a wrong checksum, a well-checksummed but hostile manifest)
+//! are errors, never panics.
+
+use smelt_ir::{with_data, AlignedBytes, Backing, ErrorKind, Tensor, Value};
+use smelt_runtime::artifact::format::{self, Header, Manifest};
+use smelt_runtime::artifact::{write, CompileInfo};
+use smelt_runtime::{InputShapes, Session, SessionOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn mlp() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mlp/model.onnx")
+}
+
+fn options(threads: usize) -> SessionOptions {
+    let mut shapes = InputShapes::new();
+    shapes.set("x", vec![3, 16]);
+    SessionOptions {
+        input_shapes: shapes,
+        threads,
+        ..Default::default()
+    }
+}
+
+/// The artifact of the MLP at x=[3,16].
+fn compile(deterministic: bool) -> (Session, Vec<u8>) {
+    let s = Session::load_with(&mlp(), &options(2)).expect("compile");
+    let plan = s.last_plan().expect("plan");
+    let info = CompileInfo {
+        target: "native".into(),
+        deterministic,
+        index_limits: Default::default(),
+    };
+    let bytes = write::encode(&s, &plan, &info).expect("encode");
+    (s, bytes)
+}
+
+fn from_bytes(b: &[u8], o: &SessionOptions) -> smelt_ir::Result<Session> {
+    let file: Arc<dyn Backing> = Arc::new(AlignedBytes::copy_of(b)?);
+    Session::from_artifact(file, o, "test")
+}
+
+fn x() -> Tensor {
+    let v = (0..48).map(|i| (i as f32 * 0.61).sin() * 3.0).collect();
+    Tensor::from_f32(vec![3, 16], v).expect("x")
+}
+
+fn bits(s: &Session) -> Vec<u32> {
+    let out = s.run_ref(&[("x", &x())]).expect("run");
+    let Value::Tensor(t) = &out[0].1 else {
+        panic!("not a tensor")
+    };
+    t.as_f32()
+        .expect("f32")
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("smelt-artifact-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d.join(name)
+}
+
+#[test]
+fn artifact_runs_bit_identical_to_compile_at_load() {
+    let (jit, bytes) = compile(true);
+    let want = bits(&jit);
+    let path = tmp("mlp.smelt");
+    std::fs::write(&path, &bytes).expect("write");
+    for threads in [1, 2] {
+        let jit_t = Session::load_with(&mlp(), &options(threads)).expect("jit");
+        assert_eq!(bits(&jit_t), want, "compile at load, {threads} thread(s)");
+        // By magic, not by extension: the file loads through the ONNX entry point.
+        let s = Session::load_with(&path, &options(threads)).expect("load");
+        assert!(s.artifact().is_some_and(|a| a.deterministic));
+        assert_eq!(bits(&s), want, "artifact, {threads} thread(s)");
+        assert_eq!(bits(&s), want, "artifact, second run");
+        assert_eq!(s.compile_count(), 1);
+        let plan = s.last_plan().expect("plan");
+        let mapped = (0..)
+            .map_while(|i| plan.weight(i))
+            .filter(|w| with_data!(w.data(), v => v.is_window()))
+            .count();
+        assert!(mapped >= 4, "only {mapped} weights are mapped");
+    }
+    let path2 = tmp("mlp.bin");
+    std::fs::copy(&path, &path2).expect("copy");
+    assert!(Session::load_with(&path2, &SessionOptions::default()).is_ok());
+}
+
+#[test]
+fn other_shapes_and_isas_are_clear_errors() {
+    let (_, bytes) = compile(false);
+    let s = from_bytes(&bytes, &SessionOptions::default()).expect("load");
+    let x5 = Tensor::from_f32(vec![5, 16], vec![0.0; 80]).expect("x");
+    let e = s.run_ref(&[("x", &x5)]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("'x'"), "{e}");
+    let mut o = options(1);
+    o.input_shapes.set("x", vec![4, 16]);
+    let e = from_bytes(&bytes, &o)
+        .err()
+        .expect("shape mismatch at load");
+    assert!(e.to_string().contains("'x'"), "{e}");
+    let other = smelt_kernels::Isa::ALL
+        .into_iter()
+        .find(|i| {
+            Some(i.name())
+                != s.last_plan()
+                    .and_then(|p| p.cpu_setup())
+                    .map(|c| c.1.name())
+        })
+        .expect("another ISA");
+    let o = SessionOptions {
+        isa: Some(other),
+        ..Default::default()
+    };
+    let e = from_bytes(&bytes, &o).err().expect("ISA mismatch");
+    assert!(e.to_string().contains(other.name()), "{e}");
+    // An artifact for an ISA this CPU lacks names what it lacks.
+    let (h, mut m) = manifest_of(&bytes);
+    m.isa = "avx512".into();
+    let re = reencode(&bytes, &h, &m);
+    match from_bytes(&re, &SessionOptions::default()) {
+        Err(e) if !smelt_kernels::Isa::Avx512.is_supported() => {
+            assert_eq!(e.kind(), ErrorKind::Unsupported);
+            assert!(e.to_string().contains("AVX-512"), "{e}");
+        }
+        _ => {}
+    }
+}
+
+fn manifest_of(bytes: &[u8]) -> (Header, Manifest) {
+    let h = Header::parse(bytes).expect("header");
+    let m = Manifest::parse(h.manifest(bytes)).expect("manifest");
+    (h, m)
+}
+
+fn reencode(bytes: &[u8], h: &Header, m: &Manifest) -> Vec<u8> {
+    let json = serde_json::to_vec(m).expect("json");
+    format::encode(&json, &bytes[h.weights_offset..]).expect("encode")
+}
+
+/// Loads (and, when it loads, runs) a damaged artifact; it must not panic.
+fn survives(b: &[u8], what: &str) -> bool {
+    let r = std::panic::catch_unwind(|| match from_bytes(b, &options(1)) {
+        Ok(s) => {
+            let _ = s.run_ref(&[("x", &x())]);
+            true
+        }
+        Err(_) => false,
+    });
+    r.unwrap_or_else(|_| panic!("{what}: panicked"))
+}
+
+#[test]
+fn flipped_and_truncated_files_are_errors() {
+    let (_, bytes) = compile(false);
+    let h = Header::parse(&bytes).expect("header");
+    let checked = h.weights_offset;
+    // Every byte of the header and manifest, and a spread of the weights.
+    for at in (0..checked).chain((checked..bytes.len()).step_by(7)) {
+        let mut b = bytes.clone();
+        b[at] ^= 0x41;
+        let loaded = survives(&b, &format!("flip at {at}"));
+        if at < format::HEADER_LEN + h.manifest_len {
+            assert!(
+                !loaded,
+                "a flip at byte {at} of the header or manifest loaded"
+            );
+        } else if at >= checked {
+            // Weights are checked on request only (mapping stays lazy).
+            let o = SessionOptions {
+                verify_weights: true,
+                ..options(1)
+            };
+            let e = from_bytes(&b, &o).err().expect("verified weights");
+            assert!(e.to_string().contains("weights checksum"), "{e}");
+        }
+    }
+    for cut in (0..bytes.len()).step_by(3) {
+        assert!(
+            !survives(&bytes[..cut], &format!("cut at {cut}")),
+            "cut at {cut} loaded"
+        );
+    }
+    let mut v = bytes.clone();
+    v[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let e = from_bytes(&v, &options(1)).err().expect("other version");
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    let mut c = bytes.clone();
+    c[60] ^= 1;
+    let e = from_bytes(&c, &options(1)).err().expect("wrong checksum");
+    assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+/// Every integer of the manifest set to other values, the checksums made right: the
+/// plan's validation, not the checksum, must stop what is out of bounds.
+#[test]
+fn hostile_manifests_with_good_checksums_are_errors_or_run() {
+    let (_, bytes) = compile(false);
+    let (h, m) = manifest_of(&bytes);
+    let json: serde_json::Value = serde_json::to_value(&m).expect("json");
+    let mut paths = Vec::new();
+    numbers(&json, &mut Vec::new(), &mut paths);
+    assert!(paths.len() > 50, "{} numbers", paths.len());
+    let mut refused = 0;
+    for p in &paths {
+        for v in [0u64, 1, 7, 1 << 20, u32::MAX as u64, u64::MAX] {
+            let mut j = json.clone();
+            let slot = p.iter().fold(&mut j, |j, k| match k {
+                Key::I(i) => &mut j[*i],
+                Key::S(s) => &mut j[s.as_str()],
+            });
+            *slot = serde_json::Value::from(v);
+            let text = serde_json::to_vec(&j).expect("json");
+            let b = format::encode(&text, &bytes[h.weights_offset..]).expect("encode");
+            if !survives(&b, &format!("{p:?} = {v}")) {
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > paths.len(), "only {refused} mutants refused");
+}
+
+#[derive(Debug, Clone)]
+enum Key {
+    I(usize),
+    S(String),
+}
+
+fn numbers(v: &serde_json::Value, at: &mut Vec<Key>, out: &mut Vec<Vec<Key>>) {
+    match v {
+        serde_json::Value::Number(n) if n.is_u64() => out.push(at.clone()),
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                at.push(Key::I(i));
+                numbers(x, at, out);
+                at.pop();
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                at.push(Key::S(k.clone()));
+                numbers(x, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn sessions_of_one_file_share_its_plan() {
+    let (_, bytes) = compile(false);
+    let path = tmp("shared.smelt");
+    std::fs::write(&path, &bytes).expect("write");
+    let a = Session::load_with(&path, &options(1)).expect("a");
+    let b = Session::load_with(&path, &options(1)).expect("b");
+    let c = Session::load_with(&path, &options(2)).expect("c");
+    let plan = |s: &Session| s.last_plan().expect("plan");
+    assert!(
+        Arc::ptr_eq(&plan(&a), &plan(&b)),
+        "a second session re-packed the plan"
+    );
+    assert!(
+        !Arc::ptr_eq(&plan(&a), &plan(&c)),
+        "another thread count shared it"
+    );
+    assert_eq!(bits(&b), bits(&a));
+    // Tighter limits are checked against the shared plan too.
+    let mut tight = options(1);
+    tight.limits.max_run_bytes = 16;
+    let e = Session::load_with(&path, &tight)
+        .err()
+        .expect("over the limit");
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+    // Once no session holds it, the next load maps the file again.
+    drop((a, b));
+    let d = Session::load_with(&path, &options(1)).expect("d");
+    assert_eq!(bits(&d), bits(&c));
+}
