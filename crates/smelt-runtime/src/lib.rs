@@ -176,6 +176,16 @@ impl Session {
         self.cache.lock().map(|c| c.compiled).unwrap_or(0)
     }
 
+    /// Drops the arenas that no run holds now from every cached plan (see
+    /// [`Plan::release_idle_arenas`]); returns the bytes given back.
+    pub fn release_idle_arenas(&self) -> usize {
+        let plans: Vec<Arc<Plan>> = match self.cache.lock() {
+            Ok(c) => c.plans.values().cloned().collect(),
+            Err(_) => return 0,
+        };
+        plans.iter().map(|p| p.release_idle_arenas()).sum()
+    }
+
     /// The inputs, in order.
     pub fn inputs(&self) -> Vec<IoInfo> {
         let g = &self.model.graph;

@@ -209,6 +209,24 @@ fn runs_at_one_new_shape_compile_it_once() {
 }
 
 #[test]
+fn idle_arenas_are_given_back() {
+    let s = session(1);
+    let want = outputs(&session(0), 3, 2);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| close(&outputs(&s, 3, 2), &want));
+        }
+    });
+    let plan = s.last_plan().expect("plan");
+    assert!(plan.idle_arenas() >= 1);
+    assert!(s.release_idle_arenas() > 0);
+    assert_eq!(plan.idle_arenas(), 0);
+    // The plan still runs, with a fresh arena.
+    close(&outputs(&s, 3, 2), &want);
+    assert_eq!(plan.idle_arenas(), 1);
+}
+
+#[test]
 fn the_compile_log_is_bounded() {
     let s = small_cache(2);
     for batch in 1..=300 {
