@@ -1,4 +1,4 @@
-//! The `smelt` command line: run, inspect, check, conformance-test and benchmark ONNX models.
+//! The `smelt` command line: run, inspect, check, conformance-test, benchmark and serve ONNX models.
 
 #[macro_use]
 mod out;
@@ -49,6 +49,8 @@ enum Command {
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
     Bench(cmd::bench::Args),
+    /// Serve models over HTTP and gRPC (KServe v2 / Triton protocol) with dynamic batching.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::main(a),
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => cmd::bench::main(a),
+        Command::Serve(a) => cmd::serve::main(a),
     };
     match result {
         // Output lost for another reason than a closed pipe (a full disk) is an I/O failure.

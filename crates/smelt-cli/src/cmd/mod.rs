@@ -6,3 +6,4 @@ pub mod explain;
 pub mod inspect;
 pub mod profile_table;
 pub mod run;
+pub mod serve;
