@@ -48,7 +48,7 @@ enum Command {
     /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
-    Bench(cmd::bench::Args),
+    Bench(Box<cmd::bench::Args>),
     /// Serve models over HTTP and gRPC (KServe v2 / Triton protocol) with dynamic batching.
     Serve(cmd::serve::Args),
 }
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::main(a),
         Command::Explain(a) => cmd::explain::main(a),
         Command::Conformance(a) => conformance::main(a),
-        Command::Bench(a) => cmd::bench::main(a),
+        Command::Bench(a) => cmd::bench::main(*a),
         Command::Serve(a) => cmd::serve::main(a),
     };
     match result {

@@ -3,6 +3,7 @@
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,8 +51,14 @@ impl EncodeMetric for Count {
 
 type Counters = Family<Labels, Count>;
 
+/// The batch sizes the batch-size histogram counts up to (powers of two).
+fn batch_buckets() -> Histogram {
+    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0])
+}
+
+type Batches = Family<Labels, Histogram, fn() -> Histogram>;
+
 /// Every metric the server keeps.
-#[derive(Default)]
 pub struct Metrics {
     registry: Registry,
     success: Counters,
@@ -63,6 +70,7 @@ pub struct Metrics {
     input_us: Counters,
     infer_us: Counters,
     output_us: Counters,
+    batch_size: Batches,
 }
 
 /// One request's times, for the duration counters.
@@ -84,10 +92,21 @@ fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-impl Metrics {
-    /// A registry holding Triton's inference metrics.
-    pub fn new() -> Metrics {
-        let mut m = Metrics::default();
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut m = Metrics {
+            registry: Registry::default(),
+            success: Counters::default(),
+            failure: Counters::default(),
+            count: Counters::default(),
+            exec_count: Counters::default(),
+            request_us: Counters::default(),
+            queue_us: Counters::default(),
+            input_us: Counters::default(),
+            infer_us: Counters::default(),
+            output_us: Counters::default(),
+            batch_size: Batches::new_with_constructor(batch_buckets),
+        };
         let r = &mut m.registry;
         let reg = |r: &mut Registry, name: &str, help: &str, c: &Counters| {
             r.register(name, help, c.clone());
@@ -146,7 +165,20 @@ impl Metrics {
             "Cumulative inference compute output duration in microseconds",
             &m.output_us,
         );
+        // Not one of Triton's: the sizes of the batches the model ran (smelt's own name).
+        m.registry.register(
+            "smelt_batch_size",
+            "Batch size of each model execution",
+            m.batch_size.clone(),
+        );
         m
+    }
+}
+
+impl Metrics {
+    /// A registry holding Triton's inference metrics.
+    pub fn new() -> Metrics {
+        Metrics::default()
     }
 
     /// Makes a model's series appear (at zero) before its first request.
@@ -187,9 +219,10 @@ impl Metrics {
         self.request_us.get_or_create(l).add(us(request));
     }
 
-    /// Records one model execution (of a whole batch).
-    pub fn execution(&self, l: &Labels) {
+    /// Records one model execution (of a whole batch of `batch`).
+    pub fn execution(&self, l: &Labels, batch: usize) {
         self.exec_count.get_or_create(l).add(1);
+        self.batch_size.get_or_create(l).observe(batch as f64);
     }
 
     /// The metrics in Prometheus' text format.
@@ -213,7 +246,7 @@ mod tests {
             version: "1".into(),
         };
         m.register_model(&l);
-        m.execution(&l);
+        m.execution(&l, 3);
         let t = Times {
             queue: Duration::from_micros(7),
             ..Default::default()
@@ -238,5 +271,9 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("_total"), "{text}");
+        assert!(
+            text.contains("smelt_batch_size_bucket{le=\"4.0\",model=\"mlp\",version=\"1\"} 1\n"),
+            "{text}"
+        );
     }
 }

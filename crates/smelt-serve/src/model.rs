@@ -52,10 +52,19 @@ struct SessionExecutor {
     inputs: Vec<String>,
     metrics: Arc<Metrics>,
     labels: Labels,
+    /// Whether dim 0 is the batch (for the batch-size metric).
+    batching: bool,
 }
 
 impl Executor for SessionExecutor {
     fn run(&self, inputs: Vec<Tensor>, deadline: Option<Instant>) -> Result<Vec<Tensor>> {
+        let batch = match self.batching {
+            true => inputs
+                .first()
+                .and_then(|t| t.shape().first().copied())
+                .unwrap_or(1),
+            false => 1,
+        };
         let feed: HashMap<String, Value> = self
             .inputs
             .iter()
@@ -67,7 +76,7 @@ impl Executor for SessionExecutor {
             ..Default::default()
         };
         let outs = self.session.run_with(feed, &options)?;
-        self.metrics.execution(&self.labels);
+        self.metrics.execution(&self.labels, batch);
         outs.into_iter()
             .map(|(name, v)| match v {
                 Value::Tensor(t) => Ok(t),
@@ -175,6 +184,7 @@ impl ServedModel {
             inputs: inputs.iter().map(|s| s.name.clone()).collect(),
             metrics,
             labels: labels.clone(),
+            batching,
         };
         let policy = Policy {
             max_batch_size: config.max_batch_size,

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_server;
 pub mod check;
 pub mod explain;
 pub mod inspect;
