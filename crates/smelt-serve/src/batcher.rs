@@ -238,6 +238,19 @@ impl Shared {
         }
     }
 
+    /// Runs the model, a panic in it answered as an Internal error (the worker lives on,
+    /// so the model keeps serving).
+    fn exec(&self, inputs: Vec<Tensor>, deadline: Option<Instant>) -> Result<Vec<Tensor>> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.exec.run(inputs, deadline)
+        }))
+        .unwrap_or_else(|_| {
+            Err(ServeError::internal(
+                "the model panicked while running this request",
+            ))
+        })
+    }
+
     /// Runs one batch and answers its requests.
     fn run(&self, batch: Vec<Pending>) {
         let started = Instant::now();
@@ -247,8 +260,7 @@ impl Shared {
             .map(|p| p.deadline)
             .try_fold(started, |a, d| d.map(|d| a.max(d)));
         let result = if batch.len() == 1 {
-            self.exec
-                .run(batch[0].inputs.clone(), deadline)
+            self.exec(batch[0].inputs.clone(), deadline)
                 .map(|o| vec![o])
         } else {
             self.run_joined(&batch, deadline)
@@ -271,7 +283,7 @@ impl Shared {
             Err(e) if batch.len() > 1 && e.status == Status::InvalidArgument => {
                 for p in batch {
                     let t = Instant::now();
-                    let r = self.exec.run(p.inputs, p.deadline).map(|outputs| Reply {
+                    let r = self.exec(p.inputs, p.deadline).map(|outputs| Reply {
                         outputs,
                         queue: started.saturating_duration_since(p.enqueued),
                         compute: t.elapsed(),
@@ -292,13 +304,13 @@ impl Shared {
     /// one when an output has no batch dim).
     fn run_joined(&self, batch: &[Pending], deadline: Option<Instant>) -> Result<Vec<Vec<Tensor>>> {
         let inputs: Vec<&[Tensor]> = batch.iter().map(|p| p.inputs.as_slice()).collect();
-        let outputs = self.exec.run(batch::join(&inputs)?, deadline)?;
+        let outputs = self.exec(batch::join(&inputs)?, deadline)?;
         let sizes: Vec<usize> = batch.iter().map(|p| p.batch).collect();
         match batch::split(&outputs, &sizes)? {
             Some(parts) => Ok(parts),
             None => batch
                 .iter()
-                .map(|p| self.exec.run(p.inputs.clone(), deadline))
+                .map(|p| self.exec(p.inputs.clone(), deadline))
                 .collect(),
         }
     }

@@ -6,8 +6,9 @@ use crate::config::ModelConfig;
 use smelt_ir::{bail, err, Result};
 use std::path::{Path, PathBuf};
 
-/// The file names a version folder may hold, in order of preference.
-const MODEL_FILES: [&str; 2] = ["model.smelt", "model.onnx"];
+/// The file names a version folder may hold, in order of preference (a `.smelt` artifact
+/// loads through the runtime once it reads artifacts).
+const MODEL_FILES: [&str; 2] = ["model.onnx", "model.smelt"];
 
 /// A model to serve, before it is loaded.
 #[derive(Debug, Clone, PartialEq)]

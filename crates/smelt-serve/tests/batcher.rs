@@ -1,6 +1,7 @@
 //! The dynamic batcher with a stand-in model: batches form by shape and size, each request
 //! gets its own rows back, a full queue answers UNAVAILABLE at once, a request past its
-//! timeout is answered DEADLINE_EXCEEDED, and draining answers everything queued.
+//! timeout is answered DEADLINE_EXCEEDED, draining answers everything queued, and a panic
+//! in the model fails only its request.
 
 use smelt_ir::Tensor;
 use smelt_serve::batch::Policy;
@@ -32,6 +33,7 @@ impl Executor for Doubler {
         }
         drop(g);
         let x = &inputs[0];
+        assert!(x.as_f32().unwrap()[0] >= 0.0, "a negative first element");
         self.batches.lock().unwrap().push(x.shape()[0]);
         let v: Vec<f32> = x.as_f32().unwrap().iter().map(|v| v * 2.0).collect();
         Ok(vec![Tensor::from_f32(x.shape().to_vec(), v)?])
@@ -128,4 +130,25 @@ async fn draining_answers_every_queued_request_then_refuses() {
         b.submit(vec![rows(0.0, 1, 2)], None).unwrap_err().status,
         Status::Unavailable
     );
+}
+
+#[tokio::test]
+async fn a_panic_in_the_model_fails_its_request_and_the_worker_lives_on() {
+    let exec = Arc::new(Doubler::default());
+    exec.open();
+    let b = batcher(&exec, 0, 0, 4);
+    let e = b
+        .submit(vec![rows(-1.0, 1, 2)], None)
+        .unwrap()
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, Status::Internal, "{}", e.message);
+    let ok = b
+        .submit(vec![rows(1.0, 1, 2)], None)
+        .unwrap()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ok.outputs[0].as_f32().unwrap(), &[2.0, 4.0]);
 }
