@@ -1,6 +1,6 @@
 //! Load against a running server over the KServe v2 REST protocol with binary tensors (as
-//! tritonclient sends them): N closed-loop clients on keep-alive connections, each request
-//! timed from its first byte sent to its last byte read.
+//! tritonclient sends them): N clients on keep-alive connections, closed-loop or at Poisson
+//! arrivals, each request timed to its last byte read.
 
 use smelt_ir::{bail, err, DType, Data, Result, Tensor};
 use std::collections::BTreeMap;
@@ -146,24 +146,61 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// Runs `clients` closed-loop clients for `warmup` (not measured) then `duration`.
-pub fn closed_loop(
+/// Arrival times of a Poisson process at `qps` over `seconds`, from the start.
+pub fn poisson(qps: f64, seconds: f64, seed: u64) -> Vec<Duration> {
+    let mut rng = crate::rng::Rng::new(seed);
+    let (mut t, mut out) = (0.0, Vec::new());
+    loop {
+        t += rng.exponential(qps);
+        if t >= seconds {
+            return out;
+        }
+        out.push(Duration::from_secs_f64(t));
+    }
+}
+
+/// How requests are sent.
+pub enum Arrivals<'a> {
+    /// Each client sends its next request when the last is answered.
+    Closed,
+    /// Requests are due at these times from the start (Poisson: [`poisson`]); a request
+    /// is timed from when it was due, so a late send counts against the server.
+    Open(&'a [Duration]),
+}
+
+/// Runs `clients` clients (connections) for `warmup` (not measured) then `duration`.
+pub fn run(
     addr: SocketAddr,
     req: &InferRequest,
     clients: usize,
+    arrivals: Arrivals,
     warmup: Duration,
     duration: Duration,
 ) -> Outcome {
     let start = Instant::now();
     let (from, until) = (start + warmup, start + warmup + duration);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (next, arrivals) = (&next, &arrivals);
     let per_client: Vec<Outcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..clients.max(1))
             .map(|_| {
                 scope.spawn(move || {
                     let mut out = Outcome::default();
                     let mut conn = None;
-                    while Instant::now() < until {
-                        let t = Instant::now();
+                    loop {
+                        let due = match arrivals {
+                            Arrivals::Closed => Instant::now(),
+                            Arrivals::Open(times) => {
+                                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(&at) = times.get(k) else { break };
+                                let due = start + at;
+                                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                                due
+                            }
+                        };
+                        if due >= until {
+                            break;
+                        }
                         let c = match conn.take().map_or_else(|| connect(addr), Ok) {
                             Ok(c) => conn.insert(c),
                             Err(_) => {
@@ -174,11 +211,11 @@ pub fn closed_loop(
                         };
                         let r = exchange(c, &req.head);
                         let done = Instant::now();
-                        let measured = t >= from && done <= until;
+                        let measured = due >= from && done <= until;
                         match r {
                             Ok((200, _)) if measured => {
                                 out.ok += 1;
-                                out.latencies_ms.push((done - t).as_secs_f64() * 1e3);
+                                out.latencies_ms.push((done - due).as_secs_f64() * 1e3);
                             }
                             Ok((200, _)) => {}
                             Ok((code, _)) => {
@@ -252,5 +289,8 @@ mod tests {
             vec![("1.0".into(), 1.0)]
         );
         assert!(address("http://127.0.0.1:8000/").is_ok());
+        let p = poisson(100.0, 10.0, 1);
+        assert!((900..1100).contains(&p.len()), "{}", p.len());
+        assert!(p.windows(2).all(|w| w[0] <= w[1]));
     }
 }

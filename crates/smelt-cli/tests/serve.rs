@@ -28,10 +28,22 @@ fn status(port: u16, path: &str) -> Option<u16> {
     r.split(' ').nth(1)?.parse().ok()
 }
 
+/// Kills the server if the test fails before stopping it (it would outlive the test).
+struct Guard(Option<std::process::Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 #[test]
 fn serve_then_bench_against_it_then_sigterm() {
     let (http, grpc, metrics) = (free_port(), free_port(), free_port());
-    let mut server = Command::new(env!("CARGO_BIN_EXE_smelt"))
+    let server = Command::new(env!("CARGO_BIN_EXE_smelt"))
         .args([
             "serve",
             "--host",
@@ -51,9 +63,12 @@ fn serve_then_bench_against_it_then_sigterm() {
             "--max-queue-delay-us",
             "1000",
         ])
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("smelt serve starts");
+    let mut guard = Guard(None);
+    let server = guard.0.insert(server);
     let t = Instant::now();
     while status(http, "/v2/health/ready") != Some(200) {
         assert!(t.elapsed() < Duration::from_secs(60), "not ready in 60 s");
@@ -92,6 +107,36 @@ fn serve_then_bench_against_it_then_sigterm() {
     assert!(stdout.contains("errors by status {}"), "{stdout}");
     assert!(stdout.contains("p99"), "{stdout}");
     assert!(stdout.contains("mean batch"), "{stdout}");
+    // Poisson arrivals at 200 requests/s on 2 connections.
+    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args([
+            "bench",
+            MLP,
+            "--shape",
+            "x=1x16",
+            "--duration",
+            "1",
+            "--concurrency",
+            "2",
+        ])
+        .args([
+            "--server",
+            &format!("http://127.0.0.1:{http}"),
+            "--server-model",
+            "mlp",
+        ])
+        .args(["--qps", "200"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("errors by status {}"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Poisson at 200"));
+    let mut server = guard.0.take().unwrap();
     let term = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()

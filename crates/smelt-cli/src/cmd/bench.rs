@@ -98,7 +98,8 @@ pub struct Args {
     /// With --server: the server's metrics address (http://HOST:PORT), for the batches it formed.
     #[arg(long, requires = "server")]
     metrics_url: Option<String>,
-    /// With --server: concurrent closed-loop clients.
+    /// With --server: concurrent clients (connections); closed loops, or with --qps the
+    /// connections that Poisson arrivals are sent on.
     #[arg(long, default_value_t = 1, requires = "server")]
     concurrency: usize,
     #[command(flatten)]
@@ -144,6 +145,8 @@ pub fn main(a: Args) -> Result<ExitCode> {
             model: a.server_model.as_deref().unwrap_or(&stem),
             clients: a.concurrency,
             seconds: a.duration.unwrap_or(10.0),
+            qps: a.qps,
+            seed: a.seed,
         };
         let json = super::bench_server::run(&load, &session, &inputs)?;
         if let Some(path) = &a.json {
@@ -261,10 +264,10 @@ fn check_args(a: &Args) -> Result<()> {
                 bail!(InvalidInput, "--qps must be positive");
             }
         }
-    } else if a.qps.is_some() || a.find_max_qps {
+    } else if (a.qps.is_some() && a.server.is_none()) || a.find_max_qps {
         bail!(
             InvalidInput,
-            "--qps and --find-max-qps apply to --scenario server"
+            "--qps and --find-max-qps apply to --scenario server (--qps also to --server)"
         );
     }
     if let Some(b) = a.latency_bound_ms {

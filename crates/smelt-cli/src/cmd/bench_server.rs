@@ -1,6 +1,7 @@
 //! `smelt bench MODEL --server URL`: load through the real protocol against a running
-//! `smelt serve` (or any KServe v2 server): closed-loop clients, throughput, latency
-//! percentiles, errors, and the batches the server formed (from its metrics).
+//! `smelt serve` (or any KServe v2 server): closed-loop clients or Poisson arrivals (--qps),
+//! throughput, latency percentiles, errors, and the batches the server formed (from its
+//! metrics).
 
 use smelt_bench::remote::{self, InferRequest};
 use smelt_bench::stats::Summary;
@@ -22,6 +23,10 @@ pub struct ServerLoad<'a> {
     pub clients: usize,
     /// Seconds measured (after a 2 s warm-up).
     pub seconds: f64,
+    /// Poisson arrivals at this rate (requests per second) instead of closed loops.
+    pub qps: Option<f64>,
+    /// Seed of the arrivals.
+    pub seed: u64,
 }
 
 fn scrape(addr: Option<SocketAddr>) -> Option<String> {
@@ -47,20 +52,30 @@ pub fn run(
         .unwrap_or(1);
     let req = InferRequest::new(addr, l.model, &named)?;
     let before = scrape(metrics);
+    if l.qps.is_some_and(|q| !(q.is_finite() && q > 0.0))
+        || !(l.seconds.is_finite() && l.seconds > 0.0)
+    {
+        smelt_ir::bail!(InvalidInput, "--qps and --duration must be positive");
+    }
+    let (warmup, window) = (Duration::from_secs(2), Duration::from_secs_f64(l.seconds));
+    let times = l
+        .qps
+        .map(|q| remote::poisson(q, (warmup + window).as_secs_f64(), l.seed));
+    let arrivals = match &times {
+        Some(t) => remote::Arrivals::Open(t),
+        None => remote::Arrivals::Closed,
+    };
+    let how = l.qps.map_or("closed loops".to_string(), |q| {
+        format!("Poisson at {q} requests/s")
+    });
     errln!(
-        "{} clients against {} (model '{}') for 2 s warm-up + {} s",
+        "{} clients ({how}) against {} (model '{}') for 2 s warm-up + {} s",
         l.clients,
         l.url,
         l.model,
         l.seconds
     );
-    let out = remote::closed_loop(
-        addr,
-        &req,
-        l.clients,
-        Duration::from_secs(2),
-        Duration::from_secs_f64(l.seconds),
-    );
+    let out = remote::run(addr, &req, l.clients, arrivals, warmup, window);
     let after = scrape(metrics);
     let s = Summary::of(&out.latencies_ms).ok_or_else(|| {
         err!(
@@ -88,7 +103,7 @@ pub fn run(
         s.max
     );
     let mut json = serde_json::json!({
-        "server": l.url, "model": l.model, "clients": l.clients, "seconds": out.seconds,
+        "server": l.url, "model": l.model, "clients": l.clients, "seconds": out.seconds, "offered_qps": l.qps,
         "ok": out.ok, "errors": out.errors, "requests_per_s": rps, "inferences_per_s": rps * batch as f64,
         "latency_ms": {"p50": s.p50, "p90": s.p90, "p99": s.p99, "mean": s.mean, "max": s.max},
     });
