@@ -40,6 +40,29 @@ impl Drop for Guard {
     }
 }
 
+/// `smelt bench --server` for 1 s against the example model; stdout and stderr. Every
+/// request must have been answered 200.
+fn bench(http: u16, extra: &[&str]) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args(["bench", MLP, "--shape", "x=1x16", "--duration", "1"])
+        .args([
+            "--server",
+            &format!("http://127.0.0.1:{http}"),
+            "--server-model",
+            "mlp",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("errors by status {}"), "{stdout}");
+    (stdout, stderr)
+}
+
 #[test]
 fn serve_then_bench_against_it_then_sigterm() {
     let (http, grpc, metrics) = (free_port(), free_port(), free_port());
@@ -78,64 +101,13 @@ fn serve_then_bench_against_it_then_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
-        .args([
-            "bench",
-            MLP,
-            "--shape",
-            "x=1x16",
-            "--duration",
-            "1",
-            "--concurrency",
-            "4",
-        ])
-        .args([
-            "--server",
-            &format!("http://127.0.0.1:{http}"),
-            "--server-model",
-            "mlp",
-        ])
-        .args(["--metrics-url", &format!("http://127.0.0.1:{metrics}")])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("errors by status {}"), "{stdout}");
+    let metrics_url = format!("http://127.0.0.1:{metrics}");
+    let (stdout, _) = bench(http, &["--concurrency", "4", "--metrics-url", &metrics_url]);
     assert!(stdout.contains("p99"), "{stdout}");
     assert!(stdout.contains("mean batch"), "{stdout}");
     // Poisson arrivals at 200 requests/s on 2 connections.
-    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
-        .args([
-            "bench",
-            MLP,
-            "--shape",
-            "x=1x16",
-            "--duration",
-            "1",
-            "--concurrency",
-            "2",
-        ])
-        .args([
-            "--server",
-            &format!("http://127.0.0.1:{http}"),
-            "--server-model",
-            "mlp",
-        ])
-        .args(["--qps", "200"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("errors by status {}"), "{stdout}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Poisson at 200"));
+    let (_, stderr) = bench(http, &["--concurrency", "2", "--qps", "200"]);
+    assert!(stderr.contains("Poisson at 200"), "{stderr}");
     let mut server = guard.0.take().unwrap();
     let term = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
