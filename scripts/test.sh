@@ -5,6 +5,7 @@
 #   scripts/test.sh              # everything
 #   SMELT_SKIP_LINT=1 scripts/test.sh   # skip fmt/clippy
 #   SMELT_SKIP_PYTHON=1 scripts/test.sh # skip the Python package (scripts/test-python.sh)
+#   SMELT_SKIP_SERVE=1 scripts/test.sh  # skip smelt serve against tritonclient (scripts/test-serve.sh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -91,6 +92,15 @@ target/release/smelt-mutants --smelt "$SMELT" --models "$DATA/node" --count 2000
 if [[ -z "${SMELT_SKIP_FUZZ:-}" ]]; then
   step "fuzz smoke"
   scripts/fuzz.sh smoke || status=1
+fi
+
+# smelt serve against the real tritonclient, HTTP and gRPC (a venv of its own, ~30 s cold).
+if [[ -z "${SMELT_SKIP_SERVE:-}" ]]; then
+  step "serve (tritonclient)"
+  if ! SMELT="$SMELT" scripts/test-serve.sh; then
+    echo "serve: the tritonclient tests failed" >&2
+    status=1
+  fi
 fi
 
 # The Python package: wheel (maturin), onnxruntime-compatibility and torch.compile tests.

@@ -8,6 +8,7 @@ pub mod env;
 pub mod gemm;
 pub mod indices;
 pub mod progress;
+pub mod remote;
 pub mod report;
 pub mod rng;
 pub mod roofline;

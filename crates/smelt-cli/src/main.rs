@@ -1,4 +1,4 @@
-//! The `smelt` command line: run, inspect, check, conformance-test and benchmark ONNX models.
+//! The `smelt` command line: run, inspect, check, conformance-test, benchmark and serve ONNX models.
 
 #[macro_use]
 mod out;
@@ -48,11 +48,13 @@ enum Command {
     /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
-    Bench(cmd::bench::Args),
+    Bench(Box<cmd::bench::Args>),
     /// Compile a model ahead of time into an artifact (.smelt) for fixed shapes and a CPU.
     Compile(cmd::compile::Args),
     /// Check an artifact's checksums and plan, and show what it was compiled for.
     Verify(cmd::verify::Args),
+    /// Serve models over HTTP and gRPC (KServe v2 / Triton protocol) with dynamic batching.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,9 +65,10 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::main(a),
         Command::Explain(a) => cmd::explain::main(a),
         Command::Conformance(a) => conformance::main(a),
-        Command::Bench(a) => cmd::bench::main(a),
+        Command::Bench(a) => cmd::bench::main(*a),
         Command::Compile(a) => cmd::compile::main(a),
         Command::Verify(a) => cmd::verify::main(a),
+        Command::Serve(a) => cmd::serve::main(a),
     };
     match result {
         // Output lost for another reason than a closed pipe (a full disk) is an I/O failure.

@@ -227,14 +227,27 @@ impl Session {
         c.last.as_ref().and_then(|k| c.plans.get(k).cloned())
     }
 
-    /// Every compilation so far, in order, with its reason.
+    /// The most recent compilations (the last 256), in order, with their reasons.
     pub fn compilations(&self) -> Vec<Recompile> {
-        self.cache.lock().map(|c| c.log.clone()).unwrap_or_default()
+        self.cache
+            .lock()
+            .map(|c| c.log.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// How many plans have been compiled.
     pub fn compile_count(&self) -> usize {
-        self.cache.lock().map(|c| c.log.len()).unwrap_or(0)
+        self.cache.lock().map(|c| c.compiled).unwrap_or(0)
+    }
+
+    /// Drops the arenas that no run holds now from every cached plan (see
+    /// [`Plan::release_idle_arenas`]); returns the bytes given back.
+    pub fn release_idle_arenas(&self) -> usize {
+        let plans: Vec<Arc<Plan>> = match self.cache.lock() {
+            Ok(c) => c.plans.values().cloned().collect(),
+            Err(_) => return 0,
+        };
+        plans.iter().map(|p| p.release_idle_arenas()).sum()
     }
 
     /// The inputs, in order.
@@ -387,26 +400,53 @@ impl Session {
         Ok(self.name_outputs(outs))
     }
 
+    /// The plan for a key. A miss compiles outside the cache's lock, so runs at cached
+    /// shapes go on meanwhile; a run at a key already being compiled waits for that
+    /// compilation instead of starting another.
     fn plan_for_key(&self, key: ShapeKey) -> Result<Arc<Plan>> {
-        let mut c = self
-            .cache
-            .lock()
-            .map_err(|_| smelt_ir::err!(Internal, "a compilation panicked in another thread"))?;
-        if let Some(p) = c.get(&key) {
-            return Ok(p);
-        }
-        if let Some(fixed) = &self.fixed {
-            return Err(artifact_miss(&key, &fixed.shapes));
-        }
-        let reason = c.miss_reason(&key);
+        let (pending, reason) = {
+            let mut c = self.lock_cache()?;
+            if let Some(p) = c.get(&key) {
+                return Ok(p);
+            }
+            if let Some(fixed) = &self.fixed {
+                return Err(artifact_miss(&key, &fixed.shapes));
+            }
+            if let Some(p) = c.compiling.get(&key) {
+                let p = p.clone();
+                drop(c);
+                return p.wait();
+            }
+            let p = Arc::new(cache::Pending::default());
+            c.compiling.insert(key.clone(), p.clone());
+            (p, c.miss_reason(&key))
+        };
+        // Whatever happens below (an error or a panic), the waiters get an answer and the
+        // key leaves the set of compilations under way.
+        let mut guard = CompileGuard {
+            session: self,
+            key: &key,
+            pending: &pending,
+            result: None,
+        };
         // Constant folding allocates within the session's limits (or the run's, when a
         // run compiles).
         let control = RunControl::current()
             .unwrap_or_else(|| Arc::new(RunControl::new(self.options.limits.clone(), None, None)));
         let _entered = control.enter();
-        let plan = Arc::new(compile::compile(&self.model.graph, &key, &self.options)?);
-        c.insert(key, plan.clone(), reason, self.options.max_plans);
-        Ok(plan)
+        let result = compile::compile(&self.model.graph, &key, &self.options).map(Arc::new);
+        if let Ok(plan) = &result {
+            self.lock_cache()?
+                .insert(key.clone(), plan.clone(), reason, self.options.max_plans);
+        }
+        guard.result = Some(result.clone());
+        result
+    }
+
+    fn lock_cache(&self) -> Result<std::sync::MutexGuard<'_, PlanCache>> {
+        self.cache
+            .lock()
+            .map_err(|_| smelt_ir::err!(Internal, "a compilation panicked in another thread"))
     }
 
     /// The cache key of a run (checked inputs): the shape of every tensor input (given or
@@ -506,5 +546,34 @@ fn artifact_miss(key: &ShapeKey, fixed: &ShapeKey) -> smelt_ir::Error {
             InvalidInput,
             "the artifact was compiled for other input shapes"
         ),
+    }
+}
+
+/// Ends a compilation on every path: removes its key from the compilations under way and
+/// hands the waiters its result (an Internal error when the compiler panicked).
+struct CompileGuard<'a> {
+    session: &'a Session,
+    key: &'a ShapeKey,
+    pending: &'a cache::Pending,
+    result: Option<Result<Arc<Plan>>>,
+}
+
+impl Drop for CompileGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.session.cache.lock() {
+            c.compiling.remove(self.key);
+        }
+        let r = self.result.take().unwrap_or_else(|| {
+            Err(smelt_ir::err!(
+                Internal,
+                "the compilation for {} panicked",
+                self.key
+                    .iter()
+                    .map(|(n, d)| format!("{n}={}", format_dims(d)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ))
+        });
+        self.pending.finish(r);
     }
 }

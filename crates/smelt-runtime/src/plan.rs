@@ -147,6 +147,22 @@ impl Plan {
         }
     }
 
+    /// Drops the pooled arenas that no run holds now (runs under way keep theirs and return
+    /// them when done); returns how many bytes that gave back. A server calls it when a
+    /// model goes idle, so a burst of concurrent runs leaves no arenas behind.
+    pub fn release_idle_arenas(&self) -> usize {
+        let idle = match self.arenas.lock() {
+            Ok(mut pool) => std::mem::take(&mut *pool),
+            Err(_) => return 0,
+        };
+        idle.iter().map(Arena::len).sum()
+    }
+
+    /// How many arenas are pooled (not held by a run) now.
+    pub fn idle_arenas(&self) -> usize {
+        self.arenas.lock().map(|a| a.len()).unwrap_or(0)
+    }
+
     /// Seconds the compilation took.
     pub fn compile_seconds(&self) -> f64 {
         self.compile_seconds

@@ -41,6 +41,18 @@ fn session(level: u8) -> Session {
     .expect("compile")
 }
 
+/// A session keeping at most `max_plans` plans.
+fn small_cache(max_plans: usize) -> Session {
+    Session::from_model_with(
+        model(),
+        &SessionOptions {
+            max_plans,
+            ..Default::default()
+        },
+    )
+    .expect("session")
+}
+
 fn input(batch: usize, seed: u64) -> HashMap<String, Value> {
     let mut s = seed;
     let data: Vec<f32> = (0..batch * 4)
@@ -111,14 +123,7 @@ fn every_shape_is_correct_and_seen_shapes_do_not_recompile() {
 
 #[test]
 fn the_cache_keeps_at_most_max_plans() {
-    let s = Session::from_model_with(
-        model(),
-        &SessionOptions {
-            max_plans: 2,
-            ..Default::default()
-        },
-    )
-    .expect("session");
+    let s = small_cache(2);
     let reference = session(0);
     for batch in [1, 2, 3, 1] {
         close(&outputs(&s, batch, 7), &outputs(&reference, batch, 7));
@@ -185,4 +190,50 @@ fn a_wrong_shape_for_a_static_input_names_the_input() {
     .expect("an error");
     assert!(err.to_string().contains("input 'x'"), "{err}");
     assert_eq!(err.kind(), smelt_ir::ErrorKind::InvalidInput, "{err}");
+}
+
+#[test]
+fn runs_at_one_new_shape_compile_it_once() {
+    let s = session(1);
+    let want = outputs(&session(0), 6, 3);
+    let start = std::sync::Barrier::new(4);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                start.wait();
+                close(&outputs(&s, 6, 3), &want);
+            });
+        }
+    });
+    assert_eq!(s.compile_count(), 1, "{:?}", s.compilations());
+}
+
+#[test]
+fn idle_arenas_are_given_back() {
+    let s = session(1);
+    let want = outputs(&session(0), 3, 2);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| close(&outputs(&s, 3, 2), &want));
+        }
+    });
+    let plan = s.last_plan().expect("plan");
+    assert!(plan.idle_arenas() >= 1);
+    assert!(s.release_idle_arenas() > 0);
+    assert_eq!(plan.idle_arenas(), 0);
+    // The plan still runs, with a fresh arena.
+    close(&outputs(&s, 3, 2), &want);
+    assert_eq!(plan.idle_arenas(), 1);
+}
+
+#[test]
+fn the_compile_log_is_bounded() {
+    let s = small_cache(2);
+    for batch in 1..=300 {
+        s.run(input(batch, 1)).expect("run");
+    }
+    assert_eq!(s.compile_count(), 300);
+    let log = s.compilations();
+    assert_eq!(log.len(), 256);
+    assert!(log[255].reason.contains("[300,4]"), "{}", log[255].reason);
 }

@@ -88,6 +88,20 @@ pub struct Args {
     /// With --gemm: fuse `act(C + bias)` into the product (none, relu, gelu, silu...).
     #[arg(long, value_name = "ACT", requires = "gemm")]
     gemm_epilogue: Option<String>,
+    /// Load a running server instead (KServe v2 REST, binary tensors), as http://HOST:PORT;
+    /// MODEL and the shapes make the inputs. Measures --duration seconds after 2 s of warm-up.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// With --server: the model's name on the server (default: the model file's stem).
+    #[arg(long, requires = "server")]
+    server_model: Option<String>,
+    /// With --server: the server's metrics address (http://HOST:PORT), for the batches it formed.
+    #[arg(long, requires = "server")]
+    metrics_url: Option<String>,
+    /// With --server: concurrent clients (connections); closed loops, or with --qps the
+    /// connections that Poisson arrivals are sent on.
+    #[arg(long, default_value_t = 1, requires = "server")]
+    concurrency: usize,
     #[command(flatten)]
     compile: super::run::CompileArgs,
 }
@@ -120,6 +134,29 @@ pub fn main(a: Args) -> Result<ExitCode> {
     );
 
     let (inputs, described) = make_inputs(&session, &a, a.batch.unwrap_or(1))?;
+    if let Some(url) = &a.server {
+        let stem = model
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let load = super::bench_server::ServerLoad {
+            url,
+            metrics_url: a.metrics_url.as_deref(),
+            model: a.server_model.as_deref().unwrap_or(&stem),
+            clients: a.concurrency,
+            seconds: a.duration.unwrap_or(10.0),
+            qps: a.qps,
+            seed: a.seed,
+        };
+        let json = super::bench_server::run(&load, &session, &inputs)?;
+        if let Some(path) = &a.json {
+            write(
+                path,
+                &serde_json::to_string_pretty(&json).unwrap_or_default(),
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let batch = a
         .batch
         .unwrap_or_else(|| samples_per_run(&session, &inputs));
@@ -227,10 +264,10 @@ fn check_args(a: &Args) -> Result<()> {
                 bail!(InvalidInput, "--qps must be positive");
             }
         }
-    } else if a.qps.is_some() || a.find_max_qps {
+    } else if (a.qps.is_some() && a.server.is_none()) || a.find_max_qps {
         bail!(
             InvalidInput,
-            "--qps and --find-max-qps apply to --scenario server"
+            "--qps and --find-max-qps apply to --scenario server (--qps also to --server)"
         );
     }
     if let Some(b) = a.latency_bound_ms {

@@ -1,10 +1,12 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_server;
 pub mod check;
 pub mod compile;
 pub mod explain;
 pub mod inspect;
 pub mod profile_table;
 pub mod run;
+pub mod serve;
 pub mod verify;

@@ -48,7 +48,7 @@ impl Heads {
                     smelt_ir::err!(InvalidModel, "3-D {what} needs the num_heads attributes")
                 })?;
                 ensure!(
-                    h > 0 && (h as u64) <= sh[2].max(1) as u64 && sh[2] % h as usize == 0,
+                    h > 0 && (h as u64) <= sh[2].max(1) as u64 && sh[2].is_multiple_of(h as usize),
                     InvalidModel,
                     "{what} hidden size {} is not divisible by {h} heads",
                     sh[2]
