@@ -161,7 +161,12 @@ mod tests {
         assert!(decode("s", DType::Str, vec![3], &b).is_err());
         assert!(decode("s", DType::Str, vec![1_000_000_000], &b).is_err());
         assert!(decode("s", DType::Str, vec![2], &b[..7]).is_err());
-        let h = Tensor::new(DType::F16, vec![1], Data::F16(vec![f16::from_f32(0.5)].into())).unwrap();
+        let h = Tensor::new(
+            DType::F16,
+            vec![1],
+            Data::F16(vec![f16::from_f32(0.5)].into()),
+        )
+        .unwrap();
         assert_eq!(
             decode("h", DType::F16, vec![1], &encode(&h).unwrap()).unwrap(),
             h
