@@ -152,26 +152,26 @@ fn cases() -> Vec<Case> {
     vec![
         Case {
             name: "1-D conv, stride 2, pads, + bias + relu",
-            shape: vec![2, 6, 45],
+            shape: vec![2, 24, 450],
             fixed: &[],
-            consts: vec![vec![16, 6, 5], vec![16]],
+            consts: vec![vec![64, 24, 5], vec![64]],
             body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"NotSet\",\"dilations\":[1],\"group\":1,\"kernel_shape\":[5],\"pads\":[2,1],\"strides\":[2]} (%x, %c0, %c1)\n  %11 \"r\" = elementwise.Relu (%10)\n  output %11\n",
             kernel: "conv.",
         },
         Case {
             name: "1-D conv, dilated, grouped",
-            shape: vec![1, 8, 70],
+            shape: vec![1, 32, 1000],
             fixed: &[],
-            consts: vec![vec![12, 2, 3]],
+            consts: vec![vec![128, 8, 3]],
             body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"NotSet\",\"dilations\":[3],\"group\":4,\"kernel_shape\":[3],\"pads\":[0,0],\"strides\":[1]} (%x, %c0)\n  output %10\n",
             kernel: "conv.",
         },
         Case {
             name: "1-D conv, depthwise, same-upper",
-            shape: vec![1, 8, 33],
+            shape: vec![2, 256, 1031],
             fixed: &[],
-            consts: vec![vec![8, 1, 4]],
-            body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"SameUpper\",\"dilations\":[],\"group\":8,\"kernel_shape\":[4],\"pads\":[],\"strides\":[1]} (%x, %c0)\n  output %10\n",
+            consts: vec![vec![256, 1, 4]],
+            body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"SameUpper\",\"dilations\":[],\"group\":256,\"kernel_shape\":[4],\"pads\":[],\"strides\":[1]} (%x, %c0)\n  output %10\n",
             kernel: "conv.depthwise",
         },
         Case {
