@@ -44,17 +44,18 @@ pub(crate) struct Layout {
 fn flat_step(r: &TensorRef, dims: &[(usize, usize)]) -> Option<isize> {
     let mut unit: Option<isize> = None;
     let mut inner = 1isize;
+    // Checked: an empty window's other dims may multiply past any integer (no step then).
     for &(d, n) in dims.iter().rev() {
         if n > 1 {
             let s = r.strides[d];
             match unit {
-                None if s % inner == 0 => unit = Some(s / inner),
+                None if s.checked_rem(inner)? == 0 => unit = Some(s / inner),
                 None => return None,
-                Some(u) if s != u * inner => return None,
+                Some(u) if Some(s) != u.checked_mul(inner) => return None,
                 Some(_) => {}
             }
         }
-        inner *= n as isize;
+        inner = inner.checked_mul(isize::try_from(n).ok()?)?;
     }
     Some(unit.unwrap_or(0))
 }
