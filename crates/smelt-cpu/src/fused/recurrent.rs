@@ -187,6 +187,13 @@ impl LstmPlan {
                 &packed_now
             }
         };
+        // The kernel's scratch, the input projections of every step (seq x batch x 4h), is
+        // no plan buffer: it must fit the limits like one.
+        let scratch = [l.seq, batch, 4, h]
+            .iter()
+            .try_fold(4u64, |a, &d| a.checked_mul(d as u64))
+            .unwrap_or(u64::MAX);
+        smelt_ir::limits::check_alloc(scratch, &|| "LSTM input projections".into())?;
         let want_y = matches!(s.outputs.first(), Some(Some(_)));
         let mut y = vec![0f32; if want_y { l.seq * dirs * batch * h } else { 0 }];
         for d in 0..dirs {
