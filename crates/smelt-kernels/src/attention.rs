@@ -35,8 +35,50 @@ pub struct Head {
 unsafe impl Send for Head {}
 unsafe impl Sync for Head {}
 
+/// The operands of the work a thread likely does next (another head, usually), prefetched
+/// into L2 a share at a time while this head computes: its Q rows `rows` and all of K and V.
+#[derive(Clone)]
+pub struct Next<'a> {
+    /// The head.
+    pub head: &'a Head,
+    /// Its query rows.
+    pub rows: std::ops::Range<usize>,
+}
+
+impl Next<'_> {
+    /// Prefetches share `part` of `parts` of the operands' rows (only unit-step rows).
+    fn prefetch(&self, part: usize, parts: usize) {
+        let h = self.head;
+        let (nq, nk) = (self.rows.len(), h.sk);
+        let units = nq + 2 * nk;
+        let (lo, hi) = (
+            part * units / parts,
+            ((part + 1) * units / parts).min(units),
+        );
+        for u in lo..hi {
+            let (m, row, width) = if u < nq {
+                (h.q, self.rows.start + u, h.d)
+            } else if u < nq + nk {
+                (h.k, u - nq, h.d)
+            } else {
+                (h.v, u - nq - nk, h.dv)
+            };
+            if m.cs != 1 || width == 0 {
+                continue;
+            }
+            let p = m.ptr.wrapping_offset(row as isize * m.rs);
+            let mut j = 0;
+            while j < width {
+                crate::simd::prefetch_l2(p.wrapping_add(j));
+                j += 16;
+            }
+            crate::simd::prefetch_l2(p.wrapping_add(width - 1));
+        }
+    }
+}
+
 /// Attention of query rows `rows` of one head; O tiles go to `sink` as batch `batch` with
-/// row indices relative to the head.
+/// row indices relative to the head. `next`, when given, is prefetched meanwhile.
 ///
 /// # Safety
 /// Every element of `h`'s operands must be readable.
@@ -46,6 +88,7 @@ pub unsafe fn attention(
     rows: std::ops::Range<usize>,
     batch: usize,
     sink: &dyn TileSink,
+    next: Option<Next>,
 ) {
     let micro = kern.micro;
     let (mr, nr) = (micro.mr, micro.nr);
@@ -89,24 +132,26 @@ pub unsafe fn attention(
         // 1 / the softmax sum of each row of the panel, applied to its O rows.
         let mut inv = [0f32; 8];
         let mut i0 = rows.start;
+        let panels = rows.len().div_ceil(mr);
         while i0 < rows.end {
+            if let Some(n) = &next {
+                n.prefetch((i0 - rows.start) / mr, panels);
+            }
             let r = mr.min(rows.end - i0);
             let ker = micro.for_rows(r);
             for j in 0..kp {
-                // Q's rows are read in place (the micro-kernel takes A's row and k steps).
+                // Q's rows are read in place (the micro-kernel takes A's row and k steps);
+                // the scores go straight into the panel's rows.
                 ker(
                     d,
                     h.q.ptr.offset(i0 as isize * h.q.rs),
                     h.q.rs,
                     h.q.cs,
                     kt.as_ptr().add(j * d * nr),
-                    tile.as_mut_ptr(),
+                    s.as_mut_ptr().add(j * nr),
+                    skpad,
                     false,
                 );
-                for rr in 0..r {
-                    s[rr * skpad + j * nr..rr * skpad + (j + 1) * nr]
-                        .copy_from_slice(&tile[rr * nr..(rr + 1) * nr]);
-                }
             }
             for rr in 0..r {
                 let row = &mut s[rr * skpad..rr * skpad + sk];
@@ -135,6 +180,7 @@ pub unsafe fn attention(
                     1,
                     vpan.as_ptr().add(j * sk * nr),
                     tile.as_mut_ptr(),
+                    nr,
                     false,
                 );
                 for (rr, t) in tile[..r * nr].chunks_exact_mut(nr).enumerate() {
@@ -195,8 +241,12 @@ mod tests {
             // In two pieces, as tasks would split it.
             let mid = sq / 2;
             unsafe {
-                attention(kern, &h, 0..mid, 0, &sink);
-                attention(kern, &h, mid..sq, 0, &sink);
+                let next = Next {
+                    head: &h,
+                    rows: mid..sq,
+                };
+                attention(kern, &h, 0..mid, 0, &sink, Some(next));
+                attention(kern, &h, mid..sq, 0, &sink, None);
             }
             for i in 0..sq {
                 let s: Vec<f64> = (0..sk)

@@ -514,6 +514,26 @@ unsafe fn eval_body<V: Vf>(
     }
 }
 
+/// `sum f(x[j..j + LANES])` over the `full` (a multiple of `LANES`) elements at `p`, in four
+/// interleaved accumulators, reduced in a fixed order.
+#[inline(always)]
+unsafe fn sum4<V: Vf>(p: *const f32, full: usize, f: impl Fn(V) -> V) -> f32 {
+    let z = V::splat(0.0);
+    let mut acc = [z; 4];
+    let mut j = 0;
+    while j + 4 * V::LANES <= full {
+        for (a, acc) in acc.iter_mut().enumerate() {
+            *acc = acc.add(f(V::load(p.add(j + a * V::LANES))));
+        }
+        j += 4 * V::LANES;
+    }
+    while j < full {
+        acc[0] = acc[0].add(f(V::load(p.add(j))));
+        j += V::LANES;
+    }
+    acc[0].add(acc[1]).add(acc[2].add(acc[3])).hsum()
+}
+
 /// Horizontal sum of a vector's lanes, in f64.
 #[inline(always)]
 unsafe fn hsum<V: Vf>(v: V) -> f64 {
@@ -583,31 +603,18 @@ unsafe fn layer_norm_body<V: Vf>(x: &[f32], g: &[f32], b: &[f32], eps: f32, out:
     }
     let px = x.as_ptr();
     let full = n - n % V::LANES;
-    let mut acc = V::splat(0.0);
-    let mut j = 0;
-    while j < full {
-        acc = acc.add(V::load(px.add(j)));
-        j += V::LANES;
-    }
-    let mut sum = hsum(acc);
-    for &v in &x[full..n] {
-        sum += v as f64;
-    }
-    let mean = (sum / n as f64) as f32;
+    // Four independent sums, so the adds overlap instead of waiting on each other.
+    let sum = sum4::<V>(px, full, |v| v) + x[full..n].iter().sum::<f32>();
+    let mean = sum / n as f32;
     let m = V::splat(mean);
-    let mut acc = V::splat(0.0);
-    let mut j = 0;
-    while j < full {
-        let d = V::load(px.add(j)).sub(m);
-        acc = d.fma(d, acc);
-        j += V::LANES;
-    }
-    let mut ss = hsum(acc);
-    for &v in &x[full..n] {
-        let d = (v - mean) as f64;
-        ss += d * d;
-    }
-    let var = (ss / n as f64) as f32;
+    let ss = sum4::<V>(px, full, |v| {
+        let d = v.sub(m);
+        d.mul(d)
+    }) + x[full..n]
+        .iter()
+        .map(|&v| (v - mean) * (v - mean))
+        .sum::<f32>();
+    let var = ss / n as f32;
     let inv = V::splat(1.0 / (var + eps).sqrt());
     let (has_g, has_b) = (g.len() >= n, b.len() >= n);
     let po = out.as_mut_ptr();
@@ -740,27 +747,34 @@ unsafe fn softmax_exp_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) -> 
         }
         j += w;
     }
-    let mut b = [0f32; 16];
-    mx.store(b.as_mut_ptr());
     let full = n - n % V::LANES;
-    let top = b[..V::LANES]
+    let top = row[full..]
         .iter()
-        .chain(&row[full..])
-        .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+        .fold(mx.hmax(), |a, &x| if x > a { x } else { a });
     if top == f32::NEG_INFINITY {
         row.fill(0.0);
         return 0.0;
     }
     let t = V::splat(top);
-    let mut sum = V::splat(0.0);
+    // Two sums, so consecutive vectors' exponentials overlap.
+    let (mut s0, mut s1) = (V::splat(0.0), V::splat(0.0));
     let mut j = 0;
-    while j + V::LANES <= n {
+    while j + 2 * V::LANES <= n {
+        let e0 = vmath::exp_nonpos(V::load(pr.add(j)).sub(t));
+        let e1 = vmath::exp_nonpos(V::load(pr.add(j + V::LANES)).sub(t));
+        e0.store(pr.add(j));
+        e1.store(pr.add(j + V::LANES));
+        s0 = s0.add(e0);
+        s1 = s1.add(e1);
+        j += 2 * V::LANES;
+    }
+    if j + V::LANES <= n {
         let e = vmath::exp_nonpos(V::load(pr.add(j)).sub(t));
         e.store(pr.add(j));
-        sum = sum.add(e);
+        s0 = s0.add(e);
         j += V::LANES;
     }
-    let mut total = hsum(sum) as f32;
+    let mut total = s0.add(s1).hsum();
     if j < n {
         let e = vmath::exp_nonpos(V::load_part(pr.add(j), n - j).sub(t));
         e.store_part(pr.add(j), n - j);

@@ -83,6 +83,10 @@ pub trait Vf: Copy {
     unsafe fn isra23(a: Self::I) -> Self::I;
     /// Lanes converted to f32.
     unsafe fn itof(a: Self::I) -> Self;
+    /// The sum of the lanes, in a fixed order (a tree over halves).
+    unsafe fn hsum(self) -> f32;
+    /// The largest lane (lanes must not be NaN).
+    unsafe fn hmax(self) -> f32;
 }
 
 impl Vf for f32 {
@@ -220,6 +224,14 @@ impl Vf for f32 {
     unsafe fn itof(a: i32) -> Self {
         a as f32
     }
+    #[inline(always)]
+    unsafe fn hsum(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    unsafe fn hmax(self) -> f32 {
+        self
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -234,6 +246,20 @@ pub fn prefetch_read(p: *const f32) {
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         _mm_prefetch::<_MM_HINT_T0>(p as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks for the cache line holding `p` to be brought into L2 (see [`prefetch_read`]): data
+/// needed soon, but after what L1 holds now.
+#[inline(always)]
+pub fn prefetch_l2(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        _mm_prefetch::<_MM_HINT_T1>(p as *const i8)
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
@@ -399,6 +425,24 @@ mod x86 {
         unsafe fn itof(a: __m256i) -> Self {
             Y8(_mm256_cvtepi32_ps(a))
         }
+        #[inline(always)]
+        unsafe fn hsum(self) -> f32 {
+            let h = _mm_add_ps(
+                _mm256_castps256_ps128(self.0),
+                _mm256_extractf128_ps(self.0, 1),
+            );
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+        }
+        #[inline(always)]
+        unsafe fn hmax(self) -> f32 {
+            let h = _mm_max_ps(
+                _mm256_castps256_ps128(self.0),
+                _mm256_extractf128_ps(self.0, 1),
+            );
+            let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)))
+        }
     }
 
     impl Vf for Z16 {
@@ -534,6 +578,18 @@ mod x86 {
         #[inline(always)]
         unsafe fn itof(a: __m512i) -> Self {
             Z16(_mm512_cvtepi32_ps(a))
+        }
+        #[inline(always)]
+        unsafe fn hsum(self) -> f32 {
+            let lo = _mm512_castps512_ps256(self.0);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(self.0), 1));
+            Y8(_mm256_add_ps(lo, hi)).hsum()
+        }
+        #[inline(always)]
+        unsafe fn hmax(self) -> f32 {
+            let lo = _mm512_castps512_ps256(self.0);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(self.0), 1));
+            Y8(_mm256_max_ps(lo, hi)).hmax()
         }
     }
 }

@@ -78,12 +78,36 @@ impl GatherPlan {
     /// # Safety
     /// `mem` holds the storages the plan was validated against.
     pub(crate) unsafe fn run(&self, mem: &Mem) -> Result<()> {
+        /// Rows fetched ahead of the copy: table rows are scattered and usually far from the
+        /// core, so several are requested at once instead of one after another.
+        const AHEAD: usize = 8;
         let ip = mem.ptrs[self.idx_slot];
-        for i in 0..self.count {
-            let raw: i64 = match self.idx_elem {
+        let index = |i: usize| -> i64 {
+            match self.idx_elem {
                 Elem::I64 => *(ip as *const i64).offset(self.idx_offset + i as isize),
                 _ => *(ip as *const i32).offset(self.idx_offset + i as isize) as i64,
-            };
+            }
+        };
+        let row_bytes = self.row_len * self.elem_size;
+        let table = mem.ptrs[self.table_slot] as *const u8;
+        let prefetch = |i: usize| {
+            let raw = index(i);
+            let r = if raw < 0 { raw + self.rows as i64 } else { raw };
+            if (0..self.rows as i64).contains(&r) {
+                let row = table.wrapping_add(r as usize * row_bytes);
+                for off in (0..row_bytes).step_by(64) {
+                    smelt_kernels::simd::prefetch_read(row.wrapping_add(off) as *const f32);
+                }
+            }
+        };
+        for i in 0..AHEAD.min(self.count) {
+            prefetch(i);
+        }
+        for i in 0..self.count {
+            if i + AHEAD < self.count {
+                prefetch(i + AHEAD);
+            }
+            let raw = index(i);
             let r = if raw < 0 { raw + self.rows as i64 } else { raw };
             if r < 0 || r >= self.rows as i64 {
                 bail!(

@@ -7,7 +7,7 @@ use super::nest::{for_parts, walk_chunks, walk_points, Nest, PARALLEL_MIN};
 use super::row_kernel::RowKernel;
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::{self as validate, Checker, Use};
-use smelt_ir::kernel::{Combine, Reduction, ScalarOp, TensorRef};
+use smelt_ir::kernel::{Binary, Combine, Reduction, ScalarOp, TensorRef};
 use smelt_ir::{ensure, Result};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::program::Partial;
@@ -46,6 +46,15 @@ struct ColumnSoftmax {
     spans: [(isize, isize); 2],
 }
 
+/// A row kernel's windows when it reads and writes memory in place: its inputs' load
+/// windows (as [`RowKernel::inputs`] lists them), the store's, and a window added to the
+/// first input first (a layer norm of a sum).
+struct Direct {
+    ins: Vec<usize>,
+    store: usize,
+    plus: Option<usize>,
+}
+
 /// A validated reduction. Windows: loads, per-element stores, then per-row stores.
 pub(crate) struct ReductionPlan {
     ops: Vec<ScalarOp>,
@@ -66,10 +75,13 @@ pub(crate) struct ReductionPlan {
     /// With a row kernel: each kernel input's load window and the store's window, when
     /// they are all plain loads and one store stepping by one element along a one-dim row,
     /// so the kernel reads and writes memory in place (when every buffer is f32).
-    direct: Option<(Vec<usize>, usize)>,
+    direct: Option<Direct>,
     /// A softmax over a reduced dim that is not the innermost, whose input is a plain load
     /// and whose kept dims end in a unit step: it runs down whole columns at a time.
     cols: Option<ColumnSoftmax>,
+    /// One sum, max or min over reduced dims that are not contiguous while the innermost
+    /// kept dim is: evaluated a chunk of kept columns at a time (see [`ReductionPlan::columns`]).
+    colwise: bool,
     row_stores: Vec<(usize, usize)>,
     row_order: Vec<usize>,
     parallel: bool,
@@ -195,14 +207,30 @@ impl ReductionPlan {
                 return None;
             };
             let unit = |w: usize| row_nest.shape.len() == 1 && row_nest.strides[w][0] == 1;
+            let unit_load = |i: usize| match l.ops[i] {
+                ScalarOp::Load(j) if unit(j) => Some(j),
+                _ => None,
+            };
+            // A layer norm's input may be the sum of two rows (a residual or embedding add).
+            let sum = match (&row_kernel.as_ref()?.0, rk_ins.first().map(|&x| l.ops[x])) {
+                (RowKernel::LayerNorm { .. }, Some(ScalarOp::Binary(Binary::Add, a, b))) => {
+                    Some((unit_load(a)?, unit_load(b)?))
+                }
+                _ => None,
+            };
             let ins: Option<Vec<usize>> = rk_ins
                 .iter()
-                .map(|&i| match l.ops[i] {
-                    ScalarOp::Load(j) if unit(j) => Some(j),
-                    _ => None,
+                .enumerate()
+                .map(|(n, &i)| match sum {
+                    Some((a, _)) if n == 0 => Some(a),
+                    _ => unit_load(i),
                 })
                 .collect();
-            ins.filter(|_| unit(*st)).map(|ins| (ins, *st))
+            ins.filter(|_| unit(*st)).map(|ins| Direct {
+                ins,
+                store: *st,
+                plus: sum.map(|(_, b)| b),
+            })
         });
         let rows = Nest::coalesced(&l.shape[..k], kept);
         let cols = match (&row_kernel, elem_stores.as_slice()) {
@@ -230,9 +258,17 @@ impl ReductionPlan {
             }
             _ => None,
         };
+        let colwise = column_reduction(&l.ops, &stages, &rows, &row_nest, l.loads.len())
+            && row_kernel.is_none()
+            && elem_stores.is_empty()
+            && !row_stores.is_empty()
+            && row_stores
+                .iter()
+                .all(|&(_, k)| rows.strides[k].last() == Some(&1));
         Ok(ReductionPlan {
             direct,
             cols,
+            colwise,
             row_kernel,
             bufs: windows.iter().map(|w| w.buffer.0 as usize).collect(),
             offsets: windows.iter().map(|w| w.offset as isize).collect(),
@@ -310,6 +346,9 @@ impl ReductionPlan {
             });
             return;
         }
+        if self.colwise {
+            return self.columns(kern, mem, shape, base, v);
+        }
         let n_row = self.row_inner.len();
         walk_points(shape, &self.rows.strides, base, |roffs| {
             if let Some(rk) = &self.row_kernel {
@@ -371,7 +410,139 @@ impl ReductionPlan {
     }
 }
 
+/// Whether a reduction suits [`ReductionPlan::columns`]: one sum, max or min stage with no
+/// `Acc`, every load stepping by 0 or 1 along the innermost kept dim, and none that steps
+/// by 1 there also contiguous along the reduced dims (those rows are better summed along).
+fn column_reduction(
+    ops: &[ScalarOp],
+    stages: &[StagePlan],
+    rows: &Nest,
+    row: &Nest,
+    loads: usize,
+) -> bool {
+    let [st] = stages else {
+        return false;
+    };
+    if !matches!(st.combine, Combine::Sum | Combine::Max | Combine::Min)
+        || ops.iter().any(|op| matches!(op, ScalarOp::Acc))
+        || rows.shape.last().is_none_or(|&n| n < 2)
+    {
+        return false;
+    }
+    let kept_inner = |w: usize| rows.strides[w].last().copied().unwrap_or(0);
+    let row_inner = |w: usize| row.strides[w].last().copied().unwrap_or(0);
+    (0..loads).all(|w| match kept_inner(w) {
+        0 => true,
+        1 => row_inner(w) != 1,
+        _ => false,
+    })
+}
+
 impl ReductionPlan {
+    /// The reduction a chunk of kept columns at a time: the stage's ops are evaluated along
+    /// the innermost kept dim at each point of the reduced dims and combined column by
+    /// column (sums in f64, as along rows), then the per-row stores are evaluated over the
+    /// chunk with each column's result.
+    ///
+    /// # Safety
+    /// As for [`ReductionPlan::run`]; `shape` and `base` are a validated part of the rows.
+    unsafe fn columns(
+        &self,
+        kern: &Kernels,
+        mem: &Mem,
+        shape: &[usize],
+        base: &[isize],
+        v: &mut super::interp::Values,
+    ) {
+        use smelt_kernels::program::CHUNK;
+        let st = &self.stages[0];
+        let mut order: Vec<usize> = st.order.iter().chain(&st.uniform).copied().collect();
+        order.sort_unstable();
+        let reduced_ops: Vec<usize> = self
+            .row_order
+            .iter()
+            .copied()
+            .filter(|&i| matches!(self.ops[i], ScalarOp::Reduced(_)))
+            .collect();
+        let row_order: Vec<usize> = self
+            .row_order
+            .iter()
+            .copied()
+            .filter(|i| !reduced_ops.contains(i))
+            .collect();
+        let Some((&cols, outer)) = shape.split_last() else {
+            return;
+        };
+        let inner: Vec<isize> = self.rows.inner();
+        let n_row = self.row_inner.len();
+        let max = st.combine == Combine::Max;
+        let mut wide = [0f64; CHUNK];
+        let mut narrow = [0f32; CHUNK];
+        let mut nan = [false; CHUNK];
+        let mut offs = vec![0isize; self.bufs.len()];
+        walk_points(outer, &self.rows.strides, base, |roffs| {
+            let mut c0 = 0;
+            while c0 < cols {
+                let len = CHUNK.min(cols - c0);
+                for (o, (&r, &i)) in offs.iter_mut().zip(roffs.iter().zip(&inner)) {
+                    *o = r + c0 as isize * i;
+                }
+                wide[..len].fill(0.0);
+                narrow[..len].fill(if max {
+                    f32::NEG_INFINITY
+                } else {
+                    f32::INFINITY
+                });
+                nan[..len].fill(false);
+                walk_points(&self.row.shape, &self.row.strides, &offs[..n_row], |p| {
+                    let w = Windows {
+                        bufs: &self.bufs,
+                        offs: p,
+                        inner: &inner,
+                    };
+                    eval(kern, &self.ops, &order, mem, &w, len, v, &[]);
+                    let x = v.get(st.value, len);
+                    match st.combine {
+                        Combine::Sum => {
+                            for (a, &x) in wide[..len].iter_mut().zip(x) {
+                                *a += x as f64;
+                            }
+                        }
+                        _ => {
+                            for ((a, n), &x) in narrow[..len].iter_mut().zip(&mut nan[..len]).zip(x)
+                            {
+                                *n |= x.is_nan();
+                                if (max && x > *a) || (!max && x < *a) {
+                                    *a = x;
+                                }
+                            }
+                        }
+                    }
+                });
+                for &r in &reduced_ops {
+                    let slot = &mut v.slot(r)[..len];
+                    for (j, y) in slot.iter_mut().enumerate() {
+                        *y = match st.combine {
+                            Combine::Sum => wide[j] as f32,
+                            _ if nan[j] => f32::NAN,
+                            _ => narrow[j],
+                        };
+                    }
+                }
+                let w = Windows {
+                    bufs: &self.bufs,
+                    offs: &offs,
+                    inner: &inner,
+                };
+                eval(kern, &self.ops, &row_order, mem, &w, len, v, &[]);
+                for &(value, k) in &self.row_stores {
+                    store(mem, &w, k, v.get(value, len));
+                }
+                c0 += len;
+            }
+        });
+    }
+
     /// Whether the column softmax may run on these storages: both f32, and the output
     /// either is the input exactly (same start and steps) or shares none of its bytes.
     fn columns_apply(&self, mem: &Mem, c: &ColumnSoftmax) -> bool {
@@ -420,8 +591,8 @@ impl ReductionPlan {
     ) {
         let n = self.row.len();
         let n_row = self.row_inner.len();
-        if let Some((ins, st)) = &self.direct {
-            if self.row_in_place(kern, mem, &rk.0, ins, *st, roffs) {
+        if let Some(d) = &self.direct {
+            if self.row_in_place(kern, mem, &rk.0, d, roffs) {
                 return;
             }
         }
@@ -495,13 +666,13 @@ impl ReductionPlan {
         kern: &Kernels,
         mem: &Mem,
         rk: &RowKernel,
-        ins: &[usize],
-        st: usize,
+        d: &Direct,
         roffs: &[isize],
     ) -> bool {
+        let (ins, st) = (&d.ins, d.store);
         let n = self.row.len();
         let f32_buf = |w: usize| mem.elems[self.bufs[w]] == Elem::F32;
-        if n == 0 || !f32_buf(st) || ins.iter().any(|&j| !f32_buf(j)) {
+        if n == 0 || !f32_buf(st) || ins.iter().chain(&d.plus).any(|&j| !f32_buf(j)) {
             return false;
         }
         let start = |w: usize| (mem.ptrs[self.bufs[w]] as *const f32).wrapping_offset(roffs[w]);
@@ -515,16 +686,26 @@ impl ReductionPlan {
         if !(out_ptr as usize).is_multiple_of(4) {
             return false;
         }
-        // The memory plan may give the output its main input's bytes (exactly).
+        // The memory plan may give the output its main input's bytes (exactly). A summed
+        // input is added into scratch before anything is written, so its rows may be
+        // anywhere.
         let x_in_place = std::ptr::eq(start(ins[0]), out_ptr);
+        let summed = d.plus.is_some();
+        if d.plus
+            .is_some_and(|j| !(start(j) as usize).is_multiple_of(4))
+        {
+            return false;
+        }
         if ins.iter().enumerate().any(|(i, &j)| {
-            !(start(j) as usize).is_multiple_of(4) || !(disjoint(start(j)) || i == 0 && x_in_place)
+            !(start(j) as usize).is_multiple_of(4)
+                || !(disjoint(start(j)) || i == 0 && (x_in_place || summed))
         }) {
             return false;
         }
         // SAFETY: the validated windows hold `n` f32 elements at unit step from each
         // row's offset; the pointers are aligned and the output row overlaps no input row
-        // but, exactly, the main one when `x_in_place` (which is then read first).
+        // but, exactly, the main one when `x_in_place` (which is then read first), or the
+        // summed ones (read into scratch first).
         let row = |w: usize| unsafe { std::slice::from_raw_parts(start(w), n) };
         match rk {
             RowKernel::LayerNorm { g, b, eps, .. } => {
@@ -532,7 +713,15 @@ impl ReductionPlan {
                 let br = b
                     .map(|_| row(ins[if g.is_some() { 2 } else { 1 }]))
                     .unwrap_or(&[]);
-                if x_in_place {
+                if let Some(p) = d.plus {
+                    with_scratch(n, |x| {
+                        for ((x, &a), &b) in x.iter_mut().zip(row(ins[0])).zip(row(p)) {
+                            *x = a + b;
+                        }
+                        let out = std::slice::from_raw_parts_mut(out_ptr, n);
+                        (kern.layer_norm)(x, gr, br, *eps, out)
+                    });
+                } else if x_in_place {
                     with_scratch(n, |x| {
                         x.copy_from_slice(row(ins[0]));
                         let out = std::slice::from_raw_parts_mut(out_ptr, n);

@@ -11,7 +11,7 @@ use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, TensorRef};
 use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op};
-use smelt_kernels::attention::{attention, Head};
+use smelt_kernels::attention::{attention, Head, Next};
 use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::MatRef;
 use smelt_kernels::Kernels;
@@ -164,40 +164,42 @@ impl SdpaPlan {
         let rows_per = sq.div_ceil(want_blocks).max(1);
         let blocks = sq.div_ceil(rows_per);
         let threads = if self.epi.parallel { ex.threads } else { 1 };
-        ex.pool.run(threads, b * h * blocks, &|t| {
+        // Task `t`'s head and query rows.
+        let task = |t: usize| {
             let (bh, blk) = (t / blocks, t % blocks);
             let (bi, hi) = (bh / h, bh % h);
             let kh = hi / (h / hk);
             let i0 = blk * rows_per;
             let i1 = (i0 + rows_per).min(sq);
-            let mask = self.mask.map(|m| MatRef {
-                ptr: m.at(mem, bi, hi),
-                rs: m.st[2],
-                cs: m.st[3],
-            });
+            let view = |v: &View, head: usize| MatRef {
+                ptr: v.at(mem, bi, head),
+                rs: v.st[2],
+                cs: v.st[3],
+            };
             let head = Head {
-                q: MatRef {
-                    ptr: self.q.at(mem, bi, hi),
-                    rs: self.q.st[2],
-                    cs: self.q.st[3],
-                },
-                k: MatRef {
-                    ptr: self.k.at(mem, bi, kh),
-                    rs: self.k.st[2],
-                    cs: self.k.st[3],
-                },
-                v: MatRef {
-                    ptr: self.v.at(mem, bi, kh),
-                    rs: self.v.st[2],
-                    cs: self.v.st[3],
-                },
+                q: view(&self.q, hi),
+                k: view(&self.k, kh),
+                v: view(&self.v, kh),
                 sq,
                 sk,
                 d,
                 dv,
                 scale: self.scale,
-                mask,
+                mask: self.mask.as_ref().map(|m| view(m, hi)),
             };
+            (bh, head, i0..i1)
+        };
+        let tasks = b * h * blocks;
+        ex.pool.run(threads, tasks, &|t| {
+            let (bh, head, rows) = task(t);
+            // Each thread takes about every `threads`-th task: that one's operands are
+            // fetched while this one computes.
+            let ahead = (t + threads < tasks).then(|| task(t + threads));
+            let next = ahead.as_ref().map(|(_, head, rows)| Next {
+                head,
+                rows: rows.clone(),
+            });
+            let (i0, i1) = (rows.start, rows.end);
             // The fused epilogue addresses batches by (batch, head): narrow it to this one.
             if let Some(f) = &self.fast {
                 let mut epi = f.bind(mem);
@@ -207,7 +209,7 @@ impl SdpaPlan {
                     epi,
                     finish: ex.kern.finish,
                 };
-                attention(ex.kern, &head, i0..i1, 0, &sink);
+                attention(ex.kern, &head, i0..i1, 0, &sink, next);
                 return;
             }
             let map = |_: usize| (bh, 0);
@@ -218,7 +220,7 @@ impl SdpaPlan {
                 map: &map,
                 pre: |_, _, _, _, _, _: &mut [f32], _| {},
             };
-            attention(ex.kern, &head, i0..i1, 0, &sink);
+            attention(ex.kern, &head, i0..i1, 0, &sink, next);
         });
     }
 }

@@ -1,17 +1,18 @@
 //! Register-blocked GEMM micro-kernels, one per ISA: `R x NR` of C from A (element
 //! `(r, p)` at `a + r * rs + p * ps`: a packed panel has `rs = 1, ps = MR`, a row-major A
 //! read in place has `rs = lda, ps = 1`) and a B panel (k-major, `NR` floats per step),
-//! written row-major into a tile of row stride `NR`, or added to it. `R` runs from 1 to
+//! written row-major into a tile of row stride `ldt` (at least `NR`), or added to it. `R` runs from 1 to
 //! `MR`, so an edge of fewer rows costs only its own FMAs.
 //!
 //! Every variant sums over k in order with one fused or unfused multiply-add per step, so a
 //! given ISA gives the same result for an element whatever tile or thread computed it.
 
-/// A micro-kernel: `(k, a, a_row_step, a_k_step, b_panel, tile, accumulate)`.
+/// A micro-kernel: `(k, a, a_row_step, a_k_step, b_panel, tile, tile_row_step, accumulate)`.
 ///
 /// # Safety
-/// A's `R x k` elements are readable, `b` holds `k * NR` floats, `tile` holds `R * NR`.
-pub type MicroFn = unsafe fn(usize, *const f32, isize, isize, *const f32, *mut f32, bool);
+/// A's `R x k` elements are readable, `b` holds `k * NR` floats, `tile` holds `R` rows of
+/// `NR` floats `tile_row_step` apart.
+pub type MicroFn = unsafe fn(usize, *const f32, isize, isize, *const f32, *mut f32, usize, bool);
 
 /// The micro-kernel family of one ISA: tile geometry and one kernel per row count.
 #[derive(Clone, Copy)]
@@ -45,6 +46,7 @@ macro_rules! rows_table {
     };
 }
 
+#[allow(clippy::too_many_arguments)]
 unsafe fn portable<const R: usize>(
     k: usize,
     a: *const f32,
@@ -52,6 +54,7 @@ unsafe fn portable<const R: usize>(
     ps: isize,
     b: *const f32,
     t: *mut f32,
+    ldt: usize,
     acc: bool,
 ) {
     const NR: usize = PORTABLE_NR;
@@ -66,7 +69,7 @@ unsafe fn portable<const R: usize>(
         }
     }
     for (r, row) in c.iter().enumerate() {
-        let dst = std::slice::from_raw_parts_mut(t.add(r * NR), NR);
+        let dst = std::slice::from_raw_parts_mut(t.add(r * ldt), NR);
         for j in 0..NR {
             dst[j] = if acc { dst[j] + row[j] } else { row[j] };
         }
@@ -96,6 +99,7 @@ mod x86 {
     /// AVX-512 tile columns.
     pub const AVX512_NR: usize = 32;
 
+    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn avx2<const R: usize>(
         k: usize,
@@ -104,6 +108,7 @@ mod x86 {
         ps: isize,
         b: *const f32,
         t: *mut f32,
+        ldt: usize,
         acc: bool,
     ) {
         const NR: usize = AVX2_NR;
@@ -126,7 +131,7 @@ mod x86 {
             bp = bp.add(NR);
         }
         for r in 0..R {
-            let d = t.add(r * NR);
+            let d = t.add(r * ldt);
             let (mut x0, mut x1) = (c0[r], c1[r]);
             if acc {
                 x0 = _mm256_add_ps(x0, _mm256_loadu_ps(d));
@@ -137,6 +142,7 @@ mod x86 {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
     unsafe fn avx512<const R: usize>(
         k: usize,
@@ -145,6 +151,7 @@ mod x86 {
         ps: isize,
         b: *const f32,
         t: *mut f32,
+        ldt: usize,
         acc: bool,
     ) {
         const NR: usize = AVX512_NR;
@@ -167,7 +174,7 @@ mod x86 {
             bp = bp.add(NR);
         }
         for r in 0..R {
-            let d = t.add(r * NR);
+            let d = t.add(r * ldt);
             let (mut x0, mut x1) = (c0[r], c1[r]);
             if acc {
                 x0 = _mm512_add_ps(x0, _mm512_loadu_ps(d));

@@ -437,7 +437,16 @@ pub unsafe fn gemm(
                     for i in ib * mpt..((ib + 1) * mpt).min(mp) {
                         let rows = mr.min(g.m - i * mr);
                         let apan = a0.offset(i as isize * a_panel);
-                        (micro.for_rows(rows))(k, apan, a_rs, a_ps, bpan, tile.as_mut_ptr(), false);
+                        (micro.for_rows(rows))(
+                            k,
+                            apan,
+                            a_rs,
+                            a_ps,
+                            bpan,
+                            tile.as_mut_ptr(),
+                            nr,
+                            false,
+                        );
                         sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
                     }
                 }

@@ -311,18 +311,28 @@ unsafe fn recurrent_product(
     let ker = micro.for_rows(batch);
     let mut tile = [0f32; TILE];
     for j in 0..g.div_ceil(nr) {
+        let cols = nr.min(g - j * nr);
+        // A whole panel of columns is written in place; the last, partial one via the tile.
+        let (dst, ldt) = if cols == nr {
+            (hr.as_mut_ptr().add(j * nr), g)
+        } else {
+            (tile.as_mut_ptr(), nr)
+        };
         ker(
             h,
             hs.as_ptr(),
             h as isize,
             1,
             r.panel(j).as_ptr(),
-            tile.as_mut_ptr(),
+            dst,
+            ldt,
             false,
         );
-        let cols = nr.min(g - j * nr);
-        for b in 0..batch {
-            hr[b * g + j * nr..b * g + j * nr + cols].copy_from_slice(&tile[b * nr..b * nr + cols]);
+        if cols < nr {
+            for b in 0..batch {
+                hr[b * g + j * nr..b * g + j * nr + cols]
+                    .copy_from_slice(&tile[b * nr..b * nr + cols]);
+            }
         }
     }
 }
