@@ -130,7 +130,7 @@ pub unsafe fn attention(
         }
         let mut tile = [0f32; 8 * 64];
         // 1 / the softmax sum of each row of the panel, applied to its O rows.
-        let mut inv = [0f32; 8];
+        let mut inv = [0f32; crate::gemm::micro::MAX_MR];
         let mut i0 = rows.start;
         let panels = rows.len().div_ceil(mr);
         while i0 < rows.end {

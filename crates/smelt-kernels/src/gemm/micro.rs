@@ -22,7 +22,7 @@ pub struct Micro {
     /// Columns of a tile (B panel width).
     pub nr: usize,
     /// `kernels[r - 1]` computes `r` rows.
-    pub kernels: [MicroFn; 8],
+    pub kernels: [MicroFn; MAX_MR],
 }
 
 impl Micro {
@@ -37,13 +37,35 @@ pub const PORTABLE_MR: usize = 4;
 /// Portable tile columns.
 pub const PORTABLE_NR: usize = 8;
 
-/// One kernel per row count 1..=8 (only `1..=mr` are ever called).
+/// The most rows any family's tile has.
+pub const MAX_MR: usize = 12;
+
+/// One kernel per row count 1..=`MAX_MR`: `$f::<r>` for `r <= $mr`, and the `$mr`-row kernel
+/// in the slots above (never called: [`Micro::for_rows`] clamps to `mr`).
 macro_rules! rows_table {
-    ($f:ident) => {
+    ($f:ident, $mr:expr) => {{
+        const fn at(r: usize) -> usize {
+            if r < $mr {
+                r
+            } else {
+                $mr
+            }
+        }
         [
-            $f::<1>, $f::<2>, $f::<3>, $f::<4>, $f::<5>, $f::<6>, $f::<7>, $f::<8>,
+            $f::<{ at(1) }>,
+            $f::<{ at(2) }>,
+            $f::<{ at(3) }>,
+            $f::<{ at(4) }>,
+            $f::<{ at(5) }>,
+            $f::<{ at(6) }>,
+            $f::<{ at(7) }>,
+            $f::<{ at(8) }>,
+            $f::<{ at(9) }>,
+            $f::<{ at(10) }>,
+            $f::<{ at(11) }>,
+            $f::<{ at(12) }>,
         ]
-    };
+    }};
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -81,7 +103,7 @@ pub fn portable_micro() -> Micro {
     Micro {
         mr: PORTABLE_MR,
         nr: PORTABLE_NR,
-        kernels: rows_table!(portable),
+        kernels: rows_table!(portable, PORTABLE_MR),
     }
 }
 
@@ -94,8 +116,9 @@ mod x86 {
     pub const AVX2_MR: usize = 6;
     /// AVX2 tile columns.
     pub const AVX2_NR: usize = 16;
-    /// AVX-512 tile: 6 rows x 32 columns, 12 zmm accumulators.
-    pub const AVX512_MR: usize = 6;
+    /// AVX-512 tile: 12 rows x 32 columns, 24 of the 32 zmm registers accumulating, so
+    /// each B vector loaded serves twelve multiply-adds.
+    pub const AVX512_MR: usize = 12;
     /// AVX-512 tile columns.
     pub const AVX512_NR: usize = 32;
 
@@ -190,7 +213,7 @@ mod x86 {
         Micro {
             mr: AVX2_MR,
             nr: AVX2_NR,
-            kernels: rows_table!(avx2),
+            kernels: rows_table!(avx2, AVX2_MR),
         }
     }
 
@@ -199,7 +222,7 @@ mod x86 {
         Micro {
             mr: AVX512_MR,
             nr: AVX512_NR,
-            kernels: rows_table!(avx512),
+            kernels: rows_table!(avx512, AVX512_MR),
         }
     }
 }

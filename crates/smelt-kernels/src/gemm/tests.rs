@@ -58,6 +58,15 @@ fn check(kern: &Kernels, m: usize, n: usize, k: usize, packed: bool, threads: us
     }
 }
 
+isa_tests!(every_edge_row_count, |kern: &Kernels| {
+    // A last row panel of every height the micro-kernel family has, full tiles before it.
+    let mr = kern.micro.mr;
+    for rows in 1..=mr {
+        check(kern, 2 * mr + rows, 37, 29, true, 1);
+        check(kern, 2 * mr + rows, 37, 29, false, 2);
+    }
+});
+
 isa_tests!(odd_sizes, |kern: &Kernels| {
     for &(m, n, k) in &[
         (1, 1, 1),
