@@ -336,7 +336,23 @@ macro_rules! depthwise_body {
                                 q_hi - q_lo,
                             ));
                         } else {
-                            for (t, v) in p[q_lo..q_hi].iter_mut().enumerate() {
+                            let dst = &mut p[q_lo..q_hi];
+                            let mut t0 = 0;
+                            if sw == 2 && es == 1 {
+                                // Two vectors of the row give one of its even (or odd)
+                                // columns; only blocks whose last float lies in the row.
+                                let lanes = V::LANES as isize;
+                                let src = row.offset(first);
+                                while (t0 as isize + lanes) as usize <= dst.len()
+                                    && first + 2 * (t0 as isize + lanes) <= g.w as isize
+                                {
+                                    let a = V::load(src.offset(2 * t0 as isize));
+                                    let b = V::load(src.offset(2 * t0 as isize + lanes));
+                                    V::evens_odds(a, b).0.store(dst.as_mut_ptr().add(t0));
+                                    t0 += V::LANES;
+                                }
+                            }
+                            for (t, v) in dst.iter_mut().enumerate().skip(t0) {
                                 *v = *row.offset((first + t as isize * sw) * es);
                             }
                         }

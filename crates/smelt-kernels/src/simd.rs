@@ -87,6 +87,8 @@ pub trait Vf: Copy {
     unsafe fn hsum(self) -> f32;
     /// The largest lane (lanes must not be NaN).
     unsafe fn hmax(self) -> f32;
+    /// `[a, b]` read as `2 * LANES` consecutive floats: (the even-indexed ones, the odd).
+    unsafe fn evens_odds(a: Self, b: Self) -> (Self, Self);
 }
 
 impl Vf for f32 {
@@ -231,6 +233,10 @@ impl Vf for f32 {
     #[inline(always)]
     unsafe fn hmax(self) -> f32 {
         self
+    }
+    #[inline(always)]
+    unsafe fn evens_odds(a: Self, b: Self) -> (Self, Self) {
+        (a, b)
     }
 }
 
@@ -443,6 +449,16 @@ mod x86 {
             let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
             _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)))
         }
+        #[inline(always)]
+        unsafe fn evens_odds(a: Self, b: Self) -> (Self, Self) {
+            // Within each 128-bit half: [a0 a2 b0 b2 | a4 a6 b4 b6]; then the 64-bit pairs
+            // reordered to [a0 a2 a4 a6 b0 b2 b4 b6].
+            let e = _mm256_shuffle_ps::<0x88>(a.0, b.0);
+            let o = _mm256_shuffle_ps::<0xDD>(a.0, b.0);
+            let fix =
+                |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(v)));
+            (Y8(fix(e)), Y8(fix(o)))
+        }
     }
 
     impl Vf for Z16 {
@@ -590,6 +606,15 @@ mod x86 {
             let lo = _mm512_castps512_ps256(self.0);
             let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(self.0), 1));
             Y8(_mm256_max_ps(lo, hi)).hmax()
+        }
+        #[inline(always)]
+        unsafe fn evens_odds(a: Self, b: Self) -> (Self, Self) {
+            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+            (
+                Z16(_mm512_permutex2var_ps(a.0, even, b.0)),
+                Z16(_mm512_permutex2var_ps(a.0, odd, b.0)),
+            )
         }
     }
 }

@@ -368,6 +368,18 @@ impl ReductionPlan {
                             offs,
                             inner: &self.row_inner,
                         };
+                        // A stage of a plain contiguous f32 load reduces memory in place.
+                        if let ScalarOp::Load(j) = self.ops[st.value] {
+                            let b = self.bufs[j];
+                            if st.order == [st.value]
+                                && self.row_inner[j] == 1
+                                && mem.elems[b] == Elem::F32
+                            {
+                                let p = (mem.ptrs[b] as *const f32).offset(offs[j]);
+                                let x = std::slice::from_raw_parts(p, len);
+                                return (kern.reduce)(st.combine, x, &mut acc);
+                            }
+                        }
                         eval(kern, &self.ops, &st.order, mem, &w, len, v, reduced);
                         (kern.reduce)(st.combine, v.get(st.value, len), &mut acc);
                     },

@@ -4,6 +4,7 @@
 //! antialias, crop-and-resize, a region of interest, non-spatial axes) take the reference.
 
 use super::epilogue::{Epilogue, Layout};
+use super::fast_epilogue::FastEpilogue;
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind};
@@ -33,6 +34,8 @@ pub(crate) struct ResizePlan {
     /// `i / f`, every input column used): rows are then written `f` copies at a time.
     col_factor: Option<usize>,
     epi: Epilogue,
+    /// The epilogue compiled to the kernel table's fused finish, when it has that form.
+    fast: Option<FastEpilogue>,
     /// The kernel's name, for `explain`.
     pub name: String,
 }
@@ -197,6 +200,7 @@ impl ResizePlan {
             col: vec![(2, oh), (3, ow)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let fast = FastEpilogue::recognize(c, &a.epilogue, &layout);
         let col_factor = match &cols {
             Axis::Nearest(rx) if w > 0 && ow % w == 0 => {
                 let f = ow / w;
@@ -215,10 +219,18 @@ impl ResizePlan {
             rows,
             cols,
             epi,
-            name: kern.name(match mode {
-                InterpMode::Nearest => "resize.nearest",
-                _ => "resize.bilinear",
-            }),
+            name: format!(
+                "{}, epilogue {}",
+                kern.name(match mode {
+                    InterpMode::Nearest => "resize.nearest",
+                    _ => "resize.bilinear",
+                }),
+                fast.as_ref().map_or("interpreted".to_string(), |f| format!(
+                    "fused {}",
+                    f.describe()
+                ))
+            ),
+            fast,
         })
     }
 
@@ -250,6 +262,14 @@ impl ResizePlan {
                         (Axis::Nearest(ry), Axis::Nearest(rx)) => {
                             let y = ry[oy];
                             match self.col_factor {
+                                Some(2) if sw == 1 => {
+                                    // Each source float twice: one 8-byte store per pair.
+                                    let src = x.offset(y as isize * sh);
+                                    for (i, o) in out.chunks_exact_mut(2).enumerate() {
+                                        let v = *src.add(i);
+                                        o.copy_from_slice(&[v, v]);
+                                    }
+                                }
                                 Some(f) => {
                                     for (i, o) in out.chunks_exact_mut(f).enumerate() {
                                         o.fill(at(y, i));
@@ -273,8 +293,13 @@ impl ResizePlan {
                         _ => unreachable!("both axes share the mode"),
                     }
                 }
-                self.epi
-                    .apply(ex.kern, mem, img, ch, 1, 0, px, plane.as_ptr(), px);
+                match &self.fast {
+                    // The plane is row `ch` of batch `img` in the epilogue's layout.
+                    Some(f) => (ex.kern.finish)(&f.bind(mem), img, ch, 0, 1, px, plane, px),
+                    None => self
+                        .epi
+                        .apply(ex.kern, mem, img, ch, 1, 0, px, plane.as_ptr(), px),
+                }
             });
         });
     }
