@@ -296,6 +296,35 @@ macro_rules! pool_body {
 /// w[i * kw + j] * x[y * sh + i * dh - ph, x * sw + j * dw - pw]` (zero outside the input).
 pub type DepthwiseFn = unsafe fn(&Conv2d, *const f32, [isize; 2], &[f32], &mut [f32]);
 
+/// `dst[t] = src[t * step]` for every `t`, reading only `src[.. avail]`: a stride-2 copy (a
+/// convolution's column phase) deinterleaves pairs of vectors; other steps copy one float
+/// at a time (LLVM turns that loop into a gather, far slower on some CPUs, only when it
+/// can, so it is kept simple).
+pub type StridedCopyFn = unsafe fn(*const f32, isize, usize, &mut [f32]);
+
+/// See [`StridedCopyFn`], over lanes `V`.
+#[inline(always)]
+pub(crate) unsafe fn strided_copy_body<V: crate::simd::Vf>(
+    src: *const f32,
+    step: isize,
+    avail: usize,
+    dst: &mut [f32],
+) {
+    let mut t0 = 0;
+    if step == 2 {
+        let lanes = V::LANES;
+        while t0 + lanes <= dst.len() && 2 * (t0 + lanes) <= avail {
+            let a = V::load(src.add(2 * t0));
+            let b = V::load(src.add(2 * t0 + lanes));
+            V::evens_odds(a, b).0.store(dst.as_mut_ptr().add(t0));
+            t0 += lanes;
+        }
+    }
+    for (t, v) in dst.iter_mut().enumerate().skip(t0) {
+        *v = *src.offset(t as isize * step);
+    }
+}
+
 macro_rules! depthwise_body {
     () => {
         #[inline(always)]
@@ -336,25 +365,14 @@ macro_rules! depthwise_body {
                                 q_hi - q_lo,
                             ));
                         } else {
-                            let dst = &mut p[q_lo..q_hi];
-                            let mut t0 = 0;
-                            if sw == 2 && es == 1 {
-                                // Two vectors of the row give one of its even (or odd)
-                                // columns; only blocks whose last float lies in the row.
-                                let lanes = V::LANES as isize;
-                                let src = row.offset(first);
-                                while (t0 as isize + lanes) as usize <= dst.len()
-                                    && first + 2 * (t0 as isize + lanes) <= g.w as isize
-                                {
-                                    let a = V::load(src.offset(2 * t0 as isize));
-                                    let b = V::load(src.offset(2 * t0 as isize + lanes));
-                                    V::evens_odds(a, b).0.store(dst.as_mut_ptr().add(t0));
-                                    t0 += V::LANES;
-                                }
-                            }
-                            for (t, v) in dst.iter_mut().enumerate().skip(t0) {
-                                *v = *row.offset((first + t as isize * sw) * es);
-                            }
+                            // Floats from the row's column `first` to its last element.
+                            let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
+                            super::strided_copy_body::<V>(
+                                row.offset(first * es),
+                                sw * es,
+                                avail,
+                                &mut p[q_lo..q_hi],
+                            );
                         }
                     }
                 }
@@ -452,6 +470,14 @@ pub mod portable {
     pub unsafe fn depthwise(g: &Conv2d, x: *const f32, st: [isize; 2], w: &[f32], out: &mut [f32]) {
         depthwise_body::<f32>(g, x, st, w, out)
     }
+
+    /// See [`super::StridedCopyFn`].
+    ///
+    /// # Safety
+    /// `src[t * step]` is readable for every `t < dst.len()`, and `src[.. avail]`.
+    pub unsafe fn strided_copy(src: *const f32, step: isize, avail: usize, dst: &mut [f32]) {
+        super::strided_copy_body::<f32>(src, step, avail, dst)
+    }
 }
 
 /// AVX2 and AVX-512 depthwise and pooling kernels.
@@ -506,6 +532,24 @@ pub mod x86 {
         out: &mut [f32],
     ) {
         depthwise_body::<crate::simd::Y8>(g, x, st, w, out)
+    }
+
+    /// See [`super::StridedCopyFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// As for the portable kernel, on a CPU with AVX-512.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub unsafe fn strided_copy_avx512(src: *const f32, step: isize, avail: usize, dst: &mut [f32]) {
+        super::strided_copy_body::<crate::simd::Z16>(src, step, avail, dst)
+    }
+
+    /// See [`super::StridedCopyFn`] (AVX2 CPUs only).
+    ///
+    /// # Safety
+    /// As for the portable kernel, on a CPU with AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn strided_copy_avx2(src: *const f32, step: isize, avail: usize, dst: &mut [f32]) {
+        super::strided_copy_body::<crate::simd::Y8>(src, step, avail, dst)
     }
 
     /// See [`super::DepthwiseFn`] (AVX-512 CPUs only).

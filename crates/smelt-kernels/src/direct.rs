@@ -193,9 +193,14 @@ pub unsafe fn direct_conv(
                             hi - lo,
                         ));
                     } else {
-                        for (t, v) in row[lo..hi].iter_mut().enumerate() {
-                            *v = *srow.offset((first + t as isize * sw) * es);
-                        }
+                        // Floats from the row's column `first` to its last element.
+                        let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
+                        (kern.strided_copy)(
+                            srow.offset(first * es),
+                            sw * es,
+                            avail,
+                            &mut row[lo..hi],
+                        );
                     }
                 }
             }

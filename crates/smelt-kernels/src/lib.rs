@@ -46,6 +46,8 @@ pub struct Kernels {
     pub finish: epilogue::FinishFn,
     /// One channel of a depthwise convolution.
     pub depthwise: conv::DepthwiseFn,
+    /// A strided row copy (a convolution input's column phase).
+    pub strided_copy: conv::StridedCopyFn,
     /// The direct convolution micro-kernel.
     pub direct: direct::DirectFn,
     /// Output channels of the direct kernel's tile (its pixels are `micro.nr`).
@@ -80,6 +82,7 @@ impl Kernels {
             softmax_cols: program::portable::softmax_cols,
             layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
+            strided_copy: conv::portable::strided_copy,
             pool: conv::portable::pool,
             direct: direct::portable::direct,
             direct_mr: gemm::micro::PORTABLE_MR,
@@ -100,6 +103,7 @@ impl Kernels {
                 softmax_cols: program::x86::avx2_softmax_cols,
                 layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
+                strided_copy: conv::x86::strided_copy_avx2,
                 pool: conv::x86::pool_avx2,
                 direct: direct::x86::direct_avx2,
                 direct_mr: 6,
@@ -118,6 +122,7 @@ impl Kernels {
                 softmax_cols: program::x86::avx512_softmax_cols,
                 layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
+                strided_copy: conv::x86::strided_copy_avx512,
                 pool: conv::x86::pool_avx512,
                 direct: direct::x86::direct_avx512,
                 direct_mr: direct::x86::AVX512_DIRECT_MR,
