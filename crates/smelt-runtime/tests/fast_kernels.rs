@@ -313,7 +313,7 @@ fn cases() -> Vec<Case> {
             fixed: &[],
             consts: vec![vec![6, 5, 2, 2], vec![5]],
             body: "  %10 \"y\" = nn.ConvTranspose {\"auto_pad\":\"NotSet\",\"dilations\":[],\"group\":1,\"kernel_shape\":[2,2],\"output_padding\":[],\"output_shape\":[],\"pads\":[0,0,0,0],\"strides\":[2,2]} (%x, %c0, %c1)\n  %11 \"s\" = elementwise.Sigmoid (%10)\n  output %11\n",
-            kernel: "conv-transpose",
+            kernel: "epilogue fused",
         },
         Case {
             name: "conv transpose 2x3 stride 2x3 (tiles exactly), 2 groups",

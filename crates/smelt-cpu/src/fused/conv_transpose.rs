@@ -3,6 +3,7 @@
 //! scatter-add of the columns into place (col2im), the bias and the epilogue.
 
 use super::epilogue::{Epilogue, Layout};
+use super::fast_epilogue::FastEpilogue;
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
@@ -34,6 +35,8 @@ pub(crate) struct ConvTransposePlan {
     wt: Vec<PackedA>,
     bias: Option<Vec<f32>>,
     epi: Epilogue,
+    /// The epilogue compiled to the kernel table's fused finish, when it has that form.
+    fast: Option<FastEpilogue>,
     /// The kernel's name, for `explain`.
     pub name: String,
 }
@@ -128,6 +131,7 @@ impl ConvTransposePlan {
             col: vec![(2, oh), (3, ow)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let fast = FastEpilogue::recognize(c, &a.epilogue, &layout);
         Some(ConvTransposePlan {
             n,
             c: ch,
@@ -147,8 +151,16 @@ impl ConvTransposePlan {
             xs: <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?,
             wt,
             bias,
+            name: format!(
+                "{}, epilogue {}",
+                kern.name("conv-transpose.gemm-col2im"),
+                fast.as_ref().map_or("interpreted".to_string(), |f| format!(
+                    "fused {}",
+                    f.describe()
+                ))
+            ),
             epi,
-            name: kern.name("conv-transpose.gemm-col2im"),
+            fast,
         })
     }
 
@@ -160,6 +172,21 @@ impl ConvTransposePlan {
             && self.p.iter().all(|&p| p == 0)
             && self.oh == self.h * self.kh
             && self.ow == self.w * self.kw
+    }
+
+    /// Output channel `o` of image `b`, summed in `plane`, through the epilogue.
+    ///
+    /// # Safety
+    /// As for [`ConvTransposePlan::run`].
+    unsafe fn finish(&self, ex: &Exec, mem: &Mem, b: usize, o: usize, plane: &mut [f32]) {
+        let opx = plane.len();
+        match &self.fast {
+            // The plane is row `o` of batch `b` in the epilogue's layout.
+            Some(f) => (ex.kern.finish)(&f.bind(mem), b, o, 0, 1, opx, plane, opx),
+            None => self
+                .epi
+                .apply(ex.kern, mem, b, o, 1, 0, opx, plane.as_ptr(), opx),
+        }
     }
 
     /// Runs the transposed convolution and its epilogue.
@@ -258,8 +285,7 @@ impl ConvTransposePlan {
                                     }
                                 }
                             }
-                            self.epi
-                                .apply(ex.kern, mem, b, o, 1, 0, opx, plane.as_ptr(), opx);
+                            self.finish(ex, mem, b, o, plane);
                             return;
                         }
                         plane.fill(bias);
@@ -292,8 +318,7 @@ impl ConvTransposePlan {
                                 }
                             }
                         }
-                        self.epi
-                            .apply(ex.kern, mem, b, o, 1, 0, opx, plane.as_ptr(), opx);
+                        self.finish(ex, mem, b, o, plane);
                     });
                 });
             },

@@ -218,6 +218,13 @@ pub trait TileSink: Sync {
         tile: &mut [f32],
         ld: usize,
     );
+
+    /// Where a full tile at `(batch, i0, j0)` may be written in place, as (its first
+    /// element, row stride), when the sink only stores tiles (no epilogue): the
+    /// micro-kernel then writes there and `tile` is not called for it.
+    fn in_place(&self, _batch: usize, _i0: usize, _j0: usize) -> Option<(*mut f32, usize)> {
+        None
+    }
 }
 
 /// A sink that stores tiles into a row-major C (`c + batch * batch_stride + i * ldc + j`).
@@ -246,11 +253,22 @@ impl TileSink for StoreC {
     ) {
         for r in 0..rows {
             // SAFETY: the creator of StoreC guarantees C holds every (batch, row, col).
-            unsafe {
-                let dst = self.c.add(b * self.batch_stride + (i0 + r) * self.ldc + j0);
-                std::ptr::copy_nonoverlapping(t.as_ptr().add(r * ld), dst, cols);
-            }
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.c.add(b * self.batch_stride + (i0 + r) * self.ldc + j0),
+                    cols,
+                )
+            };
+            crate::buf::copy_short(dst, &t[r * ld..r * ld + cols]);
         }
+    }
+
+    fn in_place(&self, b: usize, i0: usize, j0: usize) -> Option<(*mut f32, usize)> {
+        // SAFETY: as for `tile`: C holds the whole tile.
+        Some((
+            unsafe { self.c.add(b * self.batch_stride + i0 * self.ldc + j0) },
+            self.ldc,
+        ))
     }
 }
 
@@ -437,16 +455,14 @@ pub unsafe fn gemm(
                     for i in ib * mpt..((ib + 1) * mpt).min(mp) {
                         let rows = mr.min(g.m - i * mr);
                         let apan = a0.offset(i as isize * a_panel);
-                        (micro.for_rows(rows))(
-                            k,
-                            apan,
-                            a_rs,
-                            a_ps,
-                            bpan,
-                            tile.as_mut_ptr(),
-                            nr,
-                            false,
-                        );
+                        let ker = micro.for_rows(rows);
+                        if rows == mr && cols == nr {
+                            if let Some((c, ldc)) = sink.in_place(bi, i * mr, j * nr) {
+                                ker(k, apan, a_rs, a_ps, bpan, c, ldc, false);
+                                continue;
+                            }
+                        }
+                        ker(k, apan, a_rs, a_ps, bpan, tile.as_mut_ptr(), nr, false);
                         sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
                     }
                 }

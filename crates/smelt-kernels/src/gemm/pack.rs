@@ -82,7 +82,7 @@ pub unsafe fn pack_a_panel(
         // Column-major A: each k step's rows are contiguous.
         for (p, dst) in out.chunks_exact_mut(mr).enumerate() {
             let src = a.ptr.offset(i0 as isize + p as isize * a.cs);
-            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), rows);
+            crate::buf::copy_short(&mut dst[..rows], std::slice::from_raw_parts(src, rows));
         }
         return;
     }
@@ -115,11 +115,11 @@ pub unsafe fn pack_b_panel(
 ) {
     let out = &mut out[..k * nr];
     if b.cs == 1 {
-        for p in 0..k {
+        // Short rows: inline moves, not a call to memcpy per row.
+        for (p, dst) in out.chunks_exact_mut(nr).enumerate() {
             let src = b.ptr.offset(p as isize * b.rs + j0 as isize);
-            let dst = out.as_mut_ptr().add(p * nr);
-            std::ptr::copy_nonoverlapping(src, dst, cols);
-            std::ptr::write_bytes(dst.add(cols), 0, nr - cols);
+            crate::buf::copy_short(&mut dst[..cols], std::slice::from_raw_parts(src, cols));
+            dst[cols..].fill(0.0);
         }
     } else {
         if cols < nr {
