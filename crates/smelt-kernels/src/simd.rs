@@ -44,6 +44,10 @@ pub trait Vf: Copy {
     unsafe fn mul(self, b: Self) -> Self;
     /// a / b.
     unsafe fn div(self, b: Self) -> Self;
+    /// a / b to within about 1 ulp, by a reciprocal estimate and a Newton step where the
+    /// ISA has one (b finite and nonzero: no special-case handling); the exact quotient
+    /// otherwise.
+    unsafe fn div_fast(self, b: Self) -> Self;
     /// a * b + c (fused where the ISA has FMA).
     unsafe fn fma(self, b: Self, c: Self) -> Self;
     /// sqrt a.
@@ -136,6 +140,10 @@ impl Vf for f32 {
     }
     #[inline(always)]
     unsafe fn div(self, b: Self) -> Self {
+        self / b
+    }
+    #[inline(always)]
+    unsafe fn div_fast(self, b: Self) -> Self {
         self / b
     }
     #[inline(always)]
@@ -356,6 +364,15 @@ mod x86 {
             Y8(_mm256_div_ps(self.0, b.0))
         }
         #[inline(always)]
+        unsafe fn div_fast(self, b: Self) -> Self {
+            // 12-bit estimate, two Newton steps (one leaves ~22 bits).
+            let mut r = _mm256_rcp_ps(b.0);
+            let two = _mm256_set1_ps(2.0);
+            r = _mm256_mul_ps(r, _mm256_fnmadd_ps(b.0, r, two));
+            r = _mm256_mul_ps(r, _mm256_fnmadd_ps(b.0, r, two));
+            Y8(_mm256_mul_ps(self.0, r))
+        }
+        #[inline(always)]
         unsafe fn fma(self, b: Self, c: Self) -> Self {
             Y8(_mm256_fmadd_ps(self.0, b.0, c.0))
         }
@@ -518,6 +535,13 @@ mod x86 {
         #[inline(always)]
         unsafe fn div(self, b: Self) -> Self {
             Z16(_mm512_div_ps(self.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn div_fast(self, b: Self) -> Self {
+            // 14-bit estimate, one Newton step (~28 bits before rounding).
+            let r = _mm512_rcp14_ps(b.0);
+            let r = _mm512_mul_ps(r, _mm512_fnmadd_ps(b.0, r, _mm512_set1_ps(2.0)));
+            Z16(_mm512_mul_ps(self.0, r))
         }
         #[inline(always)]
         unsafe fn fma(self, b: Self, c: Self) -> Self {

@@ -172,7 +172,12 @@ unsafe fn exp_clamped<V: Vf>(x: V) -> V {
 pub unsafe fn erf<V: Vf>(x: V) -> V {
     let xc = clamp(x, -4.0, 4.0);
     let t = xc.mul(xc);
-    clamp(xc.mul(horner(t, &ERF_P)).div(horner(t, &ERF_Q)), -1.0, 1.0)
+    // Q(t) >= 1 on the range: the reciprocal estimate needs no special cases.
+    clamp(
+        xc.mul(horner(t, &ERF_P)).div_fast(horner(t, &ERF_Q)),
+        -1.0,
+        1.0,
+    )
 }
 
 /// tanh x, as x P(x^2) / Q(x^2) on [-9, 9].
@@ -180,8 +185,9 @@ pub unsafe fn erf<V: Vf>(x: V) -> V {
 pub unsafe fn tanh<V: Vf>(x: V) -> V {
     let xc = clamp(x, -9.0, 9.0);
     let t = xc.mul(xc);
+    // Q(t) >= 1 on the range: the reciprocal estimate needs no special cases.
     clamp(
-        xc.mul(horner(t, &TANH_P)).div(horner(t, &TANH_Q)),
+        xc.mul(horner(t, &TANH_P)).div_fast(horner(t, &TANH_Q)),
         -1.0,
         1.0,
     )
