@@ -179,7 +179,7 @@ pub type PoolFn = unsafe fn(&Conv2d, [usize; 2], Option<bool>, *const f32, [isiz
 macro_rules! pool_body {
     () => {
         #[inline(always)]
-        unsafe fn pool_body(
+        unsafe fn pool_body<V: crate::simd::Vf>(
             g: &Conv2d,
             pad_end: [usize; 2],
             avg: Option<bool>,
@@ -188,6 +188,8 @@ macro_rules! pool_body {
             out: &mut [f32],
         ) {
             let [rs, es] = st;
+            // Scratch for a stride-2 row's deinterleaved taps (rows up to its length).
+            let mut evens = [0f32; 256];
             // Per axis: which taps of an output position are real / counted.
             let span = |o: usize, k: usize, s: usize, d: usize, p: usize, n: usize, pe: usize| {
                 let mut real = 0usize;
@@ -233,8 +235,31 @@ macro_rules! pool_body {
                         let o = &mut o[lo..hi];
                         let start = row.offset(((lo * g.sw) as isize + off) * es);
                         let step = g.sw as isize * es;
-                        match avg {
-                            None => {
+                        // Unit steps get their own loops over slices, which vectorize
+                        // with plain loads (a strided loop may become a slow gather).
+                        // A stride-2 row is deinterleaved first.
+                        if step == 2 && o.len() <= evens.len() && hi > lo {
+                            // Reads end at the last tap's column, inside the row.
+                            let avail = 2 * (o.len() - 1) + 1;
+                            super::strided_copy_body::<V>(start, 2, avail, &mut evens[..o.len()]);
+                        }
+                        let unit = if step == 1 {
+                            Some(std::slice::from_raw_parts(start, o.len()))
+                        } else if step == 2 && o.len() <= evens.len() {
+                            Some(&evens[..o.len()])
+                        } else {
+                            None
+                        };
+                        match (avg, unit) {
+                            (None, Some(src)) => {
+                                let mut any_nan = false;
+                                for (v, &x) in o.iter_mut().zip(src) {
+                                    any_nan |= x != x;
+                                    *v = if x > *v { x } else { *v };
+                                }
+                                nan[0] |= any_nan;
+                            }
+                            (None, None) => {
                                 let mut any_nan = false;
                                 for (t, v) in o.iter_mut().enumerate() {
                                     let x = *start.offset(t as isize * step);
@@ -243,7 +268,12 @@ macro_rules! pool_body {
                                 }
                                 nan[0] |= any_nan;
                             }
-                            Some(_) => {
+                            (Some(_), Some(src)) => {
+                                for (v, &x) in o.iter_mut().zip(src) {
+                                    *v += x;
+                                }
+                            }
+                            (Some(_), None) => {
                                 for (t, v) in o.iter_mut().enumerate() {
                                     *v += *start.offset(t as isize * step);
                                 }
@@ -459,7 +489,7 @@ pub mod portable {
         st: [isize; 2],
         out: &mut [f32],
     ) {
-        pool_body(g, pe, avg, x, st, out)
+        pool_body::<f32>(g, pe, avg, x, st, out)
     }
 
     /// See [`super::DepthwiseFn`].
@@ -500,7 +530,7 @@ pub mod x86 {
         st: [isize; 2],
         out: &mut [f32],
     ) {
-        pool_body(g, pe, avg, x, st, out)
+        pool_body::<crate::simd::Y8>(g, pe, avg, x, st, out)
     }
 
     /// See [`super::PoolFn`] (AVX-512 CPUs only).
@@ -516,7 +546,7 @@ pub mod x86 {
         st: [isize; 2],
         out: &mut [f32],
     ) {
-        pool_body(g, pe, avg, x, st, out)
+        pool_body::<crate::simd::Z16>(g, pe, avg, x, st, out)
     }
 
     /// See [`super::DepthwiseFn`] (AVX2+FMA CPUs only).

@@ -436,6 +436,14 @@ fn cases() -> Vec<Case> {
             kernel: "conv.depthwise",
         },
         Case {
+            name: "max pool 3x3 stride 2 on wide rows (deinterleaved taps)",
+            shape: vec![1, 3, 9, 77],
+            fixed: &[],
+            consts: vec![],
+            body: "  %10 \"y\" = nn.MaxPool {\"auto_pad\":\"NotSet\",\"ceil_mode\":false,\"dilations\":[],\"kernel_shape\":[3,3],\"pads\":[1,1,1,1],\"storage_order\":0,\"strides\":[2,2]} (%x)\n  %11 \"a\" = nn.AveragePool {\"auto_pad\":\"NotSet\",\"ceil_mode\":false,\"count_include_pad\":true,\"dilations\":[],\"kernel_shape\":[3,3],\"pads\":[1,1,1,1],\"strides\":[2,2]} (%x)\n  output %10\n  output %11\n",
+            kernel: "pool",
+        },
+        Case {
             name: "global average pool (rows reduced in place)",
             shape: vec![2, 7, 13, 29],
             fixed: &[],
