@@ -11,7 +11,7 @@
 //! BatchNormalization reads.
 
 use crate::{Pass, PassContext};
-use smelt_ir::op::NnOp;
+use smelt_ir::op::{ElementwiseOp, NnOp};
 use smelt_ir::{Constant, Graph, Op, Result, Tensor, ValueId, ValueType};
 
 /// The BatchNormalization-into-Conv/ConvTranspose/Gemm/MatMul folding pass.
@@ -77,24 +77,15 @@ fn try_fold(g: &mut Graph, i: usize) -> Result<bool> {
     };
     let stats: Option<Vec<&Tensor>> = bn.inputs[1..5].iter().map(|&id| constant(g, id)).collect();
     let Some(stats) = stats else { return Ok(false) };
-    let Some(j) = g.nodes[..i]
-        .iter()
-        .position(|n| n.outputs.first() == Some(&Some(v)))
-    else {
+    let Some(mut j) = sole_producer(g, v, i) else {
         return Ok(false);
     };
-    let producer = &g.nodes[j];
-    if producer.outputs.len() != 1 || g.outputs.contains(&v) {
-        return Ok(false);
-    }
-    let uses = g
-        .nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter())
-        .filter(|&&id| id == Some(v))
-        .count();
-    if uses != 1 || captured_by_subgraph(g, v) {
-        return Ok(false);
+    // A convolution's output plus a constant per output channel (a bias kept apart), then
+    // the BatchNormalization: the constant joins the shift and the Add goes too.
+    let mut added: Option<(usize, Vec<f64>)> = None;
+    if let Some((k, c)) = conv_plus_channel_constant(g, j) {
+        added = Some((j, c));
+        j = k;
     }
     let Some(channels) = channels(g, j) else {
         return Ok(false);
@@ -110,9 +101,17 @@ fn try_fold(g: &mut Graph, i: usize) -> Result<bool> {
     let factor: Vec<f64> = (0..channels)
         .map(|c| scale[c] / (var[c] + epsilon as f64).sqrt())
         .collect();
-    let shift: Vec<f64> = (0..channels)
+    let mut shift: Vec<f64> = (0..channels)
         .map(|c| beta[c] - mean[c] * factor[c])
         .collect();
+    if let Some((_, add)) = &added {
+        if add.len() != 1 && add.len() != channels {
+            return Ok(false);
+        }
+        for (c, s) in shift.iter_mut().enumerate() {
+            *s += add[if add.len() == 1 { 0 } else { c }] * factor[c];
+        }
+    }
     let folded = match &g.nodes[j].op {
         Op::Nn(NnOp::Conv { .. }) => fold_conv(g, j, &factor, &shift, false)?,
         Op::Nn(NnOp::ConvTranspose { .. }) => fold_conv(g, j, &factor, &shift, true)?,
@@ -136,7 +135,70 @@ fn try_fold(g: &mut Graph, i: usize) -> Result<bool> {
     node.inputs = vec![f.x, Some(w_id), Some(b_id)];
     node.outputs = vec![Some(y)];
     g.nodes.remove(i);
+    if let Some((a, _)) = added {
+        g.nodes.remove(a);
+    }
     Ok(true)
+}
+
+/// The node before `before` producing `v`, when it has one output, `v` is no graph output,
+/// no subgraph captures it, and exactly one input anywhere reads it.
+fn sole_producer(g: &Graph, v: ValueId, before: usize) -> Option<usize> {
+    let j = g.nodes[..before]
+        .iter()
+        .position(|n| n.outputs.first() == Some(&Some(v)))?;
+    if g.nodes[j].outputs.len() != 1 || g.outputs.contains(&v) || captured_by_subgraph(g, v) {
+        return None;
+    }
+    let uses = g
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter())
+        .filter(|&&id| id == Some(v))
+        .count();
+    (uses == 1).then_some(j)
+}
+
+/// Node `j` as `Conv(..) + c` or `ConvTranspose(..) + c`, with `c` a float constant that is
+/// one value or one per channel along axis 1 (shape `[M, 1, ..]` or `[1, M, 1, ..]` against
+/// the output's rank): the convolution's node and `c`'s values.
+fn conv_plus_channel_constant(g: &Graph, j: usize) -> Option<(usize, Vec<f64>)> {
+    let n = &g.nodes[j];
+    if !matches!(n.op, Op::Elementwise(ElementwiseOp::Add)) || n.inputs.len() != 2 {
+        return None;
+    }
+    for (a, b) in [(0, 1), (1, 0)] {
+        let (Some(x), Some(cid)) = (n.inputs[a], n.inputs[b]) else {
+            continue;
+        };
+        let Some(c) = constant(g, Some(cid)).filter(|t| is_plain_float(t)) else {
+            continue;
+        };
+        let Some(k) = sole_producer(g, x, j) else {
+            continue;
+        };
+        if !matches!(
+            g.nodes[k].op,
+            Op::Nn(NnOp::Conv { .. }) | Op::Nn(NnOp::ConvTranspose { .. })
+        ) {
+            continue;
+        }
+        // A convolution's output has its weights' rank: [N, M, spatial..].
+        let Some(out_rank) =
+            constant(g, g.nodes[k].inputs.get(1).copied().flatten()).map(|w| w.rank())
+        else {
+            continue;
+        };
+        let sh = c.shape();
+        let ones_after = |from: usize| sh[from..].iter().all(|&d| d == 1);
+        let per_channel = (c.len() == 1 && sh.len() <= out_rank)
+            || (sh.len() + 1 == out_rank && ones_after(1))
+            || (sh.len() == out_rank && sh.len() >= 2 && sh[0] == 1 && ones_after(2));
+        if per_channel {
+            return Some((k, c.to_f64().ok()?));
+        }
+    }
+    None
 }
 
 /// The number of output channels of producer `j` along the BatchNormalization's axis 1,
@@ -361,6 +423,39 @@ mod tests {
 
     fn with_stats(head: &str, body: &str) -> String {
         format!("graph \"g\" {{\n{head}\n{STATS}\n{body}\n}}")
+    }
+
+    #[test]
+    fn batchnorm_folds_through_a_channel_add_after_a_conv_transpose() {
+        // (ConvT(x) + c) * f + s = ConvT(x) * f + (c * f + s): c = [1, 2] joins the shift
+        // [-0.5, 1] as [0.5, 9], and the Add goes with the BatchNormalization.
+        let head = r#"  input %0 "x": f32[1,2,2,2]
+  const %1 "w" = {"dtype":"F32","shape":[2,2,1,1],"data":{"F32":[1.0,2.0,3.0,4.0]}}
+  const %11 "c" = {"dtype":"F32","shape":[2,1,1],"data":{"F32":[1.0,2.0]}}"#;
+        let attrs = r#"{"auto_pad":"NotSet","dilations":[],"group":1,"kernel_shape":[],"output_padding":[],"output_shape":[],"pads":[],"strides":[]}"#;
+        let bn = BN.replace("(%6,", "(%10,");
+        golden(
+            &FoldBatchNorm,
+            &no_eval(),
+            &with_stats(
+                head,
+                &format!(
+                    r#"  %6 "c" = nn.ConvTranspose {attrs} (%0, %1) # "deconv"
+  %10 "a" = elementwise.Add (%6, %11) # "add"
+  %7 "y" = {bn}
+  output %7"#
+                ),
+            ),
+            &with_stats(
+                head,
+                &format!(
+                    r#"  const %12 "w_bn_folded" = {{"dtype":"F32","shape":[2,2,1,1],"data":{{"F32":[1.0,8.0,3.0,16.0]}}}}
+  const %13 "bn_bn_bias" = {{"dtype":"F32","shape":[2],"data":{{"F32":[0.5,9.0]}}}}
+  %7 "y" = nn.ConvTranspose {attrs} (%0, %12, %13) # "deconv"
+  output %7"#
+                ),
+            ),
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! - `(x + a) + b` becomes `x + (a + b)` and `(x * a) * b` becomes `x * (a * b)` (biases of a
 //!   MatMul included), the constants combined with numpy broadcasting;
 //! - `Conv(x, W, b) + c` and `Conv(x, W, b) * c` with `c` constant per output channel fold
-//!   into the Conv's bias (and weights);
+//!   into the Conv's bias (and weights), `ConvTranspose(x, W, b) + c` into its bias;
 //! - `x + 0` and `x * 1` (also `x - 0`, `x / 1`) go when the result has `x`'s type;
 //! - a remaining `Div` by a power of two becomes a `Mul` by its reciprocal.
 //!
@@ -324,7 +324,15 @@ fn merge(g: &mut Graph, ix: &Index, p: usize, i: usize, s: &Affine) -> Option<us
 /// (node `p`), node `i` goes.
 fn into_conv(g: &mut Graph, ix: &Index, p: usize, i: usize, s: &Affine) -> Option<usize> {
     let conv = &g.nodes[p];
-    let conv_like = matches!(conv.op, Op::Nn(NnOp::Conv { .. })) && conv.outputs.len() == 1;
+    // A ConvTranspose takes a bias the same way (its weights' layout differs: adds only).
+    let transposed_group = match &conv.op {
+        Op::Nn(NnOp::ConvTranspose { group, .. }) if s.kind == Kind::Add => {
+            Some(usize::try_from(*group).ok().filter(|&g| g >= 1)?)
+        }
+        _ => None,
+    };
+    let conv_like = (matches!(conv.op, Op::Nn(NnOp::Conv { .. })) || transposed_group.is_some())
+        && conv.outputs.len() == 1;
     if !conv_like || conv.inputs.len() > 3 {
         return None;
     }
@@ -333,7 +341,11 @@ fn into_conv(g: &mut Graph, ix: &Index, p: usize, i: usize, s: &Affine) -> Optio
         Some(b) => Some(ix.constant(g, b)?),
         None => None,
     };
-    let (m, rank) = (*w.shape().first()?, w.rank());
+    let m = match transposed_group {
+        Some(groups) => w.shape().get(1)?.checked_mul(groups)?,
+        None => *w.shape().first()?,
+    };
+    let rank = w.rank();
     let (c, c_shape, dt) = step_constant(g, ix, s)?;
     // c right-aligned against [N, M, ...]: 1 everywhere but the channel axis (1 or M).
     let per_channel = c_shape.len() <= rank

@@ -281,3 +281,39 @@ fn subgraphs_are_left_alone() {
 }"#,
     );
 }
+
+const CONV_T: &str = r#"nn.ConvTranspose {"auto_pad":"NotSet","dilations":[],"group":2,"kernel_shape":[],"output_padding":[],"output_shape":[],"pads":[],"strides":[]}"#;
+
+#[test]
+fn per_channel_add_folds_into_conv_transpose_bias_but_mul_stays() {
+    // W is [C_in = 2, M / group = 1, 1, 1] with 2 groups: 2 output channels.
+    let head = r#"  input %0 "x": f32[1,2,2,2]
+  const %1 "w" = {"dtype":"F32","shape":[2,1,1,1],"data":{"F32":[1.0,2.0]}}
+  const %2 "c" = {"dtype":"F32","shape":[2,1,1],"data":{"F32":[1.0,2.0]}}"#;
+    check(
+        &format!(
+            r#"graph "g" {{
+{head}
+  %5 "v": f32[1,2,2,2] = {CONV_T} (%0, %1) # "deconv"
+  %6 "y": f32[1,2,2,2] = elementwise.Add (%5, %2) # "add"
+  output %6
+}}"#
+        ),
+        &format!(
+            r#"graph "g" {{
+{head}
+  const %7 "deconv_folded_bias" = {{"dtype":"F32","shape":[2],"data":{{"F32":[1.0,2.0]}}}}
+  %6 "y": f32[1,2,2,2] = {CONV_T} (%0, %1, %7) # "deconv"
+  output %6
+}}"#
+        ),
+    );
+    unchanged(&format!(
+        r#"graph "g" {{
+{head}
+  %5 "v": f32[1,2,2,2] = {CONV_T} (%0, %1) # "deconv"
+  %6 "y": f32[1,2,2,2] = elementwise.Mul (%5, %2) # "mul"
+  output %6
+}}"#
+    ));
+}
