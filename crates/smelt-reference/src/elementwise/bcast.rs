@@ -30,7 +30,9 @@ impl Plan {
             let mut acc = 1usize;
             for i in (0..s.len()).rev() {
                 st[off + i] = if s[i] == 1 { 0 } else { acc };
-                acc *= s[i];
+                // Saturating: with an empty output (some dim 0) the other dims may be huge,
+                // and the strides are then never used.
+                acc = acc.saturating_mul(s[i]);
             }
             eff.push(st);
         }
