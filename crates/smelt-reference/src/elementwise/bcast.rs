@@ -21,6 +21,15 @@ impl Plan {
     pub fn new(shapes: &[&[usize]]) -> Result<Plan> {
         let shape = broadcast_shapes(shapes)?;
         let n = numel(&shape)?;
+        if n == 0 {
+            // Nothing to walk; the other dims of an empty output may be huge (no products).
+            return Ok(Plan {
+                shape,
+                n,
+                dims: Vec::new(),
+                strides: vec![Vec::new(); shapes.len()],
+            });
+        }
         let rank = shape.len();
         // Effective strides per operand on the full output rank.
         let mut eff: Vec<Vec<usize>> = Vec::with_capacity(shapes.len());
@@ -30,9 +39,7 @@ impl Plan {
             let mut acc = 1usize;
             for i in (0..s.len()).rev() {
                 st[off + i] = if s[i] == 1 { 0 } else { acc };
-                // Saturating: with an empty output (some dim 0) the other dims may be huge,
-                // and the strides are then never used.
-                acc = acc.saturating_mul(s[i]);
+                acc *= s[i];
             }
             eff.push(st);
         }
