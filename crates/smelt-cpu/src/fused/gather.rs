@@ -88,13 +88,16 @@ impl GatherPlan {
                 _ => *(ip as *const i32).offset(self.idx_offset + i as isize) as i64,
             }
         };
+        // Index `i` as a row, when in range (negative indices count from the end).
+        let row_of = |raw: i64| {
+            let r = if raw < 0 { raw + self.rows as i64 } else { raw };
+            (0..self.rows as i64).contains(&r).then_some(r as usize)
+        };
         let row_bytes = self.row_len * self.elem_size;
         let table = mem.ptrs[self.table_slot] as *const u8;
         let prefetch = |i: usize| {
-            let raw = index(i);
-            let r = if raw < 0 { raw + self.rows as i64 } else { raw };
-            if (0..self.rows as i64).contains(&r) {
-                let row = table.wrapping_add(r as usize * row_bytes);
+            if let Some(r) = row_of(index(i)) {
+                let row = table.wrapping_add(r * row_bytes);
                 for off in (0..row_bytes).step_by(64) {
                     smelt_kernels::simd::prefetch_read(row.wrapping_add(off) as *const f32);
                 }
@@ -108,14 +111,13 @@ impl GatherPlan {
                 prefetch(i + AHEAD);
             }
             let raw = index(i);
-            let r = if raw < 0 { raw + self.rows as i64 } else { raw };
-            if r < 0 || r >= self.rows as i64 {
+            let Some(r) = row_of(raw) else {
                 bail!(
                     InvalidInput,
                     "Gather: index {raw} at position {i} is out of range for {} rows",
                     self.rows
                 );
-            }
+            };
             let n = self.row_len;
             copy_chunk(
                 self.elem_size,

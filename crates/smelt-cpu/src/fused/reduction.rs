@@ -46,6 +46,17 @@ struct ColumnSoftmax {
     spans: [(isize, isize); 2],
 }
 
+/// The evaluation orders of a reduction run by columns: the stage's ops (varying and
+/// uniform along the row together), the per-row stores' `Reduced` ops (filled with each
+/// column's result) and their other ops, and every window's step along the innermost kept
+/// dim.
+struct Columns {
+    order: Vec<usize>,
+    reduced_ops: Vec<usize>,
+    row_order: Vec<usize>,
+    inner: Vec<isize>,
+}
+
 /// A row kernel's windows when it reads and writes memory in place: its inputs' load
 /// windows (as [`RowKernel::inputs`] lists them), the store's, and a window added to the
 /// first input first (a layer norm of a sum).
@@ -81,7 +92,7 @@ pub(crate) struct ReductionPlan {
     cols: Option<ColumnSoftmax>,
     /// One sum, max or min over reduced dims that are not contiguous while the innermost
     /// kept dim is: evaluated a chunk of kept columns at a time (see [`ReductionPlan::columns`]).
-    colwise: bool,
+    colwise: Option<Columns>,
     row_stores: Vec<(usize, usize)>,
     row_order: Vec<usize>,
     parallel: bool,
@@ -258,13 +269,27 @@ impl ReductionPlan {
             }
             _ => None,
         };
-        let colwise = column_reduction(&l.ops, &stages, &rows, &row_nest, l.loads.len())
+        let colwise = (column_reduction(&l.ops, &stages, &rows, &row_nest, l.loads.len())
             && row_kernel.is_none()
             && elem_stores.is_empty()
             && !row_stores.is_empty()
             && row_stores
                 .iter()
-                .all(|&(_, k)| rows.strides[k].last() == Some(&1));
+                .all(|&(_, k)| rows.strides[k].last() == Some(&1)))
+        .then(|| {
+            let st = &stages[0];
+            let mut order: Vec<usize> = st.order.iter().chain(&st.uniform).copied().collect();
+            order.sort_unstable();
+            let (reduced_ops, row_order): (Vec<usize>, Vec<usize>) = row_order
+                .iter()
+                .partition(|&&i| matches!(l.ops[i], ScalarOp::Reduced(_)));
+            Columns {
+                order,
+                reduced_ops,
+                row_order,
+                inner: rows.inner(),
+            }
+        });
         Ok(ReductionPlan {
             direct,
             cols,
@@ -346,8 +371,8 @@ impl ReductionPlan {
             });
             return;
         }
-        if self.colwise {
-            return self.columns(kern, mem, shape, base, v);
+        if let Some(c) = &self.colwise {
+            return self.columns(kern, mem, c, shape, base, v);
         }
         let n_row = self.row_inner.len();
         walk_points(shape, &self.rows.strides, base, |roffs| {
@@ -462,30 +487,22 @@ impl ReductionPlan {
         &self,
         kern: &Kernels,
         mem: &Mem,
+        c: &Columns,
         shape: &[usize],
         base: &[isize],
         v: &mut super::interp::Values,
     ) {
         use smelt_kernels::program::CHUNK;
         let st = &self.stages[0];
-        let mut order: Vec<usize> = st.order.iter().chain(&st.uniform).copied().collect();
-        order.sort_unstable();
-        let reduced_ops: Vec<usize> = self
-            .row_order
-            .iter()
-            .copied()
-            .filter(|&i| matches!(self.ops[i], ScalarOp::Reduced(_)))
-            .collect();
-        let row_order: Vec<usize> = self
-            .row_order
-            .iter()
-            .copied()
-            .filter(|i| !reduced_ops.contains(i))
-            .collect();
+        let (order, reduced_ops, row_order, inner) = (
+            &c.order[..],
+            &c.reduced_ops[..],
+            &c.row_order[..],
+            &c.inner[..],
+        );
         let Some((&cols, outer)) = shape.split_last() else {
             return;
         };
-        let inner: Vec<isize> = self.rows.inner();
         let n_row = self.row_inner.len();
         let max = st.combine == Combine::Max;
         let mut wide = [0f64; CHUNK];
@@ -496,7 +513,7 @@ impl ReductionPlan {
             let mut c0 = 0;
             while c0 < cols {
                 let len = CHUNK.min(cols - c0);
-                for (o, (&r, &i)) in offs.iter_mut().zip(roffs.iter().zip(&inner)) {
+                for (o, (&r, &i)) in offs.iter_mut().zip(roffs.iter().zip(inner)) {
                     *o = r + c0 as isize * i;
                 }
                 wide[..len].fill(0.0);
@@ -510,9 +527,9 @@ impl ReductionPlan {
                     let w = Windows {
                         bufs: &self.bufs,
                         offs: p,
-                        inner: &inner,
+                        inner,
                     };
-                    eval(kern, &self.ops, &order, mem, &w, len, v, &[]);
+                    eval(kern, &self.ops, order, mem, &w, len, v, &[]);
                     let x = v.get(st.value, len);
                     match st.combine {
                         Combine::Sum => {
@@ -531,7 +548,7 @@ impl ReductionPlan {
                         }
                     }
                 });
-                for &r in &reduced_ops {
+                for &r in reduced_ops {
                     let slot = &mut v.slot(r)[..len];
                     for (j, y) in slot.iter_mut().enumerate() {
                         *y = match st.combine {
@@ -544,9 +561,9 @@ impl ReductionPlan {
                 let w = Windows {
                     bufs: &self.bufs,
                     offs: &offs,
-                    inner: &inner,
+                    inner,
                 };
-                eval(kern, &self.ops, &row_order, mem, &w, len, v, &[]);
+                eval(kern, &self.ops, row_order, mem, &w, len, v, &[]);
                 for &(value, k) in &self.row_stores {
                     store(mem, &w, k, v.get(value, len));
                 }
