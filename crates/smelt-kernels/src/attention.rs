@@ -172,6 +172,30 @@ pub unsafe fn attention(
                 inv[rr] = (kern.softmax_exp)(row, h.scale, mask);
             }
             for j in 0..vp {
+                let cols = nr.min(dv - j * nr);
+                // A full tile a plain store would copy goes straight to its place in O,
+                // scaled there.
+                if let Some((o, ldo)) = (r == mr && cols == nr)
+                    .then(|| sink.in_place(batch, i0, j * nr))
+                    .flatten()
+                {
+                    ker(
+                        sk,
+                        s.as_ptr(),
+                        skpad as isize,
+                        1,
+                        vpan.as_ptr().add(j * sk * nr),
+                        o,
+                        ldo,
+                        false,
+                    );
+                    for (rr, &iv) in inv[..r].iter().enumerate() {
+                        std::slice::from_raw_parts_mut(o.add(rr * ldo), nr)
+                            .iter_mut()
+                            .for_each(|x| *x *= iv);
+                    }
+                    continue;
+                }
                 // P is read in place, row-major.
                 ker(
                     sk,
@@ -187,7 +211,6 @@ pub unsafe fn attention(
                     let iv = inv[rr];
                     t.iter_mut().for_each(|x| *x *= iv);
                 }
-                let cols = nr.min(dv - j * nr);
                 sink.tile(batch, i0, j * nr, r, cols, &mut tile[..r * nr], nr);
             }
             i0 += r;

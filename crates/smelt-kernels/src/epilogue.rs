@@ -126,6 +126,21 @@ impl TileSink for FusedSink<'_> {
         // SAFETY: the creator of the sink guarantees the epilogue's pointers cover the product.
         unsafe { (self.finish)(&self.epi, b, i0, j0, rows, cols, t, ld) }
     }
+
+    fn in_place(&self, b: usize, i0: usize, j0: usize) -> Option<(*mut f32, usize)> {
+        let e = &self.epi;
+        let store_only = e.alpha == 1.0
+            && e.row_bias.is_none()
+            && e.col_bias.is_none()
+            && matches!(e.act1, Act::None)
+            && e.scale.is_none()
+            && e.shift.is_none()
+            && e.residual.is_none()
+            && matches!(e.act2, Act::None)
+            && e.out.rs > 0;
+        // SAFETY (of the pointer's use): the creator guarantees `out` covers the product.
+        store_only.then(|| (e.out.row(b, i0).wrapping_add(j0), e.out.rs as usize))
+    }
 }
 
 /// An activation over lanes `V`.

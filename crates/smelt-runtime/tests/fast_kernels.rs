@@ -191,6 +191,15 @@ fn cases() -> Vec<Case> {
             kernel: "lstm",
         },
         Case {
+            // Edge tiles in both directions; full O tiles are written in place and scaled.
+            name: "attention, additive mask broadcast over heads and queries",
+            shape: vec![2, 3, 37, 40],
+            fixed: &[],
+            consts: vec![vec![2, 3, 29, 40], vec![2, 3, 29, 33], vec![2, 1, 1, 29]],
+            body: "  %10 \"o\" = nn.Attention {\"is_causal\":false,\"kv_num_heads\":null,\"left_window_size\":-1,\"q_num_heads\":null,\"qk_matmul_output_mode\":0,\"right_window_size\":-1,\"scale\":0.3,\"softcap\":0.0,\"softmax_precision\":null} (%x, %c0, %c1, %c2)\n  output %10\n",
+            kernel: "attention",
+        },
+        Case {
             name: "winograd 3x3 + bias + relu",
             shape: vec![1, 40, 21, 19],
             fixed: &[],

@@ -299,6 +299,27 @@ fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize)
     (mpt, npt, tasks(mpt, npt))
 }
 
+/// Column panels a task must sweep before it packs its in-place A block (see `gemm`).
+const A_PACK_MIN_PANELS: usize = 4;
+
+/// Whether `mr` rows `rs` floats apart share L1 sets enough to evict each other: more than
+/// six of an 8-way set's lines land on one set (4 KiB is the set period). Measured on Zen 4:
+/// rows 4 KiB apart (12 on one set) lose 15% unpacked; 2 or 6 KiB apart (6 per set) lose
+/// nothing, and packing them costs 5%.
+fn rows_alias(rs: isize, mr: usize) -> bool {
+    const PERIOD: usize = 4096;
+    let bytes = (rs.unsigned_abs() * 4) % PERIOD;
+    // Distinct set offsets the rows cycle through: PERIOD / gcd(bytes, PERIOD) (a zero
+    // stride offset puts them all on one).
+    let mut g = PERIOD;
+    let mut x = bytes;
+    while x != 0 {
+        (g, x) = (x, g % x);
+    }
+    let distinct = PERIOD / g;
+    mr.div_ceil(distinct.min(mr)) > 6
+}
+
 /// A raw pointer shared by tasks that write disjoint parts (or only read).
 #[derive(Clone, Copy)]
 struct Shared(*mut f32);
@@ -346,6 +367,13 @@ pub unsafe fn gemm(
     // runs every row panel of its columns: each panel is packed once, into this thread's
     // scratch, and read back from cache instead of from a whole packed copy in memory.
     let b_inline = rb == 1 && matches!(g.b, Rhs::Strided(..) | Rhs::Panels(_));
+    // A row-major A is read in place, its broadcasts served from `mr` rows a stride apart,
+    // unless that stride maps the rows onto one L1 set (a multiple of 4 KiB): then
+    // a task that sweeps several column panels packs its row block once into its scratch.
+    // (Packing always costs more than it saves at other strides, measured.)
+    let a_inline = k > 0
+        && matches!(g.a, Lhs::Strided(a, _) if a.cs == 1 && rows_alias(a.rs, mr))
+        && npt.min(np) >= A_PACK_MIN_PANELS;
     let b_len = match g.b {
         Rhs::Packed(p) => {
             debug_assert!(p.nr == nr && p.n == g.n && p.k == k);
@@ -437,7 +465,27 @@ pub unsafe fn gemm(
             };
             let mut tile = [0f32; 8 * 64];
             let panel_len = if b_inline { k * nr } else { 0 };
-            with_scratch(panel_len, |own| {
+            let (i_lo, i_hi) = (ib * mpt, ((ib + 1) * mpt).min(mp));
+            let a_pack_len = if a_inline { (i_hi - i_lo) * k * mr } else { 0 };
+            with_scratch(panel_len + a_pack_len, |own| {
+                let (own, apack) = own.split_at_mut(panel_len);
+                let (a0, a_rs, a_ps, a_panel) = match g.a {
+                    Lhs::Strided(a, bs) if a_inline => {
+                        let src = a.offset(bs.at(bi));
+                        for (n, out) in apack.chunks_exact_mut(k * mr).enumerate() {
+                            let i = i_lo + n;
+                            pack_a_panel(src, i * mr, mr.min(g.m - i * mr), k, mr, out);
+                        }
+                        // Panel i sits at (i - i_lo) panels into the block.
+                        (
+                            apack.as_ptr().wrapping_sub(i_lo * k * mr),
+                            1,
+                            mr as isize,
+                            (k * mr) as isize,
+                        )
+                    }
+                    _ => (a0, a_rs, a_ps, a_panel),
+                };
                 for j in jb * npt..((jb + 1) * npt).min(np) {
                     let cols = nr.min(g.n - j * nr);
                     let bpan = if b_inline {
@@ -452,9 +500,9 @@ pub unsafe fn gemm(
                     } else {
                         bpanels.add(j * k * nr)
                     };
-                    for i in ib * mpt..((ib + 1) * mpt).min(mp) {
+                    for i in i_lo..i_hi {
                         let rows = mr.min(g.m - i * mr);
-                        let apan = a0.offset(i as isize * a_panel);
+                        let apan = a0.wrapping_offset(i as isize * a_panel);
                         let ker = micro.for_rows(rows);
                         if rows == mr && cols == nr {
                             if let Some((c, ldc)) = sink.in_place(bi, i * mr, j * nr) {

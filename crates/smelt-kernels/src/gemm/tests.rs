@@ -168,3 +168,58 @@ isa_tests!(same_result_for_any_thread_count, |kern: &Kernels| {
             .all(|(x, y)| x.to_bits() == y.to_bits()));
     }
 });
+
+isa_tests!(aliasing_row_stride_packs_a, |kern: &Kernels| {
+    // k = 1024: A's rows sit 4 KiB apart, so tasks pack their row blocks (rows_alias); the
+    // result must match the oracle and, bit for bit, the pre-packed A's at any thread count.
+    let (m, n, k) = (25 * kern.micro.mr + 5, 5 * kern.micro.nr + 7, 1024);
+    // (Tiles of at most six rows never crowd a set: those ISAs read A in place throughout.)
+    assert_eq!(rows_alias(k as isize, kern.micro.mr), kern.micro.mr > 6);
+    for threads in [1, 2] {
+        check(kern, m, n, k, false, threads);
+    }
+    let a = rand_vec(m * k, 5);
+    let b = rand_vec(k * n, 6);
+    let pa = PackedA::new(&kern.micro, m, k, &a, k, 1);
+    let pb = PackedB::new(&kern.micro, k, n, &b, n, 1);
+    let run = |lhs: Lhs, threads: usize| {
+        let mut c = vec![0f32; m * n];
+        let g = Gemm {
+            batch: 1,
+            m,
+            n,
+            k,
+            a: lhs,
+            b: Rhs::Packed(&pb),
+        };
+        let sink = StoreC {
+            c: c.as_mut_ptr(),
+            ldc: n,
+            batch_stride: 0,
+        };
+        unsafe { gemm(kern, crate::pool::global(), threads, &g, &sink) };
+        c
+    };
+    let want = run(Lhs::Packed(&pa), 1);
+    for t in [1, 2, 3] {
+        let got = run(
+            Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
+            t,
+        );
+        assert!(want
+            .iter()
+            .zip(&got)
+            .all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+});
+
+#[test]
+fn row_strides_that_alias() {
+    // 12 rows: 4 KiB strides put all on one L1 set; 2, 1.5 and 6 KiB spread them enough.
+    assert!(rows_alias(1024, 12));
+    assert!(rows_alias(2048, 12));
+    assert!(!rows_alias(512, 12));
+    assert!(!rows_alias(384, 12));
+    assert!(!rows_alias(1536, 12));
+    assert!(!rows_alias(100, 12));
+}
