@@ -6,10 +6,11 @@
 //!
 //! Each output element is one in-order sum over its taps, whatever the split of the work.
 
-use crate::buf::{with_scratch, AlignedBuf};
+use crate::buf::with_scratch;
 use crate::conv::Conv2d;
 use crate::gemm::TileSink;
 use crate::pool::ThreadPool;
+use crate::prepack::{packed, Floats};
 use crate::Kernels;
 
 /// A direct micro-kernel: `(taps, tap offsets, input base, weight panel, tile)`: for each tap
@@ -26,7 +27,7 @@ pub struct DirectWeights {
     mr: usize,
     co: usize,
     taps: usize,
-    data: AlignedBuf,
+    data: Floats,
 }
 
 impl DirectWeights {
@@ -43,14 +44,18 @@ impl DirectWeights {
         );
         let mr = kern.direct_mr;
         let panels = co.div_ceil(mr);
-        let mut data = AlignedBuf::zeros(panels * taps * mr);
-        let d = data.as_mut_slice();
-        for c in 0..co {
-            let (p, r) = (c / mr, c % mr);
-            for t in 0..taps {
-                d[(p * taps + t) * mr + r] = w[c * taps + t];
-            }
-        }
+        let data = packed(
+            || format!("direct mr{mr} {co}x{taps}"),
+            panels * taps * mr,
+            |d| {
+                for c in 0..co {
+                    let (p, r) = (c / mr, c % mr);
+                    for t in 0..taps {
+                        d[(p * taps + t) * mr + r] = w[c * taps + t];
+                    }
+                }
+            },
+        );
         DirectWeights { mr, co, taps, data }
     }
 

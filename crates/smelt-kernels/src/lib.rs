@@ -11,6 +11,7 @@ pub mod epilogue;
 pub mod gemm;
 pub mod isa;
 pub mod pool;
+pub mod prepack;
 pub mod program;
 pub mod recurrent;
 pub mod simd;

@@ -23,10 +23,20 @@ const P: usize = 36;
 pub struct WinogradWeights {
     co: usize,
     ci: usize,
-    /// `U[k]` packed as the left operand (`co x ci`), for products over many tiles.
+    /// Whether the products take the tiles as rows (few tiles), not as columns.
+    tiles_as_rows: bool,
+    /// `U[k]` packed as the left operand (`co x ci`), for products over many tiles (empty
+    /// when the tiles are rows).
     u: Vec<PackedA>,
-    /// `U[k]^T` packed as the right operand (`ci x co`), for few tiles (then tiles are rows).
+    /// `U[k]^T` packed as the right operand (`ci x co`), for few tiles (then tiles are
+    /// rows; empty otherwise).
     ut: Vec<PackedB>,
+}
+
+/// Whether a convolution of `tiles` 4x4 tiles per image runs its products with the tiles
+/// as rows: too few to fill the micro-kernel's column panels.
+pub fn tiles_as_rows(kern: &Kernels, tiles: usize) -> bool {
+    tiles < 2 * kern.micro.nr
 }
 
 /// `G`, 6 x 3.
@@ -40,44 +50,40 @@ const G: [[f64; 3]; 6] = [
 ];
 
 impl WinogradWeights {
-    /// Transforms and packs `co x ci x 3 x 3` weights (row-major).
+    /// Transforms and packs `co x ci x 3 x 3` weights (row-major) for convolutions of
+    /// `tiles` 4x4 tiles per image (only the orientation their products use is packed).
     ///
     /// # Panics
     /// When `w` holds fewer than `co * ci * 9` floats.
-    pub fn new(kern: &Kernels, co: usize, ci: usize, w: &[f32]) -> WinogradWeights {
+    pub fn new(kern: &Kernels, co: usize, ci: usize, w: &[f32], tiles: usize) -> WinogradWeights {
         assert!(
             w.len() >= co * ci * 9,
             "{} weights for {co} x {ci} x 3 x 3",
             w.len()
         );
-        let mut u = vec![vec![0f32; co * ci]; P];
-        for o in 0..co {
-            for i in 0..ci {
-                let g = &w[(o * ci + i) * 9..(o * ci + i + 1) * 9];
-                // t = G g (6 x 3), then t G^T (6 x 6), in f64.
-                let mut t = [[0f64; 3]; 6];
-                for (r, row) in t.iter_mut().enumerate() {
-                    for (c, v) in row.iter_mut().enumerate() {
-                        *v = (0..3).map(|k| G[r][k] * g[k * 3 + c] as f64).sum();
-                    }
-                }
-                for r in 0..6 {
-                    for c in 0..6 {
-                        let v: f64 = (0..3).map(|k| t[r][k] * G[c][k]).sum();
-                        u[r * 6 + c][o * ci + i] = v as f32;
-                    }
-                }
+        // The transform runs only if some pack is not replayed from a store.
+        let tr = std::cell::OnceCell::new();
+        let transformed = || tr.get_or_init(|| transform(co, ci, w));
+        let rows = tiles_as_rows(kern, tiles);
+        let (mut u, mut ut) = (Vec::new(), Vec::new());
+        for p in 0..P {
+            if rows {
+                ut.push(PackedB::from_source(&kern.micro, ci, co, || {
+                    (&transformed()[p], 1, ci)
+                }));
+            } else {
+                u.push(PackedA::from_source(&kern.micro, co, ci, || {
+                    (&transformed()[p], ci, 1)
+                }));
             }
         }
-        let ut = u
-            .iter()
-            .map(|m| PackedB::new(&kern.micro, ci, co, m, 1, ci))
-            .collect();
-        let u = u
-            .iter()
-            .map(|m| PackedA::new(&kern.micro, co, ci, m, ci, 1))
-            .collect();
-        WinogradWeights { co, ci, u, ut }
+        WinogradWeights {
+            co,
+            ci,
+            tiles_as_rows: rows,
+            u,
+            ut,
+        }
     }
 
     /// Bytes held.
@@ -85,6 +91,30 @@ impl WinogradWeights {
         self.u.iter().map(PackedA::bytes).sum::<usize>()
             + self.ut.iter().map(PackedB::bytes).sum::<usize>()
     }
+}
+
+/// `U[k] = (G g G^T)[k]` for each of the 36 transform points, every `co x ci`, in f64.
+fn transform(co: usize, ci: usize, w: &[f32]) -> Vec<Vec<f32>> {
+    let mut u = vec![vec![0f32; co * ci]; P];
+    for o in 0..co {
+        for i in 0..ci {
+            let g = &w[(o * ci + i) * 9..(o * ci + i + 1) * 9];
+            // t = G g (6 x 3), then t G^T (6 x 6), in f64.
+            let mut t = [[0f64; 3]; 6];
+            for (r, row) in t.iter_mut().enumerate() {
+                for (c, v) in row.iter_mut().enumerate() {
+                    *v = (0..3).map(|k| G[r][k] * g[k * 3 + c] as f64).sum();
+                }
+            }
+            for r in 0..6 {
+                for c in 0..6 {
+                    let v: f64 = (0..3).map(|k| t[r][k] * G[c][k]).sum();
+                    u[r * 6 + c][o * ci + i] = v as f32;
+                }
+            }
+        }
+    }
+    u
 }
 
 /// `B^T d` for one column of six values.
@@ -419,9 +449,7 @@ pub unsafe fn winograd_conv(
         // 2. The 36 products per batch: M[b][k] = U[k] V[b][k] (channels as rows), or for
         // few tiles M[b][k]^T = V[b][k]^T U[k]^T (tiles as rows, so the channels fill the
         // column panels).
-        let nr = kern.micro.nr;
-        let transposed = tiles < 2 * nr;
-        if transposed {
+        if w.tiles_as_rows {
             let gm = Gemm {
                 batch: batches * P,
                 m: tiles,
@@ -463,7 +491,7 @@ pub unsafe fn winograd_conv(
             gemm(kern, pool, threads, &gm, &store);
         }
         // Where point k of channel o, tile t is: base + k * pstride + o * ostride + t * tstride.
-        let (pstride, ostride, tstride) = if transposed {
+        let (pstride, ostride, tstride) = if w.tiles_as_rows {
             (tpad * co, 1, co)
         } else {
             (co * tpad, tpad, 1)
@@ -534,7 +562,7 @@ mod tests {
             let batches = 2;
             let x = rand_vec(batches * c * h * w, 3);
             let wt = rand_vec(co * c * 9, 4);
-            let ww = WinogradWeights::new(kern, co, c, &wt);
+            let ww = WinogradWeights::new(kern, co, c, &wt, oh.div_ceil(4) * ow.div_ceil(4));
             let mut out = vec![f32::NAN; batches * co * oh * ow];
             let sink = StoreC {
                 c: out.as_mut_ptr(),

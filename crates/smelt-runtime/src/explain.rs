@@ -63,7 +63,9 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
     });
     if let Some(a) = s.artifact() {
         out["artifact"] = json!({"target": a.target, "isa": a.isa.name(),
-                                 "deterministic": a.deterministic});
+                                 "deterministic": a.deterministic,
+                                 "packed_weights_mapped": a.prepacked.0,
+                                 "packed_weights_stored": a.prepacked.1});
     }
     match plan.kernels() {
         Some(k) => {

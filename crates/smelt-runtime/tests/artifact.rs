@@ -78,6 +78,12 @@ fn artifact_runs_bit_identical_to_compile_at_load() {
         // By magic, not by extension: the file loads through the ONNX entry point.
         let s = Session::load_with(&path, &options(threads)).expect("load");
         assert!(s.artifact().is_some_and(|a| a.deterministic));
+        // Every packed weight came from the file, none was packed at load.
+        let (taken, stored) = s.artifact().expect("artifact").prepacked;
+        assert!(
+            stored >= 2 && taken == stored,
+            "{taken} of {stored} packs mapped"
+        );
         assert_eq!(bits(&s), want, "artifact, {threads} thread(s)");
         assert_eq!(bits(&s), want, "artifact, second run");
         assert_eq!(s.compile_count(), 1);
@@ -91,6 +97,21 @@ fn artifact_runs_bit_identical_to_compile_at_load() {
     let path2 = tmp("mlp.bin");
     std::fs::copy(&path, &path2).expect("copy");
     assert!(Session::load_with(&path2, &SessionOptions::default()).is_ok());
+}
+
+#[test]
+fn packs_that_do_not_match_are_packed_again() {
+    let (jit, bytes) = compile(true);
+    let want = bits(&jit);
+    let (h, mut m) = manifest_of(&bytes);
+    let n = m.packed.len();
+    assert!(n >= 2, "{n} packs");
+    // A pack under another key, and one of another length: both packed at load instead.
+    m.packed[0].key.push('x');
+    m.packed[1].floats -= 1;
+    let s = from_bytes(&reencode(&bytes, &h, &m), &options(1)).expect("load");
+    assert_eq!(s.artifact().expect("artifact").prepacked, (n - 2, n));
+    assert_eq!(bits(&s), want);
 }
 
 #[test]
@@ -190,7 +211,7 @@ fn flipped_and_truncated_files_are_errors() {
         );
     }
     let mut v = bytes.clone();
-    v[8..12].copy_from_slice(&2u32.to_le_bytes());
+    v[8..12].copy_from_slice(&(format::FORMAT_VERSION + 1).to_le_bytes());
     let e = from_bytes(&v, &options(1)).err().expect("other version");
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     let mut c = bytes.clone();

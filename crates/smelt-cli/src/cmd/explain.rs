@@ -89,10 +89,12 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
     }
     if let Some(a) = r.get("artifact") {
         outln!(
-            "artifact: compiled ahead of time for {} ({} kernels), deterministic {}; no pass ran",
+            "artifact: compiled ahead of time for {} ({} kernels), deterministic {}; no pass ran; {} of {} packed weights mapped from the file",
             a["target"].as_str().unwrap_or(""),
             a["isa"].as_str().unwrap_or(""),
-            a["deterministic"]
+            a["deterministic"],
+            a["packed_weights_mapped"],
+            a["packed_weights_stored"]
         );
     }
     if let Some(s) = plan.segments() {

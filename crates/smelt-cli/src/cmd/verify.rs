@@ -35,5 +35,10 @@ pub fn main(a: Args) -> Result<ExitCode> {
         m.plan.memory.arena_bytes,
         s.file_bytes
     );
+    outln!(
+        "  {} packed weights ({} bytes, mapped at load instead of packed)",
+        m.packed.len(),
+        m.packed.iter().map(|p| p.floats * 4).sum::<usize>()
+    );
     Ok(ExitCode::SUCCESS)
 }

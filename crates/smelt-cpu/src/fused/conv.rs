@@ -258,7 +258,9 @@ impl ConvPlan {
         } else if winograd {
             Method::Winograd(
                 (0..groups)
-                    .map(|g| WinogradWeights::new(kern, mg, cg, &wv[g * mg * k..(g + 1) * mg * k]))
+                    .map(|g| {
+                        WinogradWeights::new(kern, mg, cg, &wv[g * mg * k..(g + 1) * mg * k], tiles)
+                    })
                     .collect(),
             )
         } else if direct {

@@ -8,8 +8,9 @@
 pub mod micro;
 pub mod pack;
 
-use crate::buf::{with_scratch, AlignedBuf};
+use crate::buf::with_scratch;
 use crate::pool::ThreadPool;
+use crate::prepack::{packed, Floats};
 use crate::Kernels;
 pub use micro::Micro;
 pub use pack::MatRef;
@@ -21,7 +22,7 @@ pub struct PackedA {
     mr: usize,
     m: usize,
     k: usize,
-    data: AlignedBuf,
+    data: Floats,
 }
 
 /// A right operand packed once (weights): panels of `nr` columns, each `k x nr`, k-major.
@@ -30,7 +31,7 @@ pub struct PackedB {
     nr: usize,
     k: usize,
     n: usize,
-    data: AlignedBuf,
+    data: Floats,
 }
 
 impl PackedA {
@@ -39,20 +40,40 @@ impl PackedA {
     /// # Panics
     /// When an element of the matrix lies outside `a`.
     pub fn new(micro: &Micro, m: usize, k: usize, a: &[f32], rs: usize, cs: usize) -> PackedA {
-        assert_fits(a.len(), m, k, rs, cs);
+        PackedA::from_source(micro, m, k, || (a, rs, cs))
+    }
+
+    /// [`PackedA::new`] of the matrix `source` gives, asked for only when the floats are
+    /// packed here (not when a stored pack is replayed, see [`crate::prepack`]).
+    ///
+    /// # Panics
+    /// When an element of the matrix lies outside the slice.
+    pub fn from_source<'a>(
+        micro: &Micro,
+        m: usize,
+        k: usize,
+        source: impl FnOnce() -> (&'a [f32], usize, usize),
+    ) -> PackedA {
         let mr = micro.mr;
         let panels = m.div_ceil(mr);
-        let mut data = AlignedBuf::zeros(panels * k * mr);
-        let src = MatRef {
-            ptr: a.as_ptr(),
-            rs: rs as isize,
-            cs: cs as isize,
-        };
-        for (i, out) in data.as_mut_slice().chunks_mut((k * mr).max(1)).enumerate() {
-            let rows = mr.min(m - i * mr);
-            // SAFETY: assert_fits bounds every element of the matrix.
-            unsafe { pack_a_panel(src, i * mr, rows, k, mr, out) };
-        }
+        let data = packed(
+            || format!("gemm.a mr{mr} {m}x{k}"),
+            panels * k * mr,
+            |d| {
+                let (a, rs, cs) = source();
+                assert_fits(a.len(), m, k, rs, cs);
+                let src = MatRef {
+                    ptr: a.as_ptr(),
+                    rs: rs as isize,
+                    cs: cs as isize,
+                };
+                for (i, out) in d.chunks_mut((k * mr).max(1)).enumerate() {
+                    let rows = mr.min(m - i * mr);
+                    // SAFETY: assert_fits bounds every element of the matrix.
+                    unsafe { pack_a_panel(src, i * mr, rows, k, mr, out) };
+                }
+            },
+        );
         PackedA { mr, m, k, data }
     }
 
@@ -66,9 +87,9 @@ impl PackedA {
         self.k
     }
 
-    /// Bytes held.
+    /// Heap bytes held (none for a stored pack, see [`crate::prepack`]).
     pub fn bytes(&self) -> usize {
-        self.data.bytes()
+        self.data.heap_bytes()
     }
 }
 
@@ -78,20 +99,40 @@ impl PackedB {
     /// # Panics
     /// When an element of the matrix lies outside `b`.
     pub fn new(micro: &Micro, k: usize, n: usize, b: &[f32], rs: usize, cs: usize) -> PackedB {
-        assert_fits(b.len(), k, n, rs, cs);
+        PackedB::from_source(micro, k, n, || (b, rs, cs))
+    }
+
+    /// [`PackedB::new`] of the matrix `source` gives, asked for only when the floats are
+    /// packed here (not when a stored pack is replayed, see [`crate::prepack`]).
+    ///
+    /// # Panics
+    /// When an element of the matrix lies outside the slice.
+    pub fn from_source<'a>(
+        micro: &Micro,
+        k: usize,
+        n: usize,
+        source: impl FnOnce() -> (&'a [f32], usize, usize),
+    ) -> PackedB {
         let nr = micro.nr;
         let panels = n.div_ceil(nr);
-        let mut data = AlignedBuf::zeros(panels * k * nr);
-        let src = MatRef {
-            ptr: b.as_ptr(),
-            rs: rs as isize,
-            cs: cs as isize,
-        };
-        for (j, out) in data.as_mut_slice().chunks_mut((k * nr).max(1)).enumerate() {
-            let cols = nr.min(n - j * nr);
-            // SAFETY: assert_fits bounds every element of the matrix.
-            unsafe { pack_b_panel(src, j * nr, cols, k, nr, out) };
-        }
+        let data = packed(
+            || format!("gemm.b nr{nr} {k}x{n}"),
+            panels * k * nr,
+            |d| {
+                let (b, rs, cs) = source();
+                assert_fits(b.len(), k, n, rs, cs);
+                let src = MatRef {
+                    ptr: b.as_ptr(),
+                    rs: rs as isize,
+                    cs: cs as isize,
+                };
+                for (j, out) in d.chunks_mut((k * nr).max(1)).enumerate() {
+                    let cols = nr.min(n - j * nr);
+                    // SAFETY: assert_fits bounds every element of the matrix.
+                    unsafe { pack_b_panel(src, j * nr, cols, k, nr, out) };
+                }
+            },
+        );
         PackedB { nr, k, n, data }
     }
 
@@ -114,9 +155,9 @@ impl PackedB {
         &self.data.as_slice()[j * len..(j + 1) * len]
     }
 
-    /// Bytes held.
+    /// Heap bytes held (none for a stored pack, see [`crate::prepack`]).
     pub fn bytes(&self) -> usize {
-        self.data.bytes()
+        self.data.heap_bytes()
     }
 }
 

@@ -11,9 +11,10 @@
 //! 40  weights CRC-32            u32 LE   checked by `smelt verify` (or at load when asked)
 //! 44  reserved                  16 zero bytes
 //! 60  header CRC-32             u32 LE   of bytes 0..60 then the manifest, checked at load
-//! 64  manifest (JSON: target, shapes, kernel plan, kernel choices, weight table)
+//! 64  manifest (JSON: target, shapes, kernel plan, kernel choices, weight and pack tables)
 //!     zero padding to the weights offset
-//!     weights, each at a 64-byte aligned offset of the weights section
+//!     weights, then the kernels' packed weights, each at a 64-byte aligned offset of the
+//!     weights section
 //! ```
 //!
 //! Everything in a file is untrusted: sizes are checked against the file's length and
@@ -28,7 +29,7 @@ use smelt_ir::{bail, ensure, DType, Result, Tensor};
 pub const MAGIC: [u8; 8] = *b"SMELTART";
 /// The layout and manifest version this build reads and writes; bump it whenever either
 /// (the serialized kernel plan included) changes shape.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 64;
 /// Alignment of the weights section and of every weight in it.
@@ -228,6 +229,19 @@ pub struct WeightEntry {
     pub offset: usize,
 }
 
+/// Where one of the kernels' packed weights lies in the weights section: f32 panels in the
+/// layout of the artifact's ISA, offered to the plan's packers in order at load (see
+/// `smelt_kernels::prepack`, which checks each against what its packer asks for).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackEntry {
+    /// What was packed (kind and sizes), as the packer names it.
+    pub key: String,
+    /// Byte offset in the weights section (a multiple of [`WEIGHT_ALIGN`]).
+    pub offset: usize,
+    /// Number of f32 values.
+    pub floats: usize,
+}
+
 /// Everything an artifact says besides the weights' bytes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
@@ -249,6 +263,8 @@ pub struct Manifest {
     pub weights: Vec<WeightEntry>,
     /// The kernel the compiler chose for each group; a loader must choose the same.
     pub kernels: Vec<String>,
+    /// The kernels' packed weights, in the order the plan packs them.
+    pub packed: Vec<PackEntry>,
 }
 
 impl Manifest {
@@ -293,9 +309,9 @@ mod tests {
         );
         assert!(h.verify_weights(&g).is_err());
         let mut v2 = f.clone();
-        v2[8] = 2;
+        v2[8] = 9;
         let e = Header::parse(&v2).unwrap_err();
         assert_eq!(e.kind(), smelt_ir::ErrorKind::Unsupported);
-        assert!(e.to_string().contains("version 2"), "{e}");
+        assert!(e.to_string().contains("version 9"), "{e}");
     }
 }

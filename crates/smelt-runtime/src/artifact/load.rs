@@ -1,7 +1,7 @@
 //! Loading an artifact: check the header and manifest, map the weights in place, validate
 //! the kernel plan with the executor's checks, and wrap it as a ready plan. No pass runs.
 
-use super::format::{Header, IoSpec, Manifest, WeightEntry, WEIGHT_ALIGN};
+use super::format::{Header, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN};
 use crate::plan::{Execution, Plan};
 use crate::SessionOptions;
 use smelt_ir::kernel::{BufferKind, KernelPlan};
@@ -36,6 +36,9 @@ pub struct Fixed {
     pub deterministic: bool,
     /// Per input, the smallest table it indexes (see `IoSpec::index_limit`).
     pub index_limits: std::collections::HashMap<String, i64>,
+    /// Of the packed weights the file stores, how many the kernels took (the rest, and
+    /// any the file lacks, were packed at load): `(taken, stored)`.
+    pub prepacked: (usize, usize),
 }
 
 /// What a CPU needs for an ISA's kernels, in words.
@@ -104,6 +107,23 @@ fn weight(file: &Arc<dyn Backing>, base: usize, len: usize, w: &WeightEntry) -> 
         Str => bail!(InvalidModel, "an artifact cannot hold string weights"),
     };
     Tensor::new(w.dtype, w.shape.clone(), data).map_err(|e| e.with_kind(ErrorKind::InvalidModel))
+}
+
+/// The floats of one packed weight: a window onto the file, its bounds checked.
+fn pack(file: &Arc<dyn Backing>, base: usize, len: usize, p: &PackEntry) -> Result<Buf<f32>> {
+    let size = p.floats.checked_mul(4);
+    ensure!(
+        p.offset.is_multiple_of(WEIGHT_ALIGN)
+            && size
+                .and_then(|s| p.offset.checked_add(s))
+                .is_some_and(|e| e <= len),
+        InvalidModel,
+        "packed weight '{}' ({} floats at {}) is misaligned or runs past the {len}-byte weights section",
+        p.key,
+        p.floats,
+        p.offset
+    );
+    Buf::window(file.clone(), base + p.offset, p.floats)
 }
 
 /// Checks the signature against the plan's own input and output buffers, and rebuilds
@@ -289,7 +309,17 @@ pub(crate) fn load(
             .iter()
             .filter_map(|s| Some((s.name.clone(), s.index_limit?)))
             .collect(),
+        prepacked: (0, 0),
     };
+    let stored = m
+        .packed
+        .iter()
+        .map(|p| {
+            let b = pack(&file, header.weights_offset, header.weights_len, p)?;
+            Ok((p.key.clone(), b))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let packs = stored.len();
     let kp = KernelPlan { weights, ..m.plan };
     crate::compile::check_plan_memory(&kp, &options.limits)?;
     let cpu = smelt_cpu::fused::CpuOptions {
@@ -298,10 +328,18 @@ pub(crate) fn load(
     };
     // The plan came from a file: what the executor's checks refuse is a bad file, not a
     // bug of this build.
-    let cpu = smelt_cpu::fused::CpuPlan::with_options(kp, cpu).map_err(|e| match e.kind() {
+    // The kernels take their packed weights from the file where they match (a pack that
+    // does not is packed again from the weights: slower, never wrong).
+    let (cpu, replayed) =
+        smelt_kernels::prepack::replay(stored, || smelt_cpu::fused::CpuPlan::with_options(kp, cpu));
+    let cpu = cpu.map_err(|e| match e.kind() {
         ErrorKind::Internal => e.with_kind(ErrorKind::InvalidModel),
         _ => e,
     })?;
+    let fixed = Fixed {
+        prepacked: (replayed.used, packs),
+        ..fixed
+    };
     let names = cpu.kernel_names();
     ensure!(
         names.len() == m.kernels.len(),
@@ -319,8 +357,9 @@ pub(crate) fn load(
             m.producer
         );
     }
-    // Packing read most weights once; what runs reads the packed copies. The pages of the
-    // raw ones go back (those still read come back from the page cache on first touch).
+    // Packing at load (of what the file did not store packed) read those weights once;
+    // what runs reads the packed copies. The pages go back (those still read come back
+    // from the page cache on first touch).
     file.release();
     let plan = Arc::new(Plan::new(
         graph.clone(),

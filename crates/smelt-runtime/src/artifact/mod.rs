@@ -4,8 +4,10 @@
 //! loading (through [`crate::Session::load_with`], which tells an artifact by its magic)
 //! runs no pass.
 //!
-//! Weights are stored as the graph holds them and packed for the kernels at load (the
-//! packed layouts are the kernel crate's private business and differ per ISA).
+//! Weights are stored as the graph holds them, and again as the kernels packed them for
+//! the artifact's ISA (panels, Winograd transforms), in the order a build of the plan
+//! packs them: loading maps those instead of packing (`smelt_kernels::prepack`, which
+//! checks each against what its packer asks for and packs afresh what does not match).
 
 pub mod format;
 pub(crate) mod load;

@@ -1,7 +1,7 @@
 //! Writing a compiled plan as an artifact: the manifest, then every weight at an aligned
 //! offset of the weights section.
 
-use super::format::{self, align_up, IoSpec, Manifest, WeightEntry, WEIGHT_ALIGN};
+use super::format::{self, align_up, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN};
 use crate::{Plan, Session};
 use smelt_ir::kernel::BufferKind;
 use smelt_ir::{bail, err, pod_bytes, Data, Result, Tensor};
@@ -78,6 +78,33 @@ pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<
     debug_assert!(entries
         .iter()
         .all(|e| e.offset.is_multiple_of(WEIGHT_ALIGN)));
+    // The kernels' packed weights: the plan built again as a loader builds it, recording
+    // what it packs, stored after the weights for the loader to map instead of packing.
+    let (threads, _) = plan.cpu_setup().unwrap_or((1, isa));
+    let options = smelt_cpu::fused::CpuOptions {
+        threads,
+        isa: Some(isa),
+    };
+    let full = smelt_ir::kernel::KernelPlan {
+        weights: (0..entries.len())
+            .filter_map(|i| plan.weight(i).cloned())
+            .collect(),
+        ..kp.clone()
+    };
+    let (built, recorded) =
+        smelt_kernels::prepack::record(|| smelt_cpu::fused::CpuPlan::with_options(full, options));
+    built?;
+    let mut packed = Vec::with_capacity(recorded.len());
+    for r in &recorded {
+        let at = align_up(weights.len()).ok_or_else(|| err!(ResourceExhausted, "too large"))?;
+        weights.resize(at, 0u8);
+        weights.extend_from_slice(pod_bytes(r.floats.as_slice()));
+        packed.push(PackEntry {
+            key: r.key.clone(),
+            offset: at,
+            floats: r.floats.len(),
+        });
+    }
     let g = &session.model().graph;
     let io = |name: &str, kind: BufferKind| -> Result<IoSpec> {
         let b = kp.buffers.iter().find(|b| b.kind == kind).ok_or_else(|| {
@@ -129,6 +156,7 @@ pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<
         plan: kp.clone(),
         weights: entries,
         kernels: plan.kernel_names().to_vec(),
+        packed,
     };
     let json = serde_json::to_vec(&manifest)
         .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
