@@ -6,6 +6,9 @@ use crate::{Plan, Session};
 use smelt_ir::kernel::BufferKind;
 use smelt_ir::{bail, err, pod_bytes, Data, Result, Tensor};
 
+/// Weights under this many bytes are laid out first, together (see `encode`).
+const SMALL_WEIGHT_BYTES: usize = 64 << 10;
+
 /// What `smelt compile` records besides the plan.
 #[derive(Debug, Clone)]
 pub struct CompileInfo {
@@ -63,18 +66,30 @@ pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<
     let (_, isa) = plan
         .cpu_setup()
         .ok_or_else(|| err!(Internal, "a kernel plan without a CPU setup"))?;
+    let tensors: Vec<&Tensor> = (0..).map_while(|i| plan.weight(i)).collect();
+    // Small weights (biases, scales, shapes: what kernels read at run time besides the
+    // packs) first and together, large ones after: the kernel maps a file's pages in
+    // folios of up to 2 MiB, so a bias between two large matrices would map them too,
+    // though only their packed copies are read.
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_by_key(|&i| tensors[i].nbytes() >= SMALL_WEIGHT_BYTES);
     let mut weights = Vec::new();
-    let mut entries = Vec::new();
-    while let Some(t) = plan.weight(entries.len()) {
+    let mut offsets = vec![0; tensors.len()];
+    for &i in &order {
         let at = align_up(weights.len()).ok_or_else(|| err!(ResourceExhausted, "too large"))?;
         weights.resize(at, 0u8);
-        weights.extend_from_slice(&weight_bytes(t)?);
-        entries.push(WeightEntry {
+        weights.extend_from_slice(&weight_bytes(tensors[i])?);
+        offsets[i] = at;
+    }
+    let entries: Vec<WeightEntry> = tensors
+        .iter()
+        .zip(&offsets)
+        .map(|(t, &offset)| WeightEntry {
             dtype: t.dtype(),
             shape: t.shape().to_vec(),
-            offset: at,
-        });
-    }
+            offset,
+        })
+        .collect();
     debug_assert!(entries
         .iter()
         .all(|e| e.offset.is_multiple_of(WEIGHT_ALIGN)));
