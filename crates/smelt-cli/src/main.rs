@@ -12,6 +12,10 @@ use clap::{Parser, Subcommand};
 use smelt_ir::ErrorKind;
 use std::process::ExitCode;
 
+/// Large buffers get huge pages before their first touch (see `HugePageAlloc`).
+#[global_allocator]
+static ALLOC: smelt_kernels::buf::HugePageAlloc = smelt_kernels::buf::HugePageAlloc;
+
 /// What `smelt --help` says about exit codes; [`exit_code`] is the table itself.
 const EXIT_CODES: &str = "\
 Exit codes:

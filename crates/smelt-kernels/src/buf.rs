@@ -145,6 +145,55 @@ pub fn return_scratch(b: AlignedBuf) {
     SCRATCH.with(|s| s.borrow_mut().push(b));
 }
 
+/// A global allocator for binaries: the system's, with every allocation of 4 MiB or more
+/// offered transparent huge pages before its first touch (see [`advise_huge_pages`]).
+/// Loading a model fills a few large buffers (the file, its decoded weights, their
+/// packed copies) once; at 4 KiB a page their first touch was most of the load time.
+pub struct HugePageAlloc;
+
+// SAFETY: every call is forwarded to `System` unchanged; the advice only changes how the
+// kernel backs pages of memory this allocation owns, never its contents.
+unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = std::alloc::System.alloc(layout);
+        if !p.is_null() {
+            advise_huge_pages_bytes(p, layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if layout.align() <= 16 {
+            // `calloc`: fresh pages come zeroed without a write, so the advice still
+            // precedes their first touch.
+            let p = std::alloc::System.alloc_zeroed(layout);
+            if !p.is_null() {
+                advise_huge_pages_bytes(p, layout.size());
+            }
+            return p;
+        }
+        // Over-aligned memory is zeroed by a write: advise first, then write.
+        let p = std::alloc::System.alloc(layout);
+        if !p.is_null() {
+            advise_huge_pages_bytes(p, layout.size());
+            std::ptr::write_bytes(p, 0, layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        std::alloc::System.dealloc(ptr, layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        let p = std::alloc::System.realloc(ptr, layout, size);
+        if !p.is_null() {
+            advise_huge_pages_bytes(p, size);
+        }
+        p
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -267,10 +267,27 @@ fn fold_conv(
         let per = (w.len() / m.max(1)).max(1);
         Box::new(move |k| k / per)
     };
-    let wv = w.to_f64()?;
-    let new_w: Vec<f64> = (0..wv.len())
-        .map(|k| wv[k] * factor[channel_of(k)])
-        .collect();
+    let weight = match w.as_f32() {
+        // f32 weights of a Conv (channel-major), scaled a channel at a time without the
+        // f64 copies (the same f64 products, rounded once, as below).
+        Some(wv) if !transposed => {
+            let per = (wv.len() / m.max(1)).max(1);
+            let mut out = smelt_ir::limits::try_vec(wv.len(), 0f32, &|| "folded weights".into())?;
+            for ((o, x), f) in out.chunks_mut(per).zip(wv.chunks(per)).zip(factor) {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = (x as f64 * f) as f32;
+                }
+            }
+            Tensor::from_f32(s.to_vec(), out)?
+        }
+        _ => {
+            let wv = w.to_f64()?;
+            let new_w: Vec<f64> = (0..wv.len())
+                .map(|k| wv[k] * factor[channel_of(k)])
+                .collect();
+            Tensor::from_f64(w.dtype(), s.to_vec(), &new_w)?
+        }
+    };
     let old_b = match bias {
         Some(t) => t.to_f64()?,
         None => vec![0.0; m],
@@ -279,7 +296,7 @@ fn fold_conv(
     Ok(Some(Folded {
         op: n.op.clone(),
         x: n.inputs[0],
-        weight: Tensor::from_f64(w.dtype(), s.to_vec(), &new_w)?,
+        weight,
         bias: Tensor::from_f64(w.dtype(), vec![m], &new_b)?,
     }))
 }
