@@ -116,3 +116,72 @@ fn compiled_artifact_runs_like_the_model() {
     let (code, _, err) = smelt(&["run", &bad, "--random-inputs"]);
     assert_eq!(code, 3, "{err}");
 }
+
+#[test]
+fn presets_decide_and_explain_shows_it() {
+    // edge: batch 1 (x is [batch, 16]), proven deterministic, threads timed and capped.
+    let art = tmp("edge.smelt");
+    let (code, out, err) = smelt(&[
+        "compile",
+        &example("model.onnx"),
+        "--preset",
+        "edge",
+        "-o",
+        &art,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("input 'x': batch (dim 0) set to 1"), "{out}");
+    let (code, out, err) = smelt(&["explain", &art]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("preset edge:") && out.contains("threads: at most"),
+        "{out}"
+    );
+    assert!(out.contains("deterministic true"), "{out}");
+    // datacenter: batch buckets; a batch between them runs, one beyond them is refused.
+    let art = tmp("dc.smelt");
+    let (code, out, err) = smelt(&[
+        "compile",
+        &example("model.onnx"),
+        "--preset",
+        "datacenter",
+        "-o",
+        &art,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("batch buckets 1, 2, 4, 8"), "{out}");
+    let (code, _, err) = smelt(&["run", &art, "--random-inputs", "--shape", "x=3x16"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = smelt(&["run", &art, "--random-inputs", "--shape", "x=9x16"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("buckets 1, 2, 4, 8"), "{err}");
+    // A budget too small names the largest parts and writes nothing.
+    let small = tmp("small.smelt");
+    let (code, _, err) = smelt(&[
+        "compile",
+        &example("model.onnx"),
+        "--shape",
+        "x=2x16",
+        "--max-memory",
+        "1K",
+        "-o",
+        &small,
+    ]);
+    assert_eq!(code, 6, "{err}");
+    assert!(
+        err.contains("does not fit") && err.contains("largest"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(&small).exists());
+    // Buckets need a symbolic batch: the example's x given a fixed shape still has one,
+    // but a bucket of 0 is refused.
+    let (code, _, err) = smelt(&[
+        "compile",
+        &example("model.onnx"),
+        "--batch-buckets",
+        "0,2",
+        "-o",
+        &small,
+    ]);
+    assert_eq!(code, 4, "{err}");
+}

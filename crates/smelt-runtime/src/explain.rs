@@ -65,7 +65,10 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
         out["artifact"] = json!({"target": a.target, "isa": a.isa.name(),
                                  "deterministic": a.deterministic,
                                  "packed_weights_mapped": a.prepacked.0,
-                                 "packed_weights_stored": a.prepacked.1});
+                                 "packed_weights_stored": a.prepacked.1,
+                                 "preset": a.preset, "decisions": a.decisions,
+                                 "max_threads": a.max_threads, "max_memory": a.max_memory,
+                                 "batch_buckets": a.buckets});
     }
     match plan.kernels() {
         Some(k) => {

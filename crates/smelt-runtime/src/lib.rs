@@ -164,7 +164,12 @@ impl Session {
         };
         let reason = format!("loaded from the artifact {origin}");
         if let Ok(mut c) = s.cache.lock() {
-            c.insert(l.fixed.shapes, l.plan, reason, options.max_plans);
+            // Every plan stays (nothing compiles at run time); the largest batch is the
+            // last inserted, so it is the one `last_plan` reports.
+            let max = options.max_plans.max(l.plans.len());
+            for (shapes, plan) in l.plans.into_iter().rev() {
+                c.insert(shapes, plan, reason.clone(), max);
+            }
         }
         options.input_shapes.check(&s.inputs())?;
         if !options.input_shapes.is_empty() {
@@ -366,6 +371,19 @@ impl Session {
                 .find(|(n, _)| *n == name)
                 .map(|(_, t)| Some(*t))
         });
+        if let Some((bucket, n)) = self.bucket_of(&key) {
+            let plan = self.plan_for_key(bucket.clone())?;
+            let padded = inputs
+                .iter()
+                .map(|(name, t)| match bucket.get(name) {
+                    Some(d) => Ok((*name, artifact::bucket::pad_batch(t, d[0])?)),
+                    None => Ok((*name, (*t).clone())),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<(&str, &Tensor)> = padded.iter().map(|(n, t)| (*n, t)).collect();
+            let outs = plan.run_borrowed(&refs, &control, profile)?;
+            return self.cut_outputs(outs, n);
+        }
         let plan = {
             let _entered = control.enter();
             self.plan_for_key(key)?
@@ -392,11 +410,43 @@ impl Session {
         control.check()?;
         check_inputs(&self.inputs(), &inputs)?;
         let key = self.key_from_values(&inputs);
+        if let Some((bucket, n)) = self.bucket_of(&key) {
+            let plan = self.plan_for_key(bucket.clone())?;
+            let mut padded = HashMap::with_capacity(inputs.len());
+            for (name, v) in inputs {
+                let v = match (bucket.get(&name), v) {
+                    (Some(d), Value::Tensor(t)) => {
+                        Value::Tensor(artifact::bucket::pad_batch(&t, d[0])?)
+                    }
+                    (_, v) => v,
+                };
+                padded.insert(name, v);
+            }
+            let outs = plan.run(padded, &control, profile)?;
+            return self.cut_outputs(outs, n);
+        }
         let plan = {
             let _entered = control.enter();
             self.plan_for_key(key)?
         };
         let outs = plan.run(inputs, &control, profile)?;
+        Ok(self.name_outputs(outs))
+    }
+
+    /// For a bucketed artifact run at a batch it has no plan of its own for: the shapes of
+    /// the bucket's plan, and the real batch.
+    fn bucket_of(&self, key: &ShapeKey) -> Option<(ShapeKey, usize)> {
+        let fixed = self.fixed.as_ref().filter(|f| !f.buckets.is_empty())?;
+        let (bucket, n) = fixed.bucket_for(key)?;
+        (bucket != *key).then_some((bucket, n))
+    }
+
+    /// A bucketed run's outputs cut back to its real batch, named.
+    fn cut_outputs(&self, outs: Vec<Value>, n: usize) -> Result<Outputs> {
+        let outs = outs
+            .into_iter()
+            .map(|v| artifact::bucket::cut_batch(v, n))
+            .collect::<Result<Vec<_>>>()?;
         Ok(self.name_outputs(outs))
     }
 
@@ -410,7 +460,11 @@ impl Session {
                 return Ok(p);
             }
             if let Some(fixed) = &self.fixed {
-                return Err(artifact_miss(&key, &fixed.shapes));
+                // A bucketed artifact runs these shapes with a larger batch's plan.
+                if let Some(p) = fixed.bucket_for(&key).and_then(|(b, _)| c.get(&b)) {
+                    return Ok(p);
+                }
+                return Err(artifact_miss(&key, &fixed.shapes, &fixed.buckets));
             }
             if let Some(p) = c.compiling.get(&key) {
                 let p = p.clone();
@@ -527,7 +581,17 @@ impl Session {
 }
 
 /// The error of a run of an artifact at shapes it was not compiled for.
-fn artifact_miss(key: &ShapeKey, fixed: &ShapeKey) -> smelt_ir::Error {
+fn artifact_miss(key: &ShapeKey, fixed: &ShapeKey, buckets: &[usize]) -> smelt_ir::Error {
+    if !buckets.is_empty() {
+        let list: Vec<String> = buckets.iter().map(|b| b.to_string()).collect();
+        return smelt_ir::err!(
+            InvalidInput,
+            "inputs of shapes {key} fit none of the artifact's plans: it runs every input at {} with dim 0 (the batch) up to {} (buckets {})",
+            fixed,
+            buckets.last().copied().unwrap_or(0),
+            list.join(", ")
+        );
+    }
     let differs = key
         .iter()
         .find(|(name, dims)| fixed.get(name) != Some(*dims));

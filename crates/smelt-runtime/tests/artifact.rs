@@ -2,7 +2,8 @@
 //! model compiled at load, across runs and thread counts; its weights are mapped, not
 //! copied; a run at another shape names the input; and damaged files (bytes flipped,
 //! truncated, another version, a wrong checksum, a well-checksummed but hostile manifest)
-//! are errors, never panics.
+//! are errors, never panics. A bucketed artifact runs every batch up to its largest like
+//! the model; a memory budget names what does not fit; a thread cap holds.
 
 use smelt_ir::{with_data, AlignedBytes, Backing, ErrorKind, Tensor, Value};
 use smelt_runtime::artifact::format::{self, Header, Manifest};
@@ -32,7 +33,7 @@ fn compile(deterministic: bool) -> (Session, Vec<u8>) {
     let info = CompileInfo {
         target: "native".into(),
         deterministic,
-        index_limits: Default::default(),
+        ..Default::default()
     };
     let bytes = write::encode(&s, &plan, &info).expect("encode");
     (s, bytes)
@@ -305,4 +306,130 @@ fn sessions_of_one_file_share_its_plan() {
     drop((a, b));
     let d = Session::load_with(&path, &options(1)).expect("d");
     assert_eq!(bits(&d), bits(&c));
+}
+
+/// The MLP's artifact with plans for batches 8, 4 and 1 (x is [batch, 16]).
+fn bucketed() -> Vec<u8> {
+    let s = Session::load_with(&mlp(), &SessionOptions::default()).expect("load");
+    let plans: Vec<_> = [8, 4, 1]
+        .iter()
+        .map(|&b| {
+            let mut shapes = InputShapes::new();
+            shapes.set("x", vec![b, 16]);
+            s.plan_for(&shapes).expect("plan")
+        })
+        .collect();
+    let refs: Vec<&smelt_runtime::Plan> = plans.iter().map(|p| p.as_ref()).collect();
+    let info = CompileInfo {
+        target: "native".into(),
+        ..Default::default()
+    };
+    write::encode_buckets(&s, &refs, &info).expect("encode")
+}
+
+fn rows(n: usize) -> Tensor {
+    let v = (0..n * 16).map(|i| (i as f32 * 0.37).cos() * 2.0).collect();
+    Tensor::from_f32(vec![n, 16], v).expect("x")
+}
+
+fn out_bits(s: &Session, x: &Tensor) -> smelt_ir::Result<(Vec<usize>, Vec<u32>)> {
+    let out = s.run_ref(&[("x", x)])?;
+    let Value::Tensor(t) = &out[0].1 else {
+        panic!("not a tensor")
+    };
+    let v = t
+        .as_f32()
+        .expect("f32")
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    Ok((t.shape().to_vec(), v))
+}
+
+#[test]
+fn batch_buckets_run_every_batch_up_to_the_largest_like_the_model() {
+    let bytes = bucketed();
+    let (_, m) = manifest_of(&bytes);
+    assert_eq!(
+        m.buckets.iter().map(|b| b.batch).collect::<Vec<_>>(),
+        [4, 1]
+    );
+    // Equal weights are stored once: the file is far smaller than three plans' weights.
+    let once = write::encode(
+        &Session::load_with(&mlp(), &options(2)).expect("load"),
+        &Session::load_with(&mlp(), &options(2))
+            .expect("load")
+            .last_plan()
+            .expect("plan"),
+        &CompileInfo::default(),
+    )
+    .expect("encode");
+    assert!(
+        bytes.len() < once.len() * 2,
+        "{} vs {}",
+        bytes.len(),
+        once.len()
+    );
+    let art = from_bytes(&bytes, &options(2)).expect("artifact");
+    assert_eq!(art.artifact().expect("fixed").buckets, [1, 4, 8]);
+    let jit = Session::load_with(&mlp(), &SessionOptions::default()).expect("jit");
+    for n in 1..=8 {
+        let x = rows(n);
+        let got = out_bits(&art, &x).expect("bucketed run");
+        assert_eq!(
+            got.0[0], n,
+            "batch {n}: the output keeps the real rows only"
+        );
+        assert_eq!(got, out_bits(&jit, &x).expect("jit run"), "batch {n}");
+    }
+    let e = out_bits(&art, &rows(9)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("buckets 1, 4, 8"), "{e}");
+    // The Value entry point pads and cuts too.
+    let mut inputs = std::collections::HashMap::new();
+    inputs.insert("x".to_string(), Value::Tensor(rows(3)));
+    let out = art.run(inputs).expect("run");
+    let Value::Tensor(t) = &out[0].1 else {
+        panic!()
+    };
+    assert_eq!(t.shape()[0], 3);
+    // Buckets that do not fall, or a plan whose inputs differ beyond dim 0, are refused.
+    let (h, mut m) = manifest_of(&bytes);
+    m.buckets.swap(0, 1);
+    assert!(from_bytes(&reencode(&bytes, &h, &m), &options(1)).is_err());
+    let (h, mut m) = manifest_of(&bytes);
+    m.buckets[0].inputs[0].shape[1] = 17;
+    assert!(from_bytes(&reencode(&bytes, &h, &m), &options(1)).is_err());
+}
+
+#[test]
+fn memory_budgets_name_what_does_not_fit_and_thread_caps_hold() {
+    let (_, bytes) = compile(false);
+    let f = smelt_runtime::artifact::budget::Footprint::of(&bytes).expect("footprint");
+    assert!(f.weights_section > 0 && f.arenas > 0 && f.outputs == 3 * 4 * f_outputs(&bytes));
+    f.check(f.total() as u64).expect("fits exactly");
+    let e = f.check(f.total() as u64 - 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+    let msg = e.to_string();
+    assert!(msg.contains("largest") && msg.contains("weight '"), "{msg}");
+    let capped = write::amend(&bytes, |m| {
+        m.max_threads = Some(1);
+        m.decisions = vec!["threads: at most 1".into()];
+    })
+    .expect("amend");
+    let s = from_bytes(&capped, &options(2)).expect("load");
+    let plan = s.last_plan().expect("plan");
+    assert_eq!(plan.cpu_setup().map(|c| c.0), Some(1), "the cap holds");
+    assert_eq!(
+        s.artifact().expect("fixed").decisions,
+        ["threads: at most 1"]
+    );
+    let zero = write::amend(&bytes, |m| m.max_threads = Some(0)).expect("amend");
+    assert!(from_bytes(&zero, &options(2)).is_err());
+}
+
+/// Elements per row of the MLP's output.
+fn f_outputs(bytes: &[u8]) -> usize {
+    let (_, m) = manifest_of(bytes);
+    m.outputs[0].shape[1..].iter().product()
 }

@@ -1,8 +1,9 @@
 //! `smelt compile`: compiles a model ahead of time for fixed input shapes and one
 //! instruction set, and writes the plan and its weights as one artifact (.smelt).
 
+use super::preset;
 use crate::inputs::{index_limits, parse_shapes, SplitMix};
-use smelt_ir::{bail, err, Result, Tensor, Value, ValueType};
+use smelt_ir::{bail, err, ErrorKind, Result, Tensor, Value, ValueType};
 use smelt_runtime::artifact::{self, CompileInfo};
 use smelt_runtime::{Session, SessionOptions};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,19 @@ pub struct Args {
     /// (1 and 2) and between this compilation and the written artifact; record it.
     #[arg(long)]
     deterministic: bool,
+    /// edge: latency first: batch 1, proven deterministic, the fewest threads that hold
+    /// latency (timed here). datacenter: throughput first: batch buckets (see
+    /// --batch-buckets), all cores. `smelt explain FILE.smelt` lists what it decided.
+    #[arg(long, value_enum)]
+    preset: Option<Preset>,
+    /// Fail unless the compiled model fits in this many bytes (suffixes K, M, G, T):
+    /// weights and packed weights, arenas and outputs. The error names what is largest.
+    #[arg(long, value_name = "BYTES", value_parser = super::run::parse_bytes)]
+    max_memory: Option<u64>,
+    /// Batch sizes to compile plans for (dim 0 of every input and output); a run takes the
+    /// smallest that holds its batch, padded. Default with --preset datacenter: 1,2,4,8.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    batch_buckets: Vec<usize>,
     #[command(flatten)]
     compile: super::run::CompileArgs,
 }
@@ -55,19 +69,88 @@ pub fn main(a: Args) -> Result<ExitCode> {
     }
     options.isa = Some(isa);
     let t = std::time::Instant::now();
-    let session = Session::load_with(&a.model, &options)?;
-    let plan = super::explain::session_plan(&session, &options, &a.model)?;
+    let mut session = Session::load_with(&a.model, &options)?;
+    let mut decisions = Vec::new();
+    let deterministic = a.deterministic || a.preset == Some(Preset::Edge);
+    if a.preset == Some(Preset::Edge) {
+        for (name, dims) in preset::batch_one(&session, &options.input_shapes) {
+            decisions.push(format!("input '{name}': batch (dim 0) set to 1"));
+            options.input_shapes.set(&name, dims);
+        }
+        if !decisions.is_empty() {
+            session = Session::load_with(&a.model, &options)?;
+        }
+        decisions.push("outputs proven bit-identical across runs and thread counts".into());
+    }
+    let buckets = match (&a.batch_buckets[..], a.preset) {
+        ([], Some(Preset::Datacenter)) => vec![1, 2, 4, 8],
+        (b, _) => b.to_vec(),
+    };
+    let bucketed = match buckets.is_empty() {
+        true => None,
+        false => match preset::bucket_plans(&session, &options.input_shapes, &buckets) {
+            Ok((plans, said)) => {
+                decisions.push(said);
+                Some(plans)
+            }
+            // The preset's default buckets give way to a model that cannot have them.
+            Err(e) if a.batch_buckets.is_empty() && e.kind() == ErrorKind::Unsupported => {
+                decisions.push(format!("no batch buckets: {e}"));
+                None
+            }
+            Err(e) => return Err(e.context(a.model.display().to_string())),
+        },
+    };
+    let plans = match bucketed {
+        Some(p) => p,
+        None => vec![super::explain::session_plan(&session, &options, &a.model)?],
+    };
+    if a.preset == Some(Preset::Datacenter) {
+        decisions.push(format!(
+            "threads: all {} this process may use",
+            smelt_kernels::pool::available_threads()
+        ));
+    }
     let info = CompileInfo {
         target: a.target_cpu.clone(),
-        deterministic: a.deterministic,
+        deterministic,
         index_limits: index_limits(&session),
+        preset: a.preset.map(|p| p.name().to_string()),
+        decisions: decisions.clone(),
+        max_threads: None,
+        max_memory: a.max_memory,
     };
-    let bytes = artifact::write::encode(&session, &plan, &info)
+    let refs: Vec<&smelt_runtime::Plan> = plans.iter().map(|p| p.as_ref()).collect();
+    let mut bytes = artifact::write::encode_buckets(&session, &refs, &info)
         .map_err(|e| e.context(a.model.display().to_string()))?;
-    if a.deterministic {
+    let footprint = artifact::budget::Footprint::of(&bytes)?;
+    if let Some(max) = a.max_memory {
+        footprint
+            .check(max)
+            .map_err(|e| e.context(a.model.display().to_string()))?;
+        decisions.push(format!(
+            "memory: {} of the --max-memory {} budget",
+            artifact::budget::mib(footprint.total()),
+            artifact::budget::mib(max as usize)
+        ));
+    }
+    if deterministic {
         check_deterministic(&session, &bytes, &options)?;
     }
+    let mut max_threads = None;
+    if a.preset == Some(Preset::Edge) {
+        let (n, said) = preset::fewest_threads(&bytes, &options, random_inputs)?;
+        decisions.push(said);
+        max_threads = Some(n);
+    }
+    if decisions != info.decisions || max_threads.is_some() {
+        bytes = artifact::write::amend(&bytes, |m| {
+            m.decisions = decisions.clone();
+            m.max_threads = max_threads;
+        })?;
+    }
     write_atomic(&a.output, &bytes)?;
+    let plan = &plans[0];
     let weights: usize = (0..)
         .map_while(|i| plan.weight(i))
         .map(|w| w.nbytes())
@@ -82,7 +165,28 @@ pub fn main(a: Args) -> Result<ExitCode> {
         plan.kernels().map_or(0, |k| k.memory.arena_bytes),
         t.elapsed().as_secs_f64() * 1e3
     );
+    for d in &decisions {
+        outln!("  {d}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The compile presets.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Preset {
+    /// Latency first, one request at a time, little memory.
+    Edge,
+    /// Throughput first, batches, all cores.
+    Datacenter,
+}
+
+impl Preset {
+    fn name(self) -> &'static str {
+        match self {
+            Preset::Edge => "edge",
+            Preset::Datacenter => "datacenter",
+        }
+    }
 }
 
 fn ensure_not_artifact(path: &Path) -> Result<()> {
@@ -107,7 +211,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Random, plausible inputs for a session's (concrete) signature.
-fn random_inputs(session: &Session) -> Result<Vec<(String, Tensor)>> {
+pub(super) fn random_inputs(session: &Session) -> Result<Vec<(String, Tensor)>> {
     let limits = index_limits(session);
     let mut rng = SplitMix::new(0xD37E_2A11);
     let mut out = Vec::new();

@@ -96,6 +96,12 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
             a["packed_weights_mapped"],
             a["packed_weights_stored"]
         );
+        if let Some(p) = a["preset"].as_str() {
+            outln!("preset {p}:");
+        }
+        for d in a["decisions"].as_array().into_iter().flatten() {
+            outln!("  {}", d.as_str().unwrap_or(""));
+        }
     }
     if let Some(s) = plan.segments() {
         let lines = s.describe();

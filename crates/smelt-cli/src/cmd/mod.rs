@@ -6,6 +6,7 @@ pub mod check;
 pub mod compile;
 pub mod explain;
 pub mod inspect;
+mod preset;
 pub mod profile_table;
 pub mod run;
 pub mod serve;

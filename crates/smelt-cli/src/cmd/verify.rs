@@ -21,6 +21,19 @@ pub fn main(a: Args) -> Result<ExitCode> {
     outln!("  written by   {}", m.producer);
     outln!("  target       {} ({} kernels)", m.target, m.isa);
     outln!("  deterministic {}", m.deterministic);
+    if let Some(p) = &m.preset {
+        outln!("  preset       {p}");
+    }
+    for d in &m.decisions {
+        outln!("    {d}");
+    }
+    for b in &m.buckets {
+        outln!(
+            "  batch bucket {} ({} groups)",
+            b.batch,
+            b.plan.groups.len()
+        );
+    }
     for i in &m.inputs {
         outln!("  input        {} {} {:?}", i.name, i.dtype, i.shape);
     }

@@ -265,6 +265,43 @@ pub struct Manifest {
     pub kernels: Vec<String>,
     /// The kernels' packed weights, in the order the plan packs them.
     pub packed: Vec<PackEntry>,
+    /// The preset it was compiled with (`edge`, `datacenter`), if any.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// What the preset (and `--max-memory`) decided, a line each, for `explain`.
+    #[serde(default)]
+    pub decisions: Vec<String>,
+    /// The most threads a run uses (edge: the fewest that held latency at compile time);
+    /// a session asking for more gets this many.
+    #[serde(default)]
+    pub max_threads: Option<usize>,
+    /// The memory budget the compiler checked the plan against (`--max-memory`), bytes.
+    #[serde(default)]
+    pub max_memory: Option<u64>,
+    /// Plans of the same model for smaller batches (the batch is dim 0 of every input and
+    /// output): a run of batch n takes the smallest plan of batch >= n, its inputs padded.
+    /// The top-level plan is the largest batch. They share the weights section.
+    #[serde(default)]
+    pub buckets: Vec<BucketPlan>,
+}
+
+/// One more plan of a bucketed artifact: the model compiled for another batch size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BucketPlan {
+    /// The batch it runs at (dim 0 of every input and output).
+    pub batch: usize,
+    /// The inputs, in graph order, with the shapes compiled for.
+    pub inputs: Vec<IoSpec>,
+    /// The outputs, in graph order.
+    pub outputs: Vec<IoSpec>,
+    /// The kernel plan and memory plan.
+    pub plan: KernelPlan,
+    /// Each weight of the plan (offsets into the shared weights section).
+    pub weights: Vec<WeightEntry>,
+    /// The kernel chosen for each group.
+    pub kernels: Vec<String>,
+    /// The kernels' packed weights, in the order the plan packs them.
+    pub packed: Vec<PackEntry>,
 }
 
 impl Manifest {

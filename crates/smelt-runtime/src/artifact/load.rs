@@ -1,7 +1,7 @@
 //! Loading an artifact: check the header and manifest, map the weights in place, validate
 //! the kernel plan with the executor's checks, and wrap it as a ready plan. No pass runs.
 
-use super::format::{Header, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN};
+use super::format::{BucketPlan, Header, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN};
 use crate::plan::{Execution, Plan};
 use crate::SessionOptions;
 use smelt_ir::kernel::{BufferKind, KernelPlan};
@@ -17,8 +17,9 @@ use std::time::Instant;
 pub(crate) struct Loaded {
     /// Inputs and outputs (no nodes), as the session reports and checks them.
     pub graph: Graph,
-    /// The ready plan (shared by every session of one file, see `shared`).
-    pub plan: Arc<Plan>,
+    /// The ready plans with the input shapes each runs at, the largest batch first
+    /// (shared by every session of one file, see `shared`).
+    pub plans: Vec<(crate::InputShapes, Arc<Plan>)>,
     /// What the artifact was compiled for.
     pub fixed: Fixed,
 }
@@ -39,6 +40,37 @@ pub struct Fixed {
     /// Of the packed weights the file stores, how many the kernels took (the rest, and
     /// any the file lacks, were packed at load): `(taken, stored)`.
     pub prepacked: (usize, usize),
+    /// The preset it was compiled with, if any, and what the preset decided.
+    pub preset: Option<String>,
+    /// What the preset and the memory budget decided, a line each.
+    pub decisions: Vec<String>,
+    /// The most threads a run uses (recorded by the preset), if capped.
+    pub max_threads: Option<usize>,
+    /// The memory budget checked at compile time, bytes.
+    pub max_memory: Option<u64>,
+    /// The batch sizes it has plans for, ascending (empty: one plan, no batch buckets).
+    pub buckets: Vec<usize>,
+}
+
+impl Fixed {
+    /// The input shapes of the plan a run of these shapes takes: themselves when the
+    /// artifact was compiled for them, else those of the smallest batch bucket that holds
+    /// them (every input's dim 0 the same batch n, the other dims as compiled), with n.
+    pub fn bucket_for(&self, shapes: &crate::InputShapes) -> Option<(crate::InputShapes, usize)> {
+        let n = shapes.iter().next().and_then(|(_, d)| d.first().copied())?;
+        let b = *self.buckets.iter().find(|&&b| b >= n)?;
+        let mut want = crate::InputShapes::new();
+        for (name, dims) in self.shapes.iter() {
+            let got = shapes.get(name)?;
+            if got.len() != dims.len() || got.first() != Some(&n) || got[1..] != dims[1..] {
+                return None;
+            }
+            let mut d = dims.to_vec();
+            d[0] = b;
+            want.set(name, d);
+        }
+        Some((want, n))
+    }
 }
 
 /// What a CPU needs for an ISA's kernels, in words.
@@ -128,7 +160,7 @@ fn pack(file: &Arc<dyn Backing>, base: usize, len: usize, p: &PackEntry) -> Resu
 
 /// Checks the signature against the plan's own input and output buffers, and rebuilds
 /// each default through the checked constructor.
-fn check_signature(m: &mut Manifest) -> Result<()> {
+fn check_signature(m: &mut BucketPlan) -> Result<()> {
     let plan = &m.plan;
     ensure!(
         m.inputs.len() == plan.inputs.len() && m.outputs.len() == plan.outputs.len(),
@@ -203,21 +235,33 @@ fn tensor_type(s: &IoSpec) -> ValueType {
     }
 }
 
+/// The input and output types a session reports: dim 0 a symbol `batch` when the
+/// artifact has batch buckets.
+fn signature_type(s: &IoSpec, batched: bool) -> ValueType {
+    let mut ty = tensor_type(s);
+    if let (true, ValueType::Tensor { shape: Some(d), .. }) = (batched, &mut ty) {
+        if let Some(first) = d.first_mut() {
+            *first = Dim::Sym(smelt_ir::DimExpr::Sym("batch".into()));
+        }
+    }
+    ty
+}
+
 /// A graph of just the signature: typed inputs (with defaults) and outputs.
-fn signature_graph(m: &Manifest) -> Graph {
+fn signature_graph(m: &BucketPlan, batched: bool) -> Graph {
     let mut g = Graph {
         name: "artifact".into(),
         ..Default::default()
     };
     for s in &m.inputs {
-        let id = g.add_value(s.name.clone(), Some(tensor_type(s)));
+        let id = g.add_value(s.name.clone(), Some(signature_type(s, batched)));
         g.inputs.push(GraphInput {
             id,
             default: s.default.clone(),
         });
     }
     for s in &m.outputs {
-        let id = g.add_value(s.name.clone(), Some(tensor_type(s)));
+        let id = g.add_value(s.name.clone(), Some(signature_type(s, batched)));
         g.outputs.push(id);
     }
     g
@@ -229,11 +273,12 @@ fn signature_graph(m: &Manifest) -> Graph {
 pub(crate) fn load_file(path: &std::path::Path, options: &SessionOptions) -> Result<Loaded> {
     let key = super::shared::key(path, options);
     if let Some(l) = key.as_ref().and_then(super::shared::get) {
-        let kp = l
-            .plan
-            .kernels()
-            .ok_or_else(|| err!(Internal, "an artifact plan without kernels"))?;
-        crate::compile::check_plan_memory(kp, &options.limits)?;
+        for (_, plan) in &l.plans {
+            let kp = plan
+                .kernels()
+                .ok_or_else(|| err!(Internal, "an artifact plan without kernels"))?;
+            crate::compile::check_plan_memory(kp, &options.limits)?;
+        }
         if options.verify_weights {
             let file = super::map_file(path)?;
             Header::parse(file.bytes())?.verify_weights(file.bytes())?;
@@ -254,13 +299,12 @@ pub(crate) fn load(
     options: &SessionOptions,
     verify_weights: bool,
 ) -> Result<Loaded> {
-    let t = Instant::now();
     let bytes = file.bytes();
     let header = Header::parse(bytes)?;
     if verify_weights {
         header.verify_weights(bytes)?;
     }
-    let mut m = Manifest::parse(header.manifest(bytes))?;
+    let m = Manifest::parse(header.manifest(bytes))?;
     let isa = Isa::from_name(&m.isa)
         .ok_or_else(|| err!(InvalidModel, "unknown instruction set '{}'", m.isa))?;
     ensure!(
@@ -277,54 +321,205 @@ pub(crate) fn load(
             "the artifact holds {isa} kernels, not {want} (compile it again for {want})"
         );
     }
-    check_signature(&mut m)?;
     ensure!(
-        m.weights.len() <= m.plan.buffers.len(),
+        m.max_threads != Some(0) && m.buckets.len() <= MAX_BUCKETS,
+        InvalidModel,
+        "the artifact caps runs at 0 threads, or has more than {MAX_BUCKETS} batch buckets"
+    );
+    let threads = options.threads.min(m.max_threads.unwrap_or(usize::MAX));
+    let head = Head {
+        producer: m.producer.clone(),
+        isa,
+        threads,
+        options,
+    };
+    let (plans, fixed, graph) = {
+        let batched = !m.buckets.is_empty();
+        let Manifest {
+            producer: _,
+            target,
+            isa: _,
+            deterministic,
+            inputs,
+            outputs,
+            plan,
+            weights,
+            kernels,
+            packed,
+            preset,
+            decisions,
+            max_threads,
+            max_memory,
+            buckets,
+        } = m;
+        let main = BucketPlan {
+            batch: inputs
+                .first()
+                .and_then(|s| s.shape.first().copied())
+                .unwrap_or(0),
+            inputs,
+            outputs,
+            plan,
+            weights,
+            kernels,
+            packed,
+        };
+        let mut all = vec![main];
+        all.extend(buckets);
+        let mut plans = Vec::with_capacity(all.len());
+        let mut graph = None;
+        let mut prepacked = (0, 0);
+        let mut batches = Vec::new();
+        for (k, mut b) in all.into_iter().enumerate() {
+            check_signature(&mut b).map_err(|e| bucket_context(e, k, batched, b.batch))?;
+            if let Some(g) = &graph {
+                ensure!(
+                    same_signature(g, &signature_graph(&b, batched)),
+                    InvalidModel,
+                    "the plan for batch {} has another signature than the first",
+                    b.batch
+                );
+            } else {
+                graph = Some(signature_graph(&b, batched));
+            }
+            let mut shapes = crate::InputShapes::new();
+            for s in &b.inputs {
+                shapes.set(&s.name, s.shape.clone());
+            }
+            let index_limits: std::collections::HashMap<String, i64> = b
+                .inputs
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.index_limit?)))
+                .collect();
+            let batch = b.batch;
+            let (plan, used, stored) = load_plan(&file, &header, &head, b)
+                .map_err(|e| bucket_context(e, k, batched, batch))?;
+            prepacked = (prepacked.0 + used, prepacked.1 + stored);
+            batches.push(batch);
+            plans.push((shapes, Arc::new(plan), index_limits));
+        }
+        ensure!(
+            !batched || batches.windows(2).all(|w| w[0] > w[1]),
+            InvalidModel,
+            "the batch buckets {batches:?} do not fall from the first"
+        );
+        let graph = graph.ok_or_else(|| err!(InvalidModel, "an artifact of no plan"))?;
+        let (shapes, _, index_limits) = plans[0].clone();
+        let fixed = Fixed {
+            shapes,
+            target,
+            isa,
+            deterministic,
+            index_limits,
+            prepacked,
+            preset,
+            decisions,
+            max_threads,
+            max_memory,
+            buckets: if batched {
+                batches.iter().rev().copied().collect()
+            } else {
+                Vec::new()
+            },
+        };
+        let plans: Vec<_> = plans.into_iter().map(|(s, p, _)| (s, p)).collect();
+        (plans, fixed, graph)
+    };
+    // Packing at load (of what the file did not store packed) read those weights once;
+    // what runs reads the packed copies. The pages go back (those still read come back
+    // from the page cache on first touch).
+    file.release();
+    Ok(Loaded {
+        graph,
+        plans,
+        fixed,
+    })
+}
+
+/// The most batch buckets an artifact may have.
+const MAX_BUCKETS: usize = 64;
+
+/// What every plan of one artifact is loaded with.
+struct Head<'a> {
+    producer: String,
+    isa: Isa,
+    threads: usize,
+    options: &'a SessionOptions,
+}
+
+/// Names the bucket an error is about, when the artifact has several.
+fn bucket_context(e: smelt_ir::Error, k: usize, batched: bool, batch: usize) -> smelt_ir::Error {
+    if batched {
+        e.context(format!("the plan for batch {batch} (plan {k})"))
+    } else {
+        e
+    }
+}
+
+/// Whether two signature graphs have the same inputs and outputs.
+fn same_signature(a: &Graph, b: &Graph) -> bool {
+    let io = |g: &Graph| {
+        let ins: Vec<_> = g
+            .inputs
+            .iter()
+            .map(|i| {
+                (
+                    g.name_of(i.id).to_string(),
+                    g.value(i.id).ty.clone(),
+                    i.default.is_some(),
+                )
+            })
+            .collect();
+        let outs: Vec<_> = g
+            .outputs
+            .iter()
+            .map(|&o| (g.name_of(o).to_string(), g.value(o).ty.clone()))
+            .collect();
+        (ins, outs)
+    };
+    io(a) == io(b)
+}
+
+/// One plan of the artifact, ready: its weights mapped, its packs replayed, its kernels
+/// checked against the file's choices. Returns it with (packs taken, packs stored).
+fn load_plan(
+    file: &Arc<dyn Backing>,
+    header: &Header,
+    head: &Head,
+    b: BucketPlan,
+) -> Result<(Plan, usize, usize)> {
+    let t = Instant::now();
+    ensure!(
+        b.weights.len() <= b.plan.buffers.len(),
         InvalidModel,
         "{} weights for {} buffers",
-        m.weights.len(),
-        m.plan.buffers.len()
+        b.weights.len(),
+        b.plan.buffers.len()
     );
-    let weights = m
+    let weights = b
         .weights
         .iter()
         .enumerate()
         .map(|(i, w)| {
-            weight(&file, header.weights_offset, header.weights_len, w)
+            weight(file, header.weights_offset, header.weights_len, w)
                 .map_err(|e| e.context(format!("weight {i}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let graph = signature_graph(&m);
-    let mut shapes = crate::InputShapes::new();
-    for s in &m.inputs {
-        shapes.set(&s.name, s.shape.clone());
-    }
-    let fixed = Fixed {
-        shapes,
-        target: m.target.clone(),
-        isa,
-        deterministic: m.deterministic,
-        index_limits: m
-            .inputs
-            .iter()
-            .filter_map(|s| Some((s.name.clone(), s.index_limit?)))
-            .collect(),
-        prepacked: (0, 0),
-    };
-    let stored = m
+    let graph = signature_graph(&b, false);
+    let stored = b
         .packed
         .iter()
         .map(|p| {
-            let b = pack(&file, header.weights_offset, header.weights_len, p)?;
-            Ok((p.key.clone(), b))
+            let buf = pack(file, header.weights_offset, header.weights_len, p)?;
+            Ok((p.key.clone(), buf))
         })
         .collect::<Result<Vec<_>>>()?;
     let packs = stored.len();
-    let kp = KernelPlan { weights, ..m.plan };
-    crate::compile::check_plan_memory(&kp, &options.limits)?;
+    let kp = KernelPlan { weights, ..b.plan };
+    crate::compile::check_plan_memory(&kp, &head.options.limits)?;
     let cpu = smelt_cpu::fused::CpuOptions {
-        threads: options.threads,
-        isa: Some(isa),
+        threads: head.threads,
+        isa: Some(head.isa),
     };
     // The plan came from a file: what the executor's checks refuse is a bad file, not a
     // bug of this build.
@@ -336,36 +531,28 @@ pub(crate) fn load(
         ErrorKind::Internal => e.with_kind(ErrorKind::InvalidModel),
         _ => e,
     })?;
-    let fixed = Fixed {
-        prepacked: (replayed.used, packs),
-        ..fixed
-    };
     let names = cpu.kernel_names();
     ensure!(
-        names.len() == m.kernels.len(),
+        names.len() == b.kernels.len(),
         InvalidModel,
         "{} kernel choices for {} groups",
-        m.kernels.len(),
+        b.kernels.len(),
         names.len()
     );
-    if let Some(i) = (0..names.len()).find(|&i| names[i] != m.kernels[i]) {
+    if let Some(i) = (0..names.len()).find(|&i| names[i] != b.kernels[i]) {
         bail!(
             InvalidModel,
             "group {i}: the artifact chose kernel '{}', this build picks '{}' (it was written by {}; compile it again)",
-            m.kernels[i],
+            b.kernels[i],
             names[i],
-            m.producer
+            head.producer
         );
     }
-    // Packing at load (of what the file did not store packed) read those weights once;
-    // what runs reads the packed copies. The pages go back (those still read come back
-    // from the page cache on first touch).
-    file.release();
-    let plan = Arc::new(Plan::new(
-        graph.clone(),
+    let plan = Plan::new(
+        graph,
         Execution::Kernels(Box::new(cpu)),
         Vec::new(),
         t.elapsed().as_secs_f64(),
-    ));
-    Ok(Loaded { graph, plan, fixed })
+    );
+    Ok((plan, replayed.used, packs))
 }

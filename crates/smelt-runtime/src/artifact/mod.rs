@@ -1,5 +1,5 @@
-//! Compiled artifacts (`.smelt` files): one plan, compiled ahead of time for fixed input
-//! shapes and one instruction set, with its weights aligned so a loader maps them instead
+//! Compiled artifacts (`.smelt` files): one plan (or one per batch bucket), compiled ahead
+//! of time for fixed input shapes and one instruction set, with its weights aligned so a loader maps them instead
 //! of reading them. [`format`] is the layout and its checks; [`write`] makes the bytes;
 //! loading (through [`crate::Session::load_with`], which tells an artifact by its magic)
 //! runs no pass.
@@ -9,6 +9,8 @@
 //! packs them: loading maps those instead of packing (`smelt_kernels::prepack`, which
 //! checks each against what its packer asks for and packs afresh what does not match).
 
+pub(crate) mod bucket;
+pub mod budget;
 pub mod format;
 pub(crate) mod load;
 mod shared;

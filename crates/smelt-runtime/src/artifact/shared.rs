@@ -23,7 +23,7 @@ pub(crate) struct Key {
 }
 
 struct Entry {
-    plan: Weak<Plan>,
+    plans: Vec<(crate::InputShapes, Weak<Plan>)>,
     graph: smelt_ir::Graph,
     fixed: super::Fixed,
 }
@@ -52,8 +52,13 @@ pub(crate) fn key(path: &Path, options: &SessionOptions) -> Option<Key> {
 pub(crate) fn get(key: &Key) -> Option<Loaded> {
     let t = table().lock().ok()?;
     let e = t.get(key)?;
+    let plans = e
+        .plans
+        .iter()
+        .map(|(s, p)| Some((s.clone(), p.upgrade()?)))
+        .collect::<Option<Vec<_>>>()?;
     Some(Loaded {
-        plan: e.plan.upgrade()?,
+        plans,
         graph: e.graph.clone(),
         fixed: e.fixed.clone(),
     })
@@ -62,11 +67,15 @@ pub(crate) fn get(key: &Key) -> Option<Loaded> {
 /// Records a loaded plan for later sessions of the same file (and forgets dead ones).
 pub(crate) fn put(key: Key, l: &Loaded) {
     if let Ok(mut t) = table().lock() {
-        t.retain(|_, e| e.plan.strong_count() > 0);
+        t.retain(|_, e| e.plans.iter().all(|(_, p)| p.strong_count() > 0));
         t.insert(
             key,
             Entry {
-                plan: Arc::downgrade(&l.plan),
+                plans: l
+                    .plans
+                    .iter()
+                    .map(|(s, p)| (s.clone(), Arc::downgrade(p)))
+                    .collect(),
                 graph: l.graph.clone(),
                 fixed: l.fixed.clone(),
             },

@@ -1,7 +1,9 @@
 //! Writing a compiled plan as an artifact: the manifest, then every weight at an aligned
 //! offset of the weights section.
 
-use super::format::{self, align_up, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN};
+use super::format::{
+    self, align_up, BucketPlan, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN,
+};
 use crate::{Plan, Session};
 use smelt_ir::kernel::BufferKind;
 use smelt_ir::{bail, err, pod_bytes, Data, Result, Tensor};
@@ -10,7 +12,7 @@ use smelt_ir::{bail, err, pod_bytes, Data, Result, Tensor};
 const SMALL_WEIGHT_BYTES: usize = 64 << 10;
 
 /// What `smelt compile` records besides the plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CompileInfo {
     /// The target CPU level asked for (`x86-64-v3`, `x86-64-v4`, `native`).
     pub target: String,
@@ -18,6 +20,14 @@ pub struct CompileInfo {
     pub deterministic: bool,
     /// Per input, the smallest table it indexes (see [`IoSpec::index_limit`]).
     pub index_limits: std::collections::HashMap<String, i64>,
+    /// The preset asked for (`edge`, `datacenter`), if any.
+    pub preset: Option<String>,
+    /// What the preset and the memory budget decided, a line each.
+    pub decisions: Vec<String>,
+    /// The most threads a run of the artifact may use.
+    pub max_threads: Option<usize>,
+    /// The memory budget checked at compile time, bytes.
+    pub max_memory: Option<u64>,
 }
 
 /// The bytes of one weight as the loader maps them (bools as one byte each).
@@ -49,6 +59,158 @@ fn weight_bytes(t: &Tensor) -> Result<std::borrow::Cow<'_, [u8]>> {
 /// The artifact of `plan`, one of `session`'s plans. Only plans lowered to kernels can be
 /// stored (the reference executor needs the whole graph).
 pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<u8>> {
+    encode_buckets(session, &[plan], info)
+}
+
+/// The artifact of several plans of `session` for different batch sizes (dim 0 of every
+/// input and output), the largest first: a run takes the smallest that holds its batch.
+/// Their weights are stored once where they are equal.
+pub fn encode_buckets(session: &Session, plans: &[&Plan], info: &CompileInfo) -> Result<Vec<u8>> {
+    let Some((first, rest)) = plans.split_first() else {
+        bail!(Internal, "an artifact of no plan");
+    };
+    let mut section = Section::default();
+    let main = encode_plan(session, first, info, &mut section)?;
+    let mut buckets = Vec::with_capacity(rest.len());
+    for p in rest {
+        buckets.push(encode_plan(session, p, info, &mut section)?);
+    }
+    check_batched(&main, &buckets)?;
+    let manifest = Manifest {
+        producer: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        target: info.target.clone(),
+        isa: main.isa,
+        deterministic: info.deterministic,
+        inputs: main.inputs,
+        outputs: main.outputs,
+        plan: main.plan,
+        weights: main.weights,
+        kernels: main.kernels,
+        packed: main.packed,
+        preset: info.preset.clone(),
+        decisions: info.decisions.clone(),
+        max_threads: info.max_threads,
+        max_memory: info.max_memory,
+        buckets: buckets.into_iter().map(Encoded::into_bucket).collect(),
+    };
+    let json = serde_json::to_vec(&manifest)
+        .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
+    format::encode(&json, &section.bytes)
+}
+
+/// Rewrites an artifact's manifest, its weights section unchanged (to record what was
+/// measured on the written artifact).
+pub fn amend(bytes: &[u8], f: impl FnOnce(&mut Manifest)) -> Result<Vec<u8>> {
+    let header = format::Header::parse(bytes)?;
+    let mut m = Manifest::parse(header.manifest(bytes))?;
+    f(&mut m);
+    let json = serde_json::to_vec(&m)
+        .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
+    let weights = &bytes[header.weights_offset..header.weights_offset + header.weights_len];
+    format::encode(&json, weights)
+}
+
+/// Every bucket's inputs and outputs have a batch (dim 0) and differ from the plan
+/// before's in it alone, each bucket smaller than the one before.
+fn check_batched(main: &Encoded, buckets: &[Encoded]) -> Result<()> {
+    let batch = |e: &Encoded| e.inputs.first().and_then(|s| s.shape.first().copied());
+    let mut prev = main;
+    for b in buckets {
+        let (m, n) = (batch(prev).unwrap_or(0), batch(b).unwrap_or(0));
+        let same_but_batch = |x: &[IoSpec], y: &[IoSpec]| {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(x, y)| {
+                    x.name == y.name
+                        && x.dtype == y.dtype
+                        && x.shape.len() == y.shape.len()
+                        && x.shape.first() == Some(&m)
+                        && y.shape.first() == Some(&n)
+                        && x.shape[1..] == y.shape[1..]
+                })
+        };
+        if n == 0 || n >= m || !same_but_batch(&prev.inputs, &b.inputs) {
+            bail!(
+                Unsupported,
+                "batch buckets need every input batched in dim 0 alone (the plans for batch {m} and {n} differ elsewhere)"
+            );
+        }
+        if !same_but_batch(&prev.outputs, &b.outputs) {
+            bail!(
+                Unsupported,
+                "batch buckets need every output batched in dim 0 (an output of the plan for batch {n} is not that of batch {m} with another dim 0)"
+            );
+        }
+        prev = b;
+    }
+    Ok(())
+}
+
+/// The weights section being written: each distinct content once, at an aligned offset.
+#[derive(Default)]
+struct Section {
+    bytes: Vec<u8>,
+    /// Offsets of the contents stored so far, by checksum and length.
+    stored: std::collections::HashMap<(u32, usize), Vec<usize>>,
+}
+
+impl Section {
+    /// The offset of `data` in the section, appending it unless equal content is there.
+    fn put(&mut self, data: &[u8]) -> Result<usize> {
+        let key = (crc32fast::hash(data), data.len());
+        let bytes = &self.bytes;
+        let found = self.stored.get(&key).and_then(|offsets| {
+            offsets
+                .iter()
+                .copied()
+                .find(|&at| &bytes[at..at + data.len()] == data)
+        });
+        if let Some(at) = found {
+            return Ok(at);
+        }
+        let at = align_up(self.bytes.len()).ok_or_else(|| err!(ResourceExhausted, "too large"))?;
+        self.bytes.resize(at, 0u8);
+        self.bytes.extend_from_slice(data);
+        self.stored.entry(key).or_default().push(at);
+        Ok(at)
+    }
+}
+
+/// One plan as the manifest stores it.
+struct Encoded {
+    isa: String,
+    inputs: Vec<IoSpec>,
+    outputs: Vec<IoSpec>,
+    plan: smelt_ir::kernel::KernelPlan,
+    weights: Vec<WeightEntry>,
+    kernels: Vec<String>,
+    packed: Vec<PackEntry>,
+}
+
+impl Encoded {
+    fn into_bucket(self) -> BucketPlan {
+        BucketPlan {
+            batch: self
+                .inputs
+                .first()
+                .and_then(|s| s.shape.first().copied())
+                .unwrap_or(0),
+            inputs: self.inputs,
+            outputs: self.outputs,
+            plan: self.plan,
+            weights: self.weights,
+            kernels: self.kernels,
+            packed: self.packed,
+        }
+    }
+}
+
+/// Stores one plan's weights and packed weights in `section` and describes the plan.
+fn encode_plan(
+    session: &Session,
+    plan: &Plan,
+    info: &CompileInfo,
+    section: &mut Section,
+) -> Result<Encoded> {
     if plan.segments().is_some() {
         bail!(
             Unsupported,
@@ -73,13 +235,9 @@ pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<
     // though only their packed copies are read.
     let mut order: Vec<usize> = (0..tensors.len()).collect();
     order.sort_by_key(|&i| tensors[i].nbytes() >= SMALL_WEIGHT_BYTES);
-    let mut weights = Vec::new();
     let mut offsets = vec![0; tensors.len()];
     for &i in &order {
-        let at = align_up(weights.len()).ok_or_else(|| err!(ResourceExhausted, "too large"))?;
-        weights.resize(at, 0u8);
-        weights.extend_from_slice(&weight_bytes(tensors[i])?);
-        offsets[i] = at;
+        offsets[i] = section.put(&weight_bytes(tensors[i])?)?;
     }
     let entries: Vec<WeightEntry> = tensors
         .iter()
@@ -111,12 +269,9 @@ pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<
     built?;
     let mut packed = Vec::with_capacity(recorded.len());
     for r in &recorded {
-        let at = align_up(weights.len()).ok_or_else(|| err!(ResourceExhausted, "too large"))?;
-        weights.resize(at, 0u8);
-        weights.extend_from_slice(pod_bytes(r.floats.as_slice()));
         packed.push(PackEntry {
             key: r.key.clone(),
-            offset: at,
+            offset: section.put(pod_bytes(r.floats.as_slice()))?,
             floats: r.floats.len(),
         });
     }
@@ -161,19 +316,13 @@ pub fn encode(session: &Session, plan: &Plan, info: &CompileInfo) -> Result<Vec<
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let manifest = Manifest {
-        producer: format!("smelt {}", env!("CARGO_PKG_VERSION")),
-        target: info.target.clone(),
+    Ok(Encoded {
         isa: isa.name().to_string(),
-        deterministic: info.deterministic,
         inputs,
         outputs,
         plan: kp.clone(),
         weights: entries,
         kernels: plan.kernel_names().to_vec(),
         packed,
-    };
-    let json = serde_json::to_vec(&manifest)
-        .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
-    format::encode(&json, &weights)
+    })
 }
