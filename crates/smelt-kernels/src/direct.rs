@@ -311,7 +311,24 @@ pub mod x86 {
     ) {
         let mut c0 = [_mm256_setzero_ps(); 6];
         let mut c1 = [_mm256_setzero_ps(); 6];
-        for tap in 0..k {
+        // Four taps per iteration, as the GEMM micro-kernel (Zen 3 sustains more of its
+        // FMA peak unrolled); then the rest one by one, in the same order.
+        let mut tap = 0;
+        while tap + 4 <= k {
+            for u in 0..4 {
+                let p = base.offset(*offs.add(tap + u));
+                let x0 = _mm256_loadu_ps(p);
+                let x1 = _mm256_loadu_ps(p.add(8));
+                let wt = w.add((tap + u) * 6);
+                for r in 0..6 {
+                    let wv = _mm256_broadcast_ss(&*wt.add(r));
+                    c0[r] = _mm256_fmadd_ps(wv, x0, c0[r]);
+                    c1[r] = _mm256_fmadd_ps(wv, x1, c1[r]);
+                }
+            }
+            tap += 4;
+        }
+        for tap in tap..k {
             let p = base.offset(*offs.add(tap));
             let x0 = _mm256_loadu_ps(p);
             let x1 = _mm256_loadu_ps(p.add(8));
