@@ -69,6 +69,27 @@ for spec in "resnet50" "minilm-b1 --shape input_ids=1x128 --shape attention_mask
   rm -f "$art/$m.smelt"
 done
 rm -rf "$art"
+# The runtime-only build (smelt-run: the runtime without the `compiler` feature, so no
+# ONNX importer and no pass) runs an artifact to the same output bytes as smelt, and
+# refuses a .onnx model (unsupported, exit 5). About a minute cold.
+step "runtime-only build (smelt-run)"
+cargo build --release -p smelt-run --locked
+if [[ -z "${SMELT_SKIP_LINT:-}" ]]; then
+  cargo clippy --release -p smelt-run -p smelt-runtime --no-default-features --locked -- -D warnings
+fi
+rt="$(mktemp -d)"
+if "$SMELT" compile examples/mlp/model.onnx --shape x=2x16 -o "$rt/mlp.smelt" >/dev/null \
+    && "$SMELT" run "$rt/mlp.smelt" --input x=examples/mlp/x.npy --output-dir "$rt/a" >/dev/null \
+    && target/release/smelt-run "$rt/mlp.smelt" --input x=examples/mlp/x.npy --output-dir "$rt/b" \
+    && cmp "$rt/a/y.npy" "$rt/b/y.npy"; then
+  code=0
+  target/release/smelt-run examples/mlp/model.onnx --zeros 2>/dev/null || code=$?
+  if [[ $code -eq 5 ]]; then echo "smelt-run: ok"; else echo "smelt-run: .onnx gave exit $code, not 5" >&2; status=1; fi
+else
+  echo "smelt-run: FAILED" >&2
+  status=1
+fi
+rm -rf "$rt"
 # scikit-learn models exported by skl2onnx (ZipMap maps, SVMs, trees, pipelines) against
 # onnxruntime; labels exactly, scores within float32 rounding.
 conf sklearn "$DATA/sklearn" --rtol 1e-5 --atol 1e-6

@@ -28,3 +28,19 @@ pub use limits::{CancelToken, Limits, RunControl};
 pub use op::Op;
 pub use tensor::{numel, strides, Data, Tensor};
 pub use value::{Map, Optional, Sequence, Value, ValueType};
+
+/// What one pass of the compiler did (here, not in the pass crate, so that a runtime built
+/// without the compiler still reports its plans' passes: none).
+#[derive(Debug, Clone)]
+pub struct PassReport {
+    /// The pass's name.
+    pub name: &'static str,
+    /// Nodes before the pass (subgraphs included).
+    pub nodes_before: usize,
+    /// Nodes after the pass.
+    pub nodes_after: usize,
+    /// Whether the pass changed the graph.
+    pub changed: bool,
+    /// Seconds the pass took.
+    pub seconds: f64,
+}

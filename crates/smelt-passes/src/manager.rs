@@ -21,20 +21,7 @@ pub trait Pass {
     fn run(&self, g: &mut Graph, cx: &PassContext) -> Result<bool>;
 }
 
-/// What one pass did.
-#[derive(Debug, Clone)]
-pub struct PassReport {
-    /// The pass's name.
-    pub name: &'static str,
-    /// Nodes before the pass (subgraphs included).
-    pub nodes_before: usize,
-    /// Nodes after the pass.
-    pub nodes_after: usize,
-    /// Whether the pass changed the graph.
-    pub changed: bool,
-    /// Seconds the pass took.
-    pub seconds: f64,
-}
+pub use smelt_ir::PassReport;
 
 /// Applies `rewrite` to every subgraph of `g` (innermost first), then to `g` itself;
 /// true if any call changed something. For rewrites that read no value types.

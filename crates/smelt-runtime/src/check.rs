@@ -173,3 +173,51 @@ pub(crate) fn check_shape(s: &IoInfo, dims: &[usize], symbols: &mut Symbols) -> 
     }
     Ok(())
 }
+
+/// A fused plan's memory is known before it runs: every intermediate and output buffer
+/// must fit the tensor limit, and the arena with the outputs the run limit.
+pub(crate) fn check_plan_memory(
+    kp: &smelt_ir::kernel::KernelPlan,
+    limits: &smelt_ir::Limits,
+) -> Result<()> {
+    use smelt_ir::kernel::BufferKind;
+    let mut outputs = 0u64;
+    for b in &kp.buffers {
+        if matches!(b.kind, BufferKind::Input(_) | BufferKind::Weight(_)) {
+            continue;
+        }
+        let bytes = smelt_ir::numel(&b.shape)
+            .ok()
+            .and_then(|n| smelt_ir::limits::storage_bytes(b.dtype, n))
+            .unwrap_or(u64::MAX);
+        smelt_ir::ensure!(
+            bytes != u64::MAX,
+            ResourceExhausted,
+            "value '{}' ({} {:?}) has too many elements to address",
+            b.name,
+            b.dtype,
+            b.shape
+        );
+        smelt_ir::ensure!(
+            bytes <= limits.max_tensor_bytes,
+            ResourceExhausted,
+            "value '{}' ({} {:?}) needs {bytes} bytes, over the tensor limit of {}",
+            b.name,
+            b.dtype,
+            b.shape,
+            limits.max_tensor_bytes
+        );
+        if matches!(b.kind, BufferKind::Output(_)) {
+            outputs = outputs.saturating_add(bytes);
+        }
+    }
+    let total = (kp.memory.arena_bytes as u64).saturating_add(outputs);
+    smelt_ir::ensure!(
+        total <= limits.max_run_bytes,
+        ResourceExhausted,
+        "the plan needs {total} bytes per run (arena {} and outputs {outputs}), over the run limit of {}",
+        kp.memory.arena_bytes,
+        limits.max_run_bytes
+    );
+    Ok(())
+}

@@ -9,11 +9,16 @@
 pub mod artifact;
 mod cache;
 mod check;
+#[cfg(feature = "compiler")]
 mod compile;
 pub mod explain;
 pub mod npy;
 mod plan;
 pub mod profile;
+#[cfg(feature = "compiler")]
+pub mod segment;
+#[cfg(not(feature = "compiler"))]
+#[path = "segment_none.rs"]
 pub mod segment;
 mod shapes;
 
@@ -129,8 +134,18 @@ impl Session {
                 .and_then(|l| Session::from_loaded(l, options, &origin))
                 .map_err(|e| e.context(origin.clone()));
         }
-        let model = smelt_onnx::load_model_with(path, &options.limits)?;
-        Session::from_model_with(model, options).map_err(|e| e.context(path.display().to_string()))
+        #[cfg(feature = "compiler")]
+        {
+            let model = smelt_onnx::load_model_with(path, &options.limits)?;
+            Session::from_model_with(model, options)
+                .map_err(|e| e.context(path.display().to_string()))
+        }
+        #[cfg(not(feature = "compiler"))]
+        smelt_ir::bail!(
+            Unsupported,
+            "{}: this build of smelt runs compiled artifacts (.smelt) only: it was built without the compiler (the `compiler` feature)",
+            path.display()
+        )
     }
 
     /// A session of an artifact's bytes (a mapped file, or bytes in aligned memory): the
@@ -220,7 +235,7 @@ impl Session {
     }
 
     /// What each pass did in the most recent compilation (empty before the first).
-    pub fn pass_reports(&self) -> Vec<smelt_passes::PassReport> {
+    pub fn pass_reports(&self) -> Vec<smelt_ir::PassReport> {
         self.last_plan()
             .map(|p| p.pass_reports().to_vec())
             .unwrap_or_default()
@@ -488,7 +503,13 @@ impl Session {
         let control = RunControl::current()
             .unwrap_or_else(|| Arc::new(RunControl::new(self.options.limits.clone(), None, None)));
         let _entered = control.enter();
+        #[cfg(feature = "compiler")]
         let result = compile::compile(&self.model.graph, &key, &self.options).map(Arc::new);
+        #[cfg(not(feature = "compiler"))]
+        let result: Result<Arc<Plan>> = Err(smelt_ir::err!(
+            Unsupported,
+            "this build of smelt runs compiled artifacts only (built without the `compiler` feature): it cannot compile a model"
+        ));
         if let Ok(plan) = &result {
             self.lock_cache()?
                 .insert(key.clone(), plan.clone(), reason, self.options.max_plans);

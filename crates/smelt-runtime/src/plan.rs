@@ -6,8 +6,8 @@ use crate::profile::KernelEvent;
 use crate::segment::Segments;
 use smelt_cpu::fused::{Arena, CpuPlan, KernelTiming};
 use smelt_ir::kernel::KernelPlan;
+use smelt_ir::PassReport;
 use smelt_ir::{Graph, Result, RunControl, Tensor, Value};
-use smelt_passes::PassReport;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

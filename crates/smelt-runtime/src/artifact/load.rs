@@ -277,7 +277,7 @@ pub(crate) fn load_file(path: &std::path::Path, options: &SessionOptions) -> Res
             let kp = plan
                 .kernels()
                 .ok_or_else(|| err!(Internal, "an artifact plan without kernels"))?;
-            crate::compile::check_plan_memory(kp, &options.limits)?;
+            crate::check::check_plan_memory(kp, &options.limits)?;
         }
         if options.verify_weights {
             let file = super::map_file(path)?;
@@ -516,7 +516,7 @@ fn load_plan(
         .collect::<Result<Vec<_>>>()?;
     let packs = stored.len();
     let kp = KernelPlan { weights, ..b.plan };
-    crate::compile::check_plan_memory(&kp, &head.options.limits)?;
+    crate::check::check_plan_memory(&kp, &head.options.limits)?;
     let cpu = smelt_cpu::fused::CpuOptions {
         threads: head.threads,
         isa: Some(head.isa),
