@@ -88,13 +88,5 @@ fn main() -> ExitCode {
 
 /// The exit code for an error of a kind (documented in [`EXIT_CODES`]).
 fn exit_code(kind: ErrorKind) -> u8 {
-    match kind {
-        ErrorKind::InvalidModel => 3,
-        ErrorKind::InvalidInput => 4,
-        ErrorKind::Unsupported => 5,
-        ErrorKind::ResourceExhausted => 6,
-        ErrorKind::Cancelled | ErrorKind::DeadlineExceeded => 7,
-        ErrorKind::Io => 8,
-        ErrorKind::Internal => 9,
-    }
+    kind.exit_code()
 }

@@ -27,6 +27,20 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The exit code the command-line tools (`smelt`, `smelt-run`) end with on an error of
+    /// this kind (`smelt --help` lists them).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::InvalidModel => 3,
+            ErrorKind::InvalidInput => 4,
+            ErrorKind::Unsupported => 5,
+            ErrorKind::ResourceExhausted => 6,
+            ErrorKind::Cancelled | ErrorKind::DeadlineExceeded => 7,
+            ErrorKind::Io => 8,
+            ErrorKind::Internal => 9,
+        }
+    }
+
     /// The kind's name in snake case (`invalid_model`, ...), as reports and logs print it.
     pub fn name(self) -> &'static str {
         match self {

@@ -3,7 +3,7 @@
 //! no ONNX importer and no compiler pass.
 
 use clap::Parser;
-use smelt_ir::{ErrorKind, Result, Tensor, Value};
+use smelt_ir::{Result, Tensor, Value};
 use smelt_runtime::{Session, SessionOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,21 +45,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error[{}]: {e}", e.kind());
-            ExitCode::from(exit_code(e.kind()))
+            ExitCode::from(e.kind().exit_code())
         }
-    }
-}
-
-/// The exit codes `smelt` gives each kind of error.
-fn exit_code(kind: ErrorKind) -> u8 {
-    match kind {
-        ErrorKind::InvalidModel => 3,
-        ErrorKind::InvalidInput => 4,
-        ErrorKind::Unsupported => 5,
-        ErrorKind::ResourceExhausted => 6,
-        ErrorKind::Cancelled | ErrorKind::DeadlineExceeded => 7,
-        ErrorKind::Io => 8,
-        ErrorKind::Internal => 9,
     }
 }
 
