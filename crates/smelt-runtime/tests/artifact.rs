@@ -400,6 +400,13 @@ fn batch_buckets_run_every_batch_up_to_the_largest_like_the_model() {
     let (h, mut m) = manifest_of(&bytes);
     m.buckets[0].inputs[0].shape[1] = 17;
     assert!(from_bytes(&reencode(&bytes, &h, &m), &options(1)).is_err());
+    // A bucket whose stated batch, or an output's dim 0, is not its inputs' batch.
+    let (h, mut m) = manifest_of(&bytes);
+    m.buckets[0].batch = 3;
+    assert!(from_bytes(&reencode(&bytes, &h, &m), &options(1)).is_err());
+    let (h, mut m) = manifest_of(&bytes);
+    m.outputs[0].shape[0] = 7;
+    assert!(from_bytes(&reencode(&bytes, &h, &m), &options(1)).is_err());
 }
 
 #[test]

@@ -129,14 +129,19 @@ fn median_run(session: &Session, inputs: &[(String, Tensor)]) -> Result<Duration
 }
 
 /// The fewest threads whose median latency on the artifact is within 5% of the best
-/// count's (timed here, 1 up to the threads asked for), and the line that says so.
+/// count's (timed here, 1 up to the threads asked for and the process may use), and the
+/// line that says so.
 pub fn fewest_threads(
     bytes: &[u8],
     options: &SessionOptions,
     random_inputs: impl Fn(&Session) -> Result<Vec<(String, Tensor)>>,
 ) -> Result<(usize, String)> {
     let file: Arc<dyn smelt_ir::Backing> = Arc::new(smelt_ir::AlignedBytes::copy_of(bytes)?);
-    let most = options.threads.max(1);
+    // Timing more threads than the process may use measures nothing.
+    let most = options
+        .threads
+        .min(smelt_kernels::pool::available_threads())
+        .max(1);
     let mut times = Vec::with_capacity(most);
     let mut inputs = None;
     for threads in 1..=most {

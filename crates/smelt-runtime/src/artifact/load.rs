@@ -371,6 +371,9 @@ pub(crate) fn load(
         let mut prepacked = (0, 0);
         let mut batches = Vec::new();
         for (k, mut b) in all.into_iter().enumerate() {
+            if batched {
+                check_batch(&mut b).map_err(|e| e.context(format!("plan {k}")))?;
+            }
             check_signature(&mut b).map_err(|e| bucket_context(e, k, batched, b.batch))?;
             if let Some(g) = &graph {
                 ensure!(
@@ -445,6 +448,39 @@ struct Head<'a> {
     isa: Isa,
     threads: usize,
     options: &'a SessionOptions,
+}
+
+/// A bucket's batch is dim 0 of its first input (the file's `batch` must say the same),
+/// and every input and output of the plan has that dim 0: runs pad the inputs and cut the
+/// outputs there.
+fn check_batch(b: &mut BucketPlan) -> Result<()> {
+    let n = b.inputs.first().and_then(|s| s.shape.first().copied());
+    ensure!(
+        n.is_some_and(|n| n > 0 && n == b.batch),
+        InvalidModel,
+        "a batch bucket says batch {} and its first input has dim 0 {n:?}",
+        b.batch
+    );
+    if let Some(s) = b
+        .inputs
+        .iter()
+        .chain(&b.outputs)
+        .find(|s| s.shape.first() != Some(&b.batch))
+    {
+        bail!(
+            InvalidModel,
+            "the plan for batch {} has '{}' of shape {:?}, not batched in dim 0",
+            b.batch,
+            s.name,
+            s.shape
+        );
+    }
+    ensure!(
+        b.inputs.iter().all(|s| s.default.is_none()),
+        InvalidModel,
+        "a bucketed plan's inputs cannot have defaults (they are not batched)"
+    );
+    Ok(())
 }
 
 /// Names the bucket an error is about, when the artifact has several.
