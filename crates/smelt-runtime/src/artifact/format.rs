@@ -285,6 +285,14 @@ pub struct Manifest {
     pub buckets: Vec<BucketPlan>,
 }
 
+/// Dim 0 of the first input: a plan's batch (0 when it has no input or that is a scalar).
+pub fn leading_dim(inputs: &[IoSpec]) -> usize {
+    inputs
+        .first()
+        .and_then(|s| s.shape.first().copied())
+        .unwrap_or(0)
+}
+
 /// One more plan of a bucketed artifact: the model compiled for another batch size.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BucketPlan {

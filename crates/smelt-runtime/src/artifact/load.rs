@@ -353,10 +353,7 @@ pub(crate) fn load(
             buckets,
         } = m;
         let main = BucketPlan {
-            batch: inputs
-                .first()
-                .and_then(|s| s.shape.first().copied())
-                .unwrap_or(0),
+            batch: super::format::leading_dim(&inputs),
             inputs,
             outputs,
             plan,
@@ -372,7 +369,7 @@ pub(crate) fn load(
         let mut batches = Vec::new();
         for (k, mut b) in all.into_iter().enumerate() {
             if batched {
-                check_batch(&mut b).map_err(|e| e.context(format!("plan {k}")))?;
+                check_batch(&b).map_err(|e| e.context(format!("plan {k}")))?;
             }
             check_signature(&mut b).map_err(|e| bucket_context(e, k, batched, b.batch))?;
             if let Some(g) = &graph {
@@ -453,12 +450,12 @@ struct Head<'a> {
 /// A bucket's batch is dim 0 of its first input (the file's `batch` must say the same),
 /// and every input and output of the plan has that dim 0: runs pad the inputs and cut the
 /// outputs there.
-fn check_batch(b: &mut BucketPlan) -> Result<()> {
-    let n = b.inputs.first().and_then(|s| s.shape.first().copied());
+fn check_batch(b: &BucketPlan) -> Result<()> {
+    let n = super::format::leading_dim(&b.inputs);
     ensure!(
-        n.is_some_and(|n| n > 0 && n == b.batch),
+        n > 0 && n == b.batch,
         InvalidModel,
-        "a batch bucket says batch {} and its first input has dim 0 {n:?}",
+        "a batch bucket says batch {} and its first input has dim 0 {n}",
         b.batch
     );
     if let Some(s) = b

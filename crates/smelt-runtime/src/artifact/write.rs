@@ -70,16 +70,16 @@ pub fn encode_buckets(session: &Session, plans: &[&Plan], info: &CompileInfo) ->
         bail!(Internal, "an artifact of no plan");
     };
     let mut section = Section::default();
-    let main = encode_plan(session, first, info, &mut section)?;
+    let (isa, main) = encode_plan(session, first, info, &mut section)?;
     let mut buckets = Vec::with_capacity(rest.len());
     for p in rest {
-        buckets.push(encode_plan(session, p, info, &mut section)?);
+        buckets.push(encode_plan(session, p, info, &mut section)?.1);
     }
     check_batched(&main, &buckets)?;
     let manifest = Manifest {
         producer: format!("smelt {}", env!("CARGO_PKG_VERSION")),
         target: info.target.clone(),
-        isa: main.isa,
+        isa,
         deterministic: info.deterministic,
         inputs: main.inputs,
         outputs: main.outputs,
@@ -91,7 +91,7 @@ pub fn encode_buckets(session: &Session, plans: &[&Plan], info: &CompileInfo) ->
         decisions: info.decisions.clone(),
         max_threads: info.max_threads,
         max_memory: info.max_memory,
-        buckets: buckets.into_iter().map(Encoded::into_bucket).collect(),
+        buckets,
     };
     let json = serde_json::to_vec(&manifest)
         .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
@@ -112,11 +112,10 @@ pub fn amend(bytes: &[u8], f: impl FnOnce(&mut Manifest)) -> Result<Vec<u8>> {
 
 /// Every bucket's inputs and outputs have a batch (dim 0) and differ from the plan
 /// before's in it alone, each bucket smaller than the one before.
-fn check_batched(main: &Encoded, buckets: &[Encoded]) -> Result<()> {
-    let batch = |e: &Encoded| e.inputs.first().and_then(|s| s.shape.first().copied());
+fn check_batched(main: &BucketPlan, buckets: &[BucketPlan]) -> Result<()> {
     let mut prev = main;
     for b in buckets {
-        let (m, n) = (batch(prev).unwrap_or(0), batch(b).unwrap_or(0));
+        let (m, n) = (prev.batch, b.batch);
         let same_but_batch = |x: &[IoSpec], y: &[IoSpec]| {
             x.len() == y.len()
                 && x.iter().zip(y).all(|(x, y)| {
@@ -175,42 +174,13 @@ impl Section {
     }
 }
 
-/// One plan as the manifest stores it.
-struct Encoded {
-    isa: String,
-    inputs: Vec<IoSpec>,
-    outputs: Vec<IoSpec>,
-    plan: smelt_ir::kernel::KernelPlan,
-    weights: Vec<WeightEntry>,
-    kernels: Vec<String>,
-    packed: Vec<PackEntry>,
-}
-
-impl Encoded {
-    fn into_bucket(self) -> BucketPlan {
-        BucketPlan {
-            batch: self
-                .inputs
-                .first()
-                .and_then(|s| s.shape.first().copied())
-                .unwrap_or(0),
-            inputs: self.inputs,
-            outputs: self.outputs,
-            plan: self.plan,
-            weights: self.weights,
-            kernels: self.kernels,
-            packed: self.packed,
-        }
-    }
-}
-
 /// Stores one plan's weights and packed weights in `section` and describes the plan.
 fn encode_plan(
     session: &Session,
     plan: &Plan,
     info: &CompileInfo,
     section: &mut Section,
-) -> Result<Encoded> {
+) -> Result<(String, BucketPlan)> {
     if plan.segments().is_some() {
         bail!(
             Unsupported,
@@ -316,13 +286,14 @@ fn encode_plan(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Encoded {
-        isa: isa.name().to_string(),
+    let encoded = BucketPlan {
+        batch: format::leading_dim(&inputs),
         inputs,
         outputs,
         plan: kp.clone(),
         weights: entries,
         kernels: plan.kernel_names().to_vec(),
         packed,
-    })
+    };
+    Ok((isa.name().to_string(), encoded))
 }
