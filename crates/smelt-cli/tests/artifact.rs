@@ -145,11 +145,15 @@ fn presets_decide_and_explain_shows_it() {
         &example("model.onnx"),
         "--preset",
         "datacenter",
+        "--tuning-cache",
+        &tmp("dc-tuning.json"),
         "-o",
         &art,
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("batch buckets 1, 2, 4, 8"), "{out}");
+    // Each bucket's plan is tuned (datacenter's default is --autotune fast).
+    assert_eq!(out.matches("autotune fast (batch ").count(), 4, "{out}");
     let (code, _, err) = smelt(&["run", &art, "--random-inputs", "--shape", "x=3x16"]);
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = smelt(&["run", &art, "--random-inputs", "--shape", "x=9x16"]);
@@ -184,4 +188,70 @@ fn presets_decide_and_explain_shows_it() {
         &small,
     ]);
     assert_eq!(code, 4, "{err}");
+}
+
+#[test]
+fn autotune_records_its_choices_and_a_second_compile_times_nothing() {
+    let cache = tmp("tuning.json");
+    let _ = std::fs::remove_file(&cache);
+    let compile = |art: &str, cache: &str| {
+        smelt(&[
+            "compile",
+            &example("model.onnx"),
+            "--shape",
+            "x=64x16",
+            "--threads",
+            "2",
+            "--autotune",
+            "fast",
+            "--tuning-cache",
+            cache,
+            "-o",
+            art,
+        ])
+    };
+    let (a1, a2) = (tmp("tuned1.smelt"), tmp("tuned2.smelt"));
+    let (code, out, err) = compile(&a1, &cache);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("autotune fast (batch 64)") && out.contains("timed in"),
+        "{out}"
+    );
+    assert!(std::path::Path::new(&cache).exists());
+    let (code, out, err) = compile(&a2, &cache);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("from the tuning cache"), "{out}");
+    // Both artifacts run the same kernels, and verify lists the decision.
+    let kernels = |art: &str| {
+        let (code, out, err) = smelt(&["explain", art]);
+        assert_eq!(code, 0, "{err}");
+        out.lines()
+            .filter(|l| l.trim_start().starts_with("kernel:"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(kernels(&a1), kernels(&a2));
+    let (code, out, err) = smelt(&["verify", &a2]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("autotune fast"), "{out}");
+    let (code, _, err) = smelt(&["run", &a2, "--random-inputs"]);
+    assert_eq!(code, 0, "{err}");
+    // A damaged cache is set aside with a warning, then rewritten.
+    std::fs::write(&cache, b"{not json").expect("write");
+    let (code, out, err) = compile(&a2, &cache);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("tuning cache") && err.contains("ignored"),
+        "{err}"
+    );
+    assert!(out.contains("timed in"), "{out}");
+    let text = std::fs::read_to_string(&cache).expect("cache");
+    assert!(text.starts_with("{\"version\":1"), "{text}");
+    // Without a cache, nothing is remembered.
+    let (code, out, err) = compile(&a2, "none");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("timed in") && !out.contains("tuning cache:"),
+        "{out}"
+    );
 }

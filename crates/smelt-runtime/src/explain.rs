@@ -68,7 +68,7 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
                                  "packed_weights_stored": a.prepacked.1,
                                  "preset": a.preset, "decisions": a.decisions,
                                  "max_threads": a.max_threads, "max_memory": a.max_memory,
-                                 "batch_buckets": a.buckets});
+                                 "batch_buckets": a.buckets, "tuning": a.tuning});
     }
     match plan.kernels() {
         Some(k) => {

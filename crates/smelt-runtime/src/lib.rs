@@ -21,6 +21,7 @@ pub mod segment;
 #[path = "segment_none.rs"]
 pub mod segment;
 mod shapes;
+pub mod tune;
 
 pub use cache::{format_dims, Recompile, ShapeKey};
 pub use check::check_inputs;

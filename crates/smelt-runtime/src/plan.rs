@@ -168,6 +168,13 @@ impl Plan {
         self.compile_seconds
     }
 
+    /// Runs the plan on borrowed tensors by input name (absent optional inputs take the
+    /// graph's defaults); the outputs come in graph order. Unlike a session's run it
+    /// checks the inputs only as far as the kernels need (their types and shapes).
+    pub fn run_ref(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<Value>> {
+        self.run_borrowed(inputs, &Arc::new(RunControl::default()), None)
+    }
+
     /// Runs the plan on checked inputs (graph defaults fill absent optional inputs) under
     /// a run control; with `profile`, records one event per kernel.
     pub(crate) fn run(

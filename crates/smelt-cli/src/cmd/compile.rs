@@ -1,6 +1,7 @@
 //! `smelt compile`: compiles a model ahead of time for fixed input shapes and one
 //! instruction set, and writes the plan and its weights as one artifact (.smelt).
 
+use super::autotune::{self, Autotune};
 use super::preset;
 use crate::inputs::{index_limits, parse_shapes, SplitMix};
 use smelt_ir::{bail, err, ErrorKind, Result, Tensor, Value, ValueType};
@@ -43,6 +44,15 @@ pub struct Args {
     /// smallest that holds its batch, padded. Default with --preset datacenter: 1,2,4,8.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
     batch_buckets: Vec<usize>,
+    /// Time each group's candidate kernels here (convolution algorithms, one thread or
+    /// all) and keep the winners in the artifact: off, fast (seconds) or max (more
+    /// rounds). Default: fast with --preset datacenter, else off.
+    #[arg(long, value_enum)]
+    autotune: Option<Autotune>,
+    /// The tuning cache file (default: $SMELT_TUNING_CACHE, else
+    /// ~/.cache/smelt/tuning.json); `none` to time everything and remember nothing.
+    #[arg(long, value_name = "FILE|none")]
+    tuning_cache: Option<String>,
     #[command(flatten)]
     compile: super::run::CompileArgs,
 }
@@ -101,10 +111,26 @@ pub fn main(a: Args) -> Result<ExitCode> {
             Err(e) => return Err(e.context(a.model.display().to_string())),
         },
     };
-    let plans = match bucketed {
+    let mut plans = match bucketed {
         Some(p) => p,
         None => vec![super::explain::session_plan(&session, &options, &a.model)?],
     };
+    let autotune = a.autotune.unwrap_or(match a.preset {
+        Some(Preset::Datacenter) => Autotune::Fast,
+        _ => Autotune::Off,
+    });
+    let mut tuning = Vec::new();
+    if autotune != Autotune::Off {
+        let (records, lines) = autotune::tune_plans(
+            &mut plans,
+            autotune,
+            a.tuning_cache.as_deref(),
+            &index_limits(&session),
+        )
+        .map_err(|e| e.context(format!("--autotune: {}", a.model.display())))?;
+        tuning = records;
+        decisions.extend(lines);
+    }
     if a.preset == Some(Preset::Datacenter) {
         decisions.push(format!(
             "threads: all {} this process may use",
@@ -119,6 +145,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         decisions: decisions.clone(),
         max_threads: None,
         max_memory: a.max_memory,
+        tuning,
     };
     let refs: Vec<&smelt_runtime::Plan> = plans.iter().map(|p| p.as_ref()).collect();
     let mut bytes = artifact::write::encode_buckets(&session, &refs, &info)
@@ -135,7 +162,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         ));
     }
     if deterministic {
-        check_deterministic(&session, &bytes, &options)?;
+        check_deterministic(&plans[0], &bytes, &options)?;
     }
     let mut max_threads = None;
     if a.preset == Some(Preset::Edge) {
@@ -245,11 +272,15 @@ pub(super) fn random_inputs(session: &Session) -> Result<Vec<(String, Tensor)>> 
     Ok(out)
 }
 
-/// The output bits of a run.
+/// The output bits of a run of a session.
 fn bits(session: &Session, inputs: &[(String, Tensor)]) -> Result<Vec<Vec<u64>>> {
     let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    session
-        .run_ref(&refs)?
+    output_bits(session.run_ref(&refs)?)
+}
+
+/// The bits of named outputs.
+fn output_bits(outputs: Vec<(String, Value)>) -> Result<Vec<Vec<u64>>> {
+    outputs
         .into_iter()
         .map(|(name, v)| match v {
             Value::Tensor(t) => Ok(t
@@ -264,14 +295,20 @@ fn bits(session: &Session, inputs: &[(String, Tensor)]) -> Result<Vec<Vec<u64>>>
 }
 
 /// Fails unless the artifact's outputs, at 1 and 2 threads and run twice, are the same
-/// bits as the compiled session's.
-fn check_deterministic(session: &Session, bytes: &[u8], options: &SessionOptions) -> Result<()> {
+/// bits as those of the compiled plan it was written from (its first).
+fn check_deterministic(
+    plan: &smelt_runtime::Plan,
+    bytes: &[u8],
+    options: &SessionOptions,
+) -> Result<()> {
     let file: Arc<dyn smelt_ir::Backing> = Arc::new(smelt_ir::AlignedBytes::copy_of(bytes)?);
-    let inputs = {
+    let (inputs, names) = {
         let s = Session::from_artifact(file.clone(), options, "the new artifact")?;
-        random_inputs(&s)?
+        let names: Vec<String> = s.outputs().into_iter().map(|o| o.name).collect();
+        (random_inputs(&s)?, names)
     };
-    let want = bits(session, &inputs)?;
+    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let want = output_bits(names.into_iter().zip(plan.run_ref(&refs)?).collect())?;
     for threads in [1, 2, 1, 2] {
         let o = SessionOptions {
             threads,

@@ -102,6 +102,17 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         for d in a["decisions"].as_array().into_iter().flatten() {
             outln!("  {}", d.as_str().unwrap_or(""));
         }
+        let tuning: Vec<smelt_runtime::tune::TuneRecord> =
+            serde_json::from_value(a["tuning"].clone()).unwrap_or_default();
+        for t in tuning.iter().filter(|t| !t.groups.is_empty()) {
+            outln!(
+                "autotune choices (batch {}), each with the median time it won by:",
+                t.batch
+            );
+            for l in t.group_lines() {
+                outln!("  {l}");
+            }
+        }
     }
     if let Some(s) = plan.segments() {
         let lines = s.describe();

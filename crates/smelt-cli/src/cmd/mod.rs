@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod autotune;
 pub mod bench;
 pub mod bench_server;
 pub mod check;

@@ -13,7 +13,7 @@ use super::sdpa::SdpaPlan;
 use super::single::{gather_args, Arg};
 use super::{Exec, RunCx};
 use smelt_ir::kernel::check::{Checker, Use};
-use smelt_ir::kernel::Anchor;
+use smelt_ir::kernel::{Anchor, KernelChoice};
 use smelt_ir::op::NnOp;
 use smelt_ir::{ensure, err, Op, Result, Tensor, Value};
 use smelt_kernels::Kernels;
@@ -48,6 +48,7 @@ impl AnchorPlan {
         a: &Anchor,
         acc: usize,
         kern: &Kernels,
+        choice: &KernelChoice,
     ) -> Result<AnchorPlan> {
         for (i, r) in a.inputs.iter().enumerate() {
             if let Some(r) = r {
@@ -77,7 +78,7 @@ impl AnchorPlan {
                     a.op.name()
                 )),
             },
-            Op::Nn(NnOp::Conv { .. }) => match ConvPlan::new(c, weights, a, kern) {
+            Op::Nn(NnOp::Conv { .. }) => match ConvPlan::new(c, weights, a, kern, choice.conv) {
                 Some(p) => Path::Conv(p),
                 None => Path::Reference(
                     "Conv: not a 2-D f32 convolution with constant weights and bias".into(),

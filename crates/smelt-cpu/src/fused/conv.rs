@@ -7,7 +7,7 @@ use super::epilogue::{Epilogue, EpilogueSink, Layout};
 use super::fast_epilogue::{BiasSrc, FastEpilogue, Narrowed};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
-use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
+use smelt_ir::kernel::{Anchor, BufferKind, ConvAlgorithm, TensorRef};
 use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::buf::with_scratch;
@@ -110,6 +110,9 @@ fn lead_pad(
     }
 }
 
+/// Taps x input channels from which a strided AVX2 convolution takes the im2col GEMM.
+const STRIDED_DIRECT_K: usize = 256;
+
 /// Multiply-adds below which a 1-D convolution stays on the reference kernel.
 const SMALL_1D_MACS: usize = 1 << 20;
 
@@ -120,6 +123,7 @@ impl ConvPlan {
         weights: &[Tensor],
         a: &Anchor,
         kern: &Kernels,
+        choice: Option<ConvAlgorithm>,
     ) -> Option<ConvPlan> {
         let Op::Nn(NnOp::Conv {
             auto_pad,
@@ -246,13 +250,31 @@ impl ConvPlan {
         // rows, where the im2col GEMM (tiles across rows) does better.
         let nr = kern.micro.nr;
         let row_use = ow as f64 / (ow.div_ceil(nr) * nr) as f64;
-        let direct = !geom.is_pointwise() && row_use >= 0.75;
+        // On AVX2 a strided direct convolution re-reads its input rows per output channel
+        // panel; past a few taps x channels the im2col GEMM is faster (timed by
+        // `--autotune` on ResNet-50's and YOLOv8n's stride-2 layers: 7-50%).
+        let avx2 = kern.isa == smelt_kernels::Isa::Avx2;
+        let strided = geom.sh > 1 || geom.sw > 1;
+        let direct =
+            !geom.is_pointwise() && row_use >= 0.75 && !(avx2 && strided && k >= STRIDED_DIRECT_K);
         // Winograd F(4x4, 3x3) by a fixed cost model (so plans are reproducible): 3x3 stride
         // 1, enough input channels to amortize the output transform, enough output channels
         // to amortize the input transform (and its 36 x copy of the input), and enough 4x4
-        // tiles to fill lanes.
+        // tiles to fill lanes. On AVX2 (where the direct kernel is slower) it wins from 32
+        // output channels and 9 tiles (timed on YOLOv8n's 40x40 and 10x10 layers: 10-35%).
         let tiles = oh.div_ceil(4) * ow.div_ceil(4);
-        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= 64 && tiles >= 16;
+        let (min_m, min_tiles) = if avx2 { (32, 9) } else { (64, 16) };
+        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= min_m && tiles >= min_tiles;
+        // A tuned choice (timed on a machine) overrides the cost model where it applies.
+        let chosen = choice.filter(|c| match c {
+            ConvAlgorithm::Gemm => true,
+            ConvAlgorithm::Direct => !geom.is_pointwise(),
+            ConvAlgorithm::Winograd => winograd::applies(&geom),
+        });
+        let (winograd, direct) = match chosen {
+            Some(c) => (c == ConvAlgorithm::Winograd, c == ConvAlgorithm::Direct),
+            None => (winograd, direct),
+        };
         let method = if depthwise {
             Method::Depthwise(wv)
         } else if winograd {

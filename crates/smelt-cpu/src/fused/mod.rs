@@ -48,7 +48,7 @@ use elementwise::LoopPlan;
 use gather::GatherPlan;
 use reduction::ReductionPlan;
 use smelt_ir::kernel::check::{Checker, Use};
-use smelt_ir::kernel::{BufferKind, GroupBody, KernelPlan};
+use smelt_ir::kernel::{BufferKind, GroupBody, KernelGroup, KernelPlan};
 use smelt_ir::{ensure, with_data, DType, Result, Tensor, Value};
 use smelt_kernels::pool::ThreadPool;
 use smelt_kernels::{Isa, Kernels};
@@ -153,10 +153,14 @@ impl CpuPlan {
             let mut groups = Vec::with_capacity(plan.groups.len());
             let mut names = Vec::with_capacity(plan.groups.len());
             for (i, g) in plan.groups.iter().enumerate() {
-                let p = prepare(&c, &weights, &g.body, acc, kern).map_err(|e| {
+                let p = prepare(&c, &weights, g, acc, kern).map_err(|e| {
                     e.context(format!("group {i} ({} {})", g.body.kind(), g.ops.join("+")))
                 })?;
-                names.push(kernel_name(&p, &g.body, kern));
+                let mut name = kernel_name(&p, &g.body, kern);
+                if let Some(n) = g.choice.max_threads {
+                    name.push_str(&format!(", at most {n} thread(s)"));
+                }
+                names.push(name);
                 groups.push(p);
             }
             (groups, names)
@@ -293,6 +297,10 @@ impl CpuPlan {
                 c.check()?;
             }
             let t0 = start.map(|s| s.elapsed());
+            cx.ex.threads = match g.choice.max_threads {
+                Some(n) => (n as usize).clamp(1, self.ex.threads),
+                None => self.ex.threads,
+            };
             self.run_group(&mut cx, &g.body, p).map_err(|e| {
                 e.context(format!(
                     "group {gi} ({} {})",
@@ -401,16 +409,21 @@ fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
 fn prepare(
     c: &Checker,
     weights: &[Tensor],
-    body: &GroupBody,
+    group: &KernelGroup,
     acc: usize,
     kern: &Kernels,
 ) -> Result<Prepared> {
-    Ok(match body {
+    Ok(match &group.body {
         GroupBody::Elementwise(l) => Prepared::Loop(LoopPlan::new(c, l, None)?),
         GroupBody::Reduction(r) => Prepared::Reduction(Box::new(ReductionPlan::new(c, r)?)),
-        GroupBody::Anchor(a) => {
-            Prepared::Anchor(Box::new(AnchorPlan::new(c, weights, a, acc, kern)?))
-        }
+        GroupBody::Anchor(a) => Prepared::Anchor(Box::new(AnchorPlan::new(
+            c,
+            weights,
+            a,
+            acc,
+            kern,
+            &group.choice,
+        )?)),
         GroupBody::Copy { src, dst } => {
             c.window(src, Use::CopySrc, "copy source")?;
             c.window(dst, Use::CopyDst, "copy destination")?;

@@ -67,6 +67,7 @@ impl Builder {
             ops: vec![body.kind().into()],
             nodes: vec![],
             body,
+            choice: Default::default(),
         });
     }
 

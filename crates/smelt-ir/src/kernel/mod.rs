@@ -356,6 +356,71 @@ pub struct KernelGroup {
     pub nodes: Vec<String>,
     /// The work.
     pub body: GroupBody,
+    /// How to run it where timing on a machine chose (`smelt compile --autotune`); by
+    /// default the backend's cost model decides.
+    #[serde(default, skip_serializing_if = "KernelChoice::is_default")]
+    pub choice: KernelChoice,
+}
+
+/// A kernel choice for one group that overrides the backend's cost model. A choice that
+/// does not apply to the group (an algorithm its shape cannot use) is ignored: choices
+/// change speed and rounding, never what is computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelChoice {
+    /// The convolution algorithm (None: the cost model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conv: Option<ConvAlgorithm>,
+    /// The most threads the group runs on (None: as many as the run has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_threads: Option<u32>,
+}
+
+impl KernelChoice {
+    /// Whether nothing is chosen (the cost model decides everything).
+    pub fn is_default(&self) -> bool {
+        *self == KernelChoice::default()
+    }
+
+    /// A short description (`conv direct, 1 thread`), empty for the default.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(a) = self.conv {
+            parts.push(format!("conv {}", a.name()));
+        }
+        if let Some(n) = self.max_threads {
+            parts.push(format!("{n} thread{}", if n == 1 { "" } else { "s" }));
+        }
+        parts.join(", ")
+    }
+}
+
+/// How a convolution is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConvAlgorithm {
+    /// Unfolded input (im2col, or none for pointwise) times the packed weights.
+    Gemm,
+    /// Direct convolution over tiles of output rows.
+    Direct,
+    /// Winograd F(4x4, 3x3) (3x3 stride-1 convolutions only).
+    Winograd,
+}
+
+impl ConvAlgorithm {
+    /// Every algorithm, in a fixed order.
+    pub const ALL: [ConvAlgorithm; 3] = [
+        ConvAlgorithm::Gemm,
+        ConvAlgorithm::Direct,
+        ConvAlgorithm::Winograd,
+    ];
+
+    /// The algorithm's name: gemm, direct or winograd.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvAlgorithm::Gemm => "gemm",
+            ConvAlgorithm::Direct => "direct",
+            ConvAlgorithm::Winograd => "winograd",
+        }
+    }
 }
 
 /// A fusion that was considered and not done, and why.

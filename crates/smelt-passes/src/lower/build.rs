@@ -229,6 +229,7 @@ pub fn build(
                                     ops: ops.clone(),
                                     nodes: nodes.clone(),
                                     body: GroupBody::Copy { src, dst },
+                                    choice: Default::default(),
                                 });
                             }
                             start += len;
@@ -244,7 +245,12 @@ pub fn build(
                 }
             }
         };
-        groups.push(KernelGroup { ops, nodes, body });
+        groups.push(KernelGroup {
+            ops,
+            nodes,
+            body,
+            choice: Default::default(),
+        });
     }
     for (i, v) in b.p.output_copies.clone() {
         let src = b.at(v)?;
@@ -261,6 +267,7 @@ pub fn build(
                 src,
                 dst: TensorRef::dense(BufferId(buf as u32), &shape),
             },
+            choice: Default::default(),
         });
     }
     let outputs = g

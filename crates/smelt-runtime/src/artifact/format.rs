@@ -283,6 +283,9 @@ pub struct Manifest {
     /// The top-level plan is the largest batch. They share the weights section.
     #[serde(default)]
     pub buckets: Vec<BucketPlan>,
+    /// What autotuning decided, per plan (the top-level one first, then the buckets').
+    #[serde(default)]
+    pub tuning: Vec<crate::tune::TuneRecord>,
 }
 
 /// Dim 0 of the first input: a plan's batch (0 when it has no input or that is a scalar).

@@ -50,6 +50,8 @@ pub struct Fixed {
     pub max_memory: Option<u64>,
     /// The batch sizes it has plans for, ascending (empty: one plan, no batch buckets).
     pub buckets: Vec<usize>,
+    /// What autotuning decided, per plan (informational: the choices are in the plans).
+    pub tuning: Vec<crate::tune::TuneRecord>,
 }
 
 impl Fixed {
@@ -351,6 +353,7 @@ pub(crate) fn load(
             max_threads,
             max_memory,
             buckets,
+            tuning,
         } = m;
         let main = BucketPlan {
             batch: super::format::leading_dim(&inputs),
@@ -416,6 +419,7 @@ pub(crate) fn load(
             decisions,
             max_threads,
             max_memory,
+            tuning,
             buckets: if batched {
                 batches.iter().rev().copied().collect()
             } else {

@@ -28,6 +28,8 @@ pub struct CompileInfo {
     pub max_threads: Option<usize>,
     /// The memory budget checked at compile time, bytes.
     pub max_memory: Option<u64>,
+    /// What autotuning decided, per plan in the order given to the writer.
+    pub tuning: Vec<crate::tune::TuneRecord>,
 }
 
 /// The bytes of one weight as the loader maps them (bools as one byte each).
@@ -92,6 +94,7 @@ pub fn encode_buckets(session: &Session, plans: &[&Plan], info: &CompileInfo) ->
         max_threads: info.max_threads,
         max_memory: info.max_memory,
         buckets,
+        tuning: info.tuning.clone(),
     };
     let json = serde_json::to_vec(&manifest)
         .map_err(|e| err!(Internal, "cannot encode the artifact manifest: {e}"))?;
