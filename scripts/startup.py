@@ -8,7 +8,7 @@ For each model: compiles a `.smelt` artifact, then reports
   - the memory each adds: peak RSS minus the RSS before the model is loaded (smelt: a
     process that loads nothing; onnxruntime: after `import onnxruntime`).
 
-Usage: python scripts/startup.py [--smelt target/release/smelt] [--threads 1]
+Usage: python scripts/startup.py [--smelt target/release/smelt] [--threads 1] [--only yolov8n]
 (run with a Python that has onnxruntime and numpy, e.g. ~/.cache/smelt/venv/bin/python).
 """
 
@@ -70,12 +70,15 @@ def main():
     ap.add_argument("--smelt", default="target/release/smelt")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", action="append", help="a case to run (repeatable; default all)")
     a = ap.parse_args()
     th = str(a.threads)
     _, base_rss = wall_and_rss([a.smelt, "--version"])
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for name, rel, shapes in CASES:
+            if a.only and name not in a.only:
+                continue
             model = os.path.join(MODELS, rel)
             art = os.path.join(d, name + ".smelt")
             shape_args = [x for n, s in shapes.items() for x in ("--shape", f"{n}={s}")]

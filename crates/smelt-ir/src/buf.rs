@@ -21,6 +21,10 @@ pub unsafe trait Backing: Send + Sync {
     /// Says the bytes will not be read for a while: a file mapping may drop its pages from
     /// memory, to be read again from the file on the next access. The default keeps them.
     fn release(&self) {}
+
+    /// Says bytes `offset .. offset + len` will be read soon: a file mapping may map
+    /// their pages now, in one call, instead of one fault each. The default does nothing.
+    fn prefetch(&self, _offset: usize, _len: usize) {}
 }
 
 /// Element types whose every bit pattern is a valid value and that have no padding, so a

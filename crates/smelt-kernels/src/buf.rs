@@ -29,6 +29,7 @@ impl AlignedBuf {
             let addr = self.raw.as_ptr() as usize;
             self.start = (LINE - (addr / 4) % LINE) % LINE;
             advise_huge_pages(&mut self.raw);
+            populate_bytes(self.raw.as_mut_ptr().cast(), self.raw.len() * 4);
         }
         self.len = len;
     }
@@ -75,24 +76,45 @@ pub fn advise_huge_pages(v: &mut [f32]) {
 /// [`advise_huge_pages`] for any allocation: `ptr .. ptr + bytes` must be one live allocation.
 pub fn advise_huge_pages_bytes(ptr: *mut u8, bytes: usize) {
     const HUGE: usize = 2 << 20;
-    if bytes < 2 * HUGE {
-        return;
+    const MADV_HUGEPAGE: i32 = 14;
+    if bytes >= 2 * HUGE {
+        // Only how the kernel backs the pages changes, never their contents; failure (no
+        // THP support) is harmless.
+        advise_aligned(ptr, bytes, HUGE, MADV_HUGEPAGE);
     }
+}
+
+/// Maps every page of `ptr .. ptr + bytes` (one live, writable allocation) now, in one
+/// call, instead of one fault per page on first touch: a fault costs microseconds in a
+/// VM, and a plan's arena and scratch are written whole on the first run anyway. Small
+/// buffers (under 64 KiB) are left alone; failure (a kernel before Linux 5.14) is
+/// harmless.
+pub fn populate_bytes(ptr: *mut u8, bytes: usize) {
+    const MADV_POPULATE_WRITE: i32 = 23;
+    if bytes >= 64 << 10 {
+        // The pages are mapped as a write would map them; no byte changes.
+        advise_aligned(ptr, bytes, 4096, MADV_POPULATE_WRITE);
+    }
+}
+
+/// `madvise(advice)` on the `align`-aligned part of `ptr .. ptr + bytes` (one live
+/// allocation), for advice that never changes the contents; errors are ignored.
+fn advise_aligned(ptr: *mut u8, bytes: usize, align: usize, advice: i32) {
     #[cfg(target_os = "linux")]
     {
         extern "C" {
             fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
         }
-        const MADV_HUGEPAGE: i32 = 14;
-        let start = (ptr as usize).next_multiple_of(HUGE);
-        let end = (ptr as usize + bytes) / HUGE * HUGE;
+        let start = (ptr as usize).next_multiple_of(align);
+        let end = (ptr as usize + bytes) / align * align;
         if end > start {
             // SAFETY: [start, end) lies inside the allocation and is page-aligned; the
-            // advice changes only how the kernel backs the pages, never their contents.
-            // Failure (no THP support) is harmless and ignored.
-            unsafe { madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE) };
+            // callers' advice leaves every byte as it was.
+            unsafe { madvise(start as *mut std::ffi::c_void, end - start, advice) };
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, bytes, align, advice);
 }
 
 /// `dst = src` for short rows (a tile's or a panel's width): eight floats a move, so no

@@ -59,6 +59,7 @@ impl Arena {
         let addr = raw.as_ptr() as usize;
         let start = (ARENA_ALIGN - addr % ARENA_ALIGN) % ARENA_ALIGN / UNIT;
         smelt_kernels::buf::advise_huge_pages_bytes(raw[start..].as_mut_ptr().cast(), len);
+        smelt_kernels::buf::populate_bytes(raw[start..].as_mut_ptr().cast(), len);
         let old = self.len / UNIT;
         raw[start..start + old].copy_from_slice(&self.raw[self.start..self.start + old]);
         (self.raw, self.start, self.len) = (raw, start, len);

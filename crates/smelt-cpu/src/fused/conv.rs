@@ -17,6 +17,7 @@ use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs, TileSink};
 use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::Kernels;
+use std::borrow::Cow;
 
 enum Method {
     /// One GEMM per group: packed weights times the input's im2col view.
@@ -50,7 +51,7 @@ pub(crate) struct ConvPlan {
 }
 
 /// The dense f32 contents of a window over a weight buffer.
-fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f32>> {
+fn weight_values<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Option<Cow<'w, [f32]>> {
     let b = c.plan.buffer(r.buffer);
     let BufferKind::Weight(i) = b.kind else {
         return None;
@@ -58,9 +59,9 @@ fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f
     let data = weights.get(i)?.as_f32()?;
     let n: usize = smelt_ir::dims_product(&r.shape);
     if r.is_contiguous() {
-        // The usual case, a whole weight: one copy instead of an index walk per element
-        // (the walk was most of a ResNet-50 load).
-        return Some(data.get(r.offset..r.offset.checked_add(n)?)?.to_vec());
+        // The usual case, a whole weight: borrowed, not copied (the packers read it only
+        // when a pack is not replayed from an artifact, so a load touches no raw weight).
+        return Some(Cow::Borrowed(data.get(r.offset..r.offset.checked_add(n)?)?));
     }
     let mut out = Vec::with_capacity(n);
     let mut idx = vec![0usize; r.shape.len()];
@@ -80,7 +81,7 @@ fn weight_values(c: &Checker, weights: &[Tensor], r: &TensorRef) -> Option<Vec<f
             idx[d] = 0;
         }
     }
-    Some(out)
+    Some(Cow::Owned(out))
 }
 
 /// Leading pads of one spatial axis, from the attributes and the sizes.
@@ -212,7 +213,7 @@ impl ConvPlan {
         let wv = weight_values(c, weights, wr)?;
         let bias = match a.inputs.get(2).cloned().flatten() {
             None => None,
-            Some(br) => Some(weight_values(c, weights, &br)?).filter(|b| b.len() == m),
+            Some(br) => Some(weight_values(c, weights, &br)?.into_owned()).filter(|b| b.len() == m),
         };
         if a.inputs.get(2).cloned().flatten().is_some() && bias.is_none() {
             return None;
@@ -261,10 +262,12 @@ impl ConvPlan {
         // 1, enough input channels to amortize the output transform, enough output channels
         // to amortize the input transform (and its 36 x copy of the input), and enough 4x4
         // tiles to fill lanes. On AVX2 (where the direct kernel is slower) it wins from 32
-        // output channels and 9 tiles (timed on YOLOv8n's 40x40 and 10x10 layers: 10-35%).
+        // output channels (timed on YOLOv8n's 40x40 layers: 35%). It also wins by 7-13% at
+        // 9 tiles (YOLOv8n's 10x10 layers), but those hold the model's largest filters and
+        // their transforms are 4x as large (16 MB more for 1% of the run): not taken.
         let tiles = oh.div_ceil(4) * ow.div_ceil(4);
-        let (min_m, min_tiles) = if avx2 { (32, 9) } else { (64, 16) };
-        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= min_m && tiles >= min_tiles;
+        let min_m = if avx2 { 32 } else { 64 };
+        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= min_m && tiles >= 16;
         // A tuned choice (timed on a machine) overrides the cost model where it applies.
         let chosen = choice.filter(|c| match c {
             ConvAlgorithm::Gemm => true,
@@ -276,7 +279,7 @@ impl ConvPlan {
             None => (winograd, direct),
         };
         let method = if depthwise {
-            Method::Depthwise(wv)
+            Method::Depthwise(wv.into_owned())
         } else if winograd {
             Method::Winograd(
                 (0..groups)

@@ -288,6 +288,11 @@ pub struct Manifest {
     pub tuning: Vec<crate::tune::TuneRecord>,
 }
 
+/// Weights under this many bytes (biases, scales, shapes: what kernels read as they
+/// are) are laid out first, together, and mapped at load; larger ones are read mostly
+/// through their packs.
+pub const SMALL_WEIGHT_BYTES: usize = 64 << 10;
+
 /// Dim 0 of the first input: a plan's batch (0 when it has no input or that is a scalar).
 pub fn leading_dim(inputs: &[IoSpec]) -> usize {
     inputs

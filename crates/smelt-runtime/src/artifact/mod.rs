@@ -43,7 +43,22 @@ unsafe impl Backing for MappedFile {
         // only leaves the pages in memory.
         let _ = unsafe { self.0.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
     }
+
+    fn prefetch(&self, offset: usize, len: usize) {
+        // Page-aligned and inside the map; a kernel without MADV_POPULATE_READ (before
+        // Linux 5.14) refuses, and the pages fault in on first touch as before.
+        let start = offset / PAGE * PAGE;
+        let end = offset.saturating_add(len).min(self.0.len());
+        if end > start {
+            let _ = self
+                .0
+                .advise_range(memmap2::Advice::PopulateRead, start, end - start);
+        }
+    }
 }
+
+/// The page size the mapping's advice is aligned to.
+const PAGE: usize = 4096;
 
 /// Whether the file at `path` starts with the artifact magic (false when unreadable).
 pub fn is_artifact(path: &Path) -> bool {

@@ -2,14 +2,12 @@
 //! offset of the weights section.
 
 use super::format::{
-    self, align_up, BucketPlan, IoSpec, Manifest, PackEntry, WeightEntry, WEIGHT_ALIGN,
+    self, align_up, BucketPlan, IoSpec, Manifest, PackEntry, WeightEntry, SMALL_WEIGHT_BYTES,
+    WEIGHT_ALIGN,
 };
 use crate::{Plan, Session};
 use smelt_ir::kernel::BufferKind;
 use smelt_ir::{bail, err, pod_bytes, Data, Result, Tensor};
-
-/// Weights under this many bytes are laid out first, together (see `encode`).
-const SMALL_WEIGHT_BYTES: usize = 64 << 10;
 
 /// What `smelt compile` records besides the plan.
 #[derive(Debug, Clone, Default)]
