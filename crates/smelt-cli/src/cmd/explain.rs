@@ -104,7 +104,7 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
         }
         let tuning: Vec<smelt_runtime::tune::TuneRecord> =
             serde_json::from_value(a["tuning"].clone()).unwrap_or_default();
-        for t in tuning.iter().filter(|t| !t.groups.is_empty()) {
+        for t in tuning.iter().filter(|t| t.kept) {
             outln!(
                 "autotune choices (batch {}), each with the median time it won by:",
                 t.batch

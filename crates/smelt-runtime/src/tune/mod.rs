@@ -41,18 +41,22 @@ impl Level {
         }
     }
 
-    /// Warm-up runs, timed rounds and the fraction a candidate must win by.
+    /// Warm-up rounds, timed rounds and the fraction a candidate must win by.
     fn schedule(self) -> (usize, usize, f64) {
         match self {
             Level::Off => (0, 0, 0.0),
-            Level::Fast => (1, 5, 0.05),
-            Level::Max => (2, 15, 0.03),
+            Level::Fast => (1, 4, 0.05),
+            Level::Max => (1, 10, 0.03),
         }
     }
 }
 
 /// A candidate must also win by this many nanoseconds (timer and scheduling noise).
 const MIN_WIN_NS: u64 = 2_000;
+
+/// The tuned plan is kept when its groups' wins add up to this fraction of a run and its
+/// median run beats the default's by as much.
+const KEEP_MARGIN: f64 = 0.01;
 
 /// One group whose kernel tuning changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,9 +88,10 @@ pub struct TuneRecord {
     pub default_ns: u64,
     /// Median nanoseconds of a run of the tuned plan (timed against it, interleaved).
     pub tuned_ns: u64,
-    /// Whether the tuned plan was kept (false: it was not faster, so the default stays).
+    /// Whether the tuned plan was kept (false: it was not 1% faster, so the default
+    /// stays).
     pub kept: bool,
-    /// The groups whose kernel changed (in the kept plan: none when not kept).
+    /// The groups whose candidate won alone (the plan runs them only when kept).
     pub groups: Vec<TunedGroup>,
     /// Groups that had a candidate besides the cost model's kernel.
     pub candidates: usize,
@@ -103,6 +108,8 @@ impl TuneRecord {
         let gain = 100.0 * (1.0 - self.tuned_ns as f64 / self.default_ns.max(1) as f64);
         let what = if self.candidates == 0 {
             "no group has a kernel besides the cost model's".to_string()
+        } else if self.groups.is_empty() {
+            "no candidate beat the cost model's kernel by the margin".to_string()
         } else if self.kept {
             format!(
                 "{} group(s) changed, median run {:.2} -> {:.2} ms ({gain:.1}% faster)",
@@ -112,7 +119,8 @@ impl TuneRecord {
             )
         } else {
             format!(
-                "kept the cost model's kernels (tuned {:.2} ms vs {:.2} ms: not faster)",
+                "{} group(s) won alone, but not by 1% of a run together ({:.2} ms tuned vs {:.2} ms): kept the cost model's kernels",
+                self.groups.len(),
                 ms(self.tuned_ns),
                 ms(self.default_ns)
             )
@@ -130,10 +138,12 @@ impl TuneRecord {
         )
     }
 
-    /// One line per changed group: its choice and what it won by.
+    /// One line per changed group (none when the tuned plan was not kept): its choice
+    /// and what it won by.
     pub fn group_lines(&self) -> Vec<String> {
         self.groups
             .iter()
+            .filter(|_| self.kept)
             .map(|g| {
                 format!(
                     "group {} ({}): {} -> {} ({:.1} -> {:.1} us)",
@@ -246,7 +256,9 @@ pub fn autotune(
         return Ok((None, Some(record)));
     }
     let mut arena = Arena::new(kp.memory.arena_bytes);
-    let total = (warm + rounds) * (variants.len() + 1) + 2 * (warm + rounds);
+    // Every timed run follows an untimed one of the same plan, so its own packs are in
+    // cache as when it runs alone (the variants' packs together outgrow the caches).
+    let total = 2 * ((warm + rounds) * (variants.len() + 1) + 2 * (warm + rounds));
     let mut done = 0;
     let mut step = |done: &mut usize| {
         *done += 1;
@@ -259,6 +271,8 @@ pub fn autotune(
     let mut times: Vec<Vec<Vec<u64>>> = vec![Vec::new(); all.len()];
     for round in 0..warm + rounds {
         for (p, cp) in all.iter().enumerate() {
+            timed_run(cp, inputs, &mut arena)?;
+            step(&mut done);
             let per_group = profiled_run(cp, inputs, &mut arena)?;
             if round >= warm {
                 times[p].push(per_group);
@@ -298,9 +312,13 @@ pub fn autotune(
     // The whole tuned plan against the default, interleaved.
     let (mut d, mut u) = (Vec::new(), Vec::new());
     for round in 0..warm + rounds {
+        timed_run(&default, inputs, &mut arena)?;
         let a = timed_run(&default, inputs, &mut arena)?;
         step(&mut done);
+        step(&mut done);
+        timed_run(&tuned, inputs, &mut arena)?;
         let b = timed_run(&tuned, inputs, &mut arena)?;
+        step(&mut done);
         step(&mut done);
         if round >= warm {
             d.push(a);
@@ -308,14 +326,18 @@ pub fn autotune(
         }
     }
     let (default_ns, tuned_ns) = (median(&mut d), median(&mut u));
-    let kept = !groups.is_empty() && tuned_ns < default_ns;
+    // Kept when the groups' wins add up to the margin (a whole run is noisier than the
+    // medians of its groups) and the whole tuned run confirms it.
+    let won: u64 = groups.iter().map(|g| g.default_ns - g.tuned_ns).sum();
+    let floor = default_ns as f64 * KEEP_MARGIN;
+    let kept = won as f64 >= floor && (tuned_ns as f64) < default_ns as f64 - floor;
     let record = TuneRecord {
         level: opts.level.name().to_string(),
         batch,
         default_ns,
         tuned_ns,
         kept,
-        groups: if kept { groups } else { Vec::new() },
+        groups,
         candidates,
         from_cache: false,
         seconds: t.elapsed().as_secs_f64(),
