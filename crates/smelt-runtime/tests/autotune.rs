@@ -226,8 +226,9 @@ fn every_forced_conv_algorithm_matches_the_oracle_on_every_isa() {
     }
 }
 
-#[test]
-fn autotune_keeps_what_computes_the_same_and_caches_its_choices() {
+/// A 3x3 convolution that takes Winograd on every ISA: its input, the oracle's output and
+/// the compiled plan.
+fn winograd_case() -> (Tensor, Vec<f64>, std::sync::Arc<Plan>) {
     let case = ConvCase {
         c: 32,
         m: 64,
@@ -240,8 +241,13 @@ fn autotune_keeps_what_computes_the_same_and_caches_its_choices() {
     let text = case.text();
     let x = case.x();
     let want = run(&session(&text, 0, None), &x);
-    let s = session(&text, 1, None);
-    let plan = s.last_plan().expect("plan");
+    let plan = session(&text, 1, None).last_plan().expect("plan");
+    (x, want, plan)
+}
+
+#[test]
+fn autotune_keeps_what_computes_the_same_and_caches_its_choices() {
+    let (x, want, plan) = winograd_case();
     let dir = std::env::temp_dir().join(format!("smelt-tune-{}", std::process::id()));
     let path = dir.join("tuning.json");
     let _ = std::fs::remove_file(&path);
@@ -294,4 +300,35 @@ fn autotune_keeps_what_computes_the_same_and_caches_its_choices() {
     let (p, r) = tune::autotune(&plan, &[&x], &mut off).expect("off");
     assert!(p.is_none() && r.is_none());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_lean_plan_trades_winograd_for_the_direct_kernel_and_computes_the_same() {
+    let (x, want, plan) = winograd_case();
+    assert!(
+        plan.kernel_names()
+            .iter()
+            .any(|k| k.starts_with("conv.winograd")),
+        "{:?}",
+        plan.kernel_names()
+    );
+    let (lean, n) = tune::without_winograd(&plan).expect("lean");
+    let lean = lean.expect("a lean plan");
+    assert_eq!(n, 1);
+    assert!(
+        lean.kernel_names()
+            .iter()
+            .any(|k| k.starts_with("conv.direct")),
+        "{:?}",
+        lean.kernel_names()
+    );
+    let outs = lean.run_ref(&[("x", &x)]).expect("run");
+    close(
+        &outs[0].tensor().expect("tensor").to_f64().expect("f64"),
+        &want,
+        "lean plan",
+    );
+    // A plan without Winograd has nothing to trade.
+    let (again, n) = tune::without_winograd(&lean).expect("lean");
+    assert!(again.is_none() && n == 0);
 }

@@ -150,11 +150,35 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let refs: Vec<&smelt_runtime::Plan> = plans.iter().map(|p| p.as_ref()).collect();
     let mut bytes = artifact::write::encode_buckets(&session, &refs, &info)
         .map_err(|e| e.context(a.model.display().to_string()))?;
-    let footprint = artifact::budget::Footprint::of(&bytes)?;
+    let mut footprint = artifact::budget::Footprint::of(&bytes)?;
     if let Some(max) = a.max_memory {
-        footprint
-            .check(max)
-            .map_err(|e| e.context(a.model.display().to_string()))?;
+        let mut lean = None;
+        if footprint.check(max).is_err() {
+            // Winograd's transformed filters are 4x the filters: the direct kernel first.
+            if let Some((lean_plans, n)) = without_winograd(&plans)? {
+                let refs: Vec<&smelt_runtime::Plan> =
+                    lean_plans.iter().map(|p| p.as_ref()).collect();
+                let lean_bytes = artifact::write::encode_buckets(&session, &refs, &info)
+                    .map_err(|e| e.context(a.model.display().to_string()))?;
+                let f = artifact::budget::Footprint::of(&lean_bytes)?;
+                decisions.push(format!(
+                    "memory: {n} Winograd convolution(s) on the direct kernel instead, to fit (the compiled model {} -> {})",
+                    artifact::budget::mib(footprint.total()),
+                    artifact::budget::mib(f.total())
+                ));
+                lean = Some(n);
+                (bytes, footprint, plans) = (lean_bytes, f, lean_plans);
+            }
+        }
+        footprint.check(max).map_err(|e| {
+            let e = match lean {
+                Some(n) => e.context(format!(
+                    "even with its {n} Winograd convolution(s) on the direct kernel"
+                )),
+                None => e,
+            };
+            e.context(a.model.display().to_string())
+        })?;
         decisions.push(format!(
             "memory: {} of the --max-memory {} budget",
             artifact::budget::mib(footprint.total()),
@@ -196,6 +220,25 @@ pub fn main(a: Args) -> Result<ExitCode> {
         outln!("  {d}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The plans with every Winograd convolution on the direct kernel, and how many changed
+/// (None when none did).
+fn without_winograd(
+    plans: &[Arc<smelt_runtime::Plan>],
+) -> Result<Option<(Vec<Arc<smelt_runtime::Plan>>, usize)>> {
+    let mut out = Vec::with_capacity(plans.len());
+    let mut changed = 0;
+    for p in plans {
+        match smelt_runtime::tune::without_winograd(p)? {
+            (Some(lean), n) => {
+                out.push(Arc::new(lean));
+                changed += n;
+            }
+            (None, _) => out.push(p.clone()),
+        }
+    }
+    Ok((changed > 0).then_some((out, changed)))
 }
 
 /// The compile presets.

@@ -349,6 +349,35 @@ pub fn autotune(
     Ok((plan, Some(record)))
 }
 
+/// The plan with Winograd convolutions (whose transformed filters take 4x the memory)
+/// on the direct kernel instead, and how many groups changed (0: the plan as it was).
+pub fn without_winograd(plan: &Plan) -> Result<(Option<Plan>, usize)> {
+    let (Some(kp), Some((threads, isa))) = (plan.kernels(), plan.cpu_setup()) else {
+        return Ok((None, 0));
+    };
+    let t = Instant::now();
+    let mut lean = KernelPlan {
+        weights: (0..).map_while(|i| plan.weight(i)).cloned().collect(),
+        ..kp.clone()
+    };
+    let mut changed = 0;
+    for (g, name) in lean.groups.iter_mut().zip(plan.kernel_names()) {
+        if name.starts_with("conv.winograd") {
+            g.choice.conv = Some(ConvAlgorithm::Direct);
+            changed += 1;
+        }
+    }
+    if changed == 0 {
+        return Ok((None, 0));
+    }
+    let cpu = CpuOptions {
+        threads,
+        isa: Some(isa),
+    };
+    let built = CpuPlan::with_options(lean, cpu)?;
+    Ok((Some(wrap(plan, built, t)), changed))
+}
+
 /// The choices tried on every group they apply to: each convolution algorithm, and one
 /// thread where runs have more.
 fn candidate_choices(threads: usize) -> Vec<KernelChoice> {
