@@ -432,6 +432,28 @@ fn fuzz_regressions_are_errors() {
     }
 }
 
+/// A fuzz-smoke finding, replayed as the onnx_run target ran it (its opt level and input
+/// seed from the file's length): a reduction of an empty input keeping huge dims made the
+/// oracle allocate its output unchecked ("capacity overflow").
+#[test]
+fn a_reduction_of_an_empty_input_to_a_huge_output_is_an_error() {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join("reduce-empty-input-huge-output.onnx");
+    let len = std::fs::read(&p).expect("regression file").len();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(&p, &opts((len % 2) as u8))?;
+        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+    }))
+    .unwrap_or_else(|_| panic!("{} panicked", p.display()));
+    assert_eq!(
+        r.err().map(|e| e.kind()),
+        Some(ErrorKind::ResourceExhausted)
+    );
+}
+
 /// A campaign finding: a Reshape whose shape input declares 2^40 elements made shape
 /// inference allocate a rank-2^40 shape ("capacity overflow", or an abort under ulimit).
 #[test]

@@ -71,7 +71,11 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
             .map(|(&d, _)| d)
             .collect()
     };
-    let out_len: usize = smelt_ir::dims_product(&kept);
+    // An empty input can still ask for a huge output (a zero dim reduced away, large
+    // dims kept): its size is checked before anything is allocated.
+    let dtype = t.dtype();
+    let what = || format!("the {out_shape:?} result of a reduction");
+    let out_len = smelt_ir::limits::check_shape(dtype, &kept, &what)?;
     // For each input element, the output element it folds into.
     let in_str = strides(shape);
     let out_str: Vec<usize> = strides(&kept)
@@ -86,7 +90,6 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
                 .sum()
         })
         .collect();
-    let dtype = t.dtype();
     let exact_int = (dtype.is_int() || dtype == DType::Bool)
         && matches!(
             kind,
@@ -107,8 +110,8 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
             Kind::Min => hi,
             _ => 0,
         };
-        let mut acc = vec![init; out_len];
-        let mut count = vec![0i128; out_len];
+        let mut acc = smelt_ir::limits::try_vec(out_len, init, &what)?;
+        let mut count = smelt_ir::limits::try_vec(out_len, 0i128, &what)?;
         for (&x, &o) in v.iter().zip(&oidx) {
             let a = &mut acc[o];
             *a = match kind {
@@ -135,16 +138,14 @@ fn reduce(kind: Kind, t: &Tensor, reduced: &[bool], keepdims: bool) -> Result<Te
         );
     }
     let v = t.to_f64()?;
-    let mut acc = vec![
-        match kind {
-            Kind::Prod => 1.0,
-            Kind::Max | Kind::LogSumExp => f64::NEG_INFINITY,
-            Kind::Min => f64::INFINITY,
-            _ => 0.0,
-        };
-        out_len
-    ];
-    let mut count = vec![0usize; out_len];
+    let init = match kind {
+        Kind::Prod => 1.0,
+        Kind::Max | Kind::LogSumExp => f64::NEG_INFINITY,
+        Kind::Min => f64::INFINITY,
+        _ => 0.0,
+    };
+    let mut acc = smelt_ir::limits::try_vec(out_len, init, &what)?;
+    let mut count = smelt_ir::limits::try_vec(out_len, 0usize, &what)?;
     for (&x, &o) in v.iter().zip(&oidx) {
         let a = &mut acc[o];
         match kind {
