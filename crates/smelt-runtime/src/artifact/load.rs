@@ -111,7 +111,7 @@ fn merge_ranges(mut r: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
         let end = at.saturating_add(len);
         match out.last_mut() {
             Some((s, l)) if at <= s.saturating_add(*l).saturating_add(64 << 10) => {
-                *l = end.max(*s + *l) - *s;
+                *l = end.max(s.saturating_add(*l)) - *s;
             }
             _ => out.push((at, len)),
         }
