@@ -266,6 +266,25 @@ fn cases() -> Vec<Case> {
             kernel: "conv.direct",
         },
         Case {
+            name: "pointwise on a tiny image, pixels as rows + residual + relu",
+            shape: vec![2, 256, 3, 3],
+            fixed: &[],
+            consts: vec![vec![64, 256, 1, 1], vec![64], vec![2, 64, 3, 3]],
+            body: leak(format!(
+                "  %10 \"y\" = {} (%x, %c0, %c1)\n  %11 \"a\" = elementwise.Add (%10, %c2)\n  %12 \"r\" = elementwise.Relu (%11)\n  output %12\n",
+                conv("0,0,0,0", "1,1", "1,1", 1, 1)
+            )),
+            kernel: "conv.pointwise-gemm",
+        },
+        Case {
+            name: "3x3 on a tiny image, pixels as rows (im2col)",
+            shape: vec![2, 29, 3, 3],
+            fixed: &[],
+            consts: vec![vec![64, 29, 3, 3], vec![64]],
+            body: leak(format!("  %10 \"y\" = {} (%x, %c0, %c1)\n  output %10\n", conv("1,1,1,1", "1,1", "1,1", 1, 3))),
+            kernel: "conv.im2col-gemm",
+        },
+        Case {
             name: "7x7 stride 2 on a narrow image (im2col)",
             shape: vec![1, 3, 13, 9],
             fixed: &[],
@@ -475,5 +494,31 @@ fn cases() -> Vec<Case> {
 fn fast_paths_match_the_oracle_on_every_isa() {
     for c in cases() {
         check(&c);
+    }
+}
+
+/// The cases on tiny images take the pixels-as-rows GEMM where the tile is 32 wide (their
+/// results are checked against the oracle above, on every ISA).
+#[test]
+fn tiny_images_run_with_pixels_as_rows_on_avx512() {
+    if !Isa::Avx512.is_supported() {
+        eprintln!("note: this CPU has no avx512; pixels-as-rows not run");
+        return;
+    }
+    let tiny: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.name.contains("pixels as rows"))
+        .collect();
+    assert_eq!(tiny.len(), 2);
+    for c in tiny {
+        let t = text(&c, &mut Rng(1));
+        let s = session(&t, 1, Some(Isa::Avx512));
+        let plan = s.last_plan().expect("plan");
+        let names = plan.kernel_names();
+        assert!(
+            names.iter().any(|k| k.contains("pixel-rows.avx512")),
+            "{}: {names:?}",
+            c.name
+        );
     }
 }

@@ -14,7 +14,9 @@ use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::{Conv2d, Im2col};
 use smelt_kernels::direct::{direct_conv, DirectInput, DirectWeights};
 use smelt_kernels::epilogue::FusedSink;
-use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, Rhs, TileSink};
+use smelt_kernels::gemm::{
+    gemm, Batches, Gemm, Lhs, MatRef, Micro, PackedA, PackedB, Rhs, TileSink, Transposed,
+};
 use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::Kernels;
 use std::borrow::Cow;
@@ -22,6 +24,9 @@ use std::borrow::Cow;
 enum Method {
     /// One GEMM per group: packed weights times the input's im2col view.
     Gemm(Vec<PackedA>),
+    /// One GEMM per group computed transposed, output pixels as its rows: the im2col view's
+    /// transpose times the transposed weights (packed once), each tile handed on transposed.
+    GemmPixelRows(Vec<PackedB>),
     /// Direct convolution per group (no im2col).
     Direct(Vec<DirectWeights>),
     /// Winograd F(4x4, 3x3) per group.
@@ -113,6 +118,31 @@ fn lead_pad(
 
 /// Taps x input channels from which a strided AVX2 convolution takes the im2col GEMM.
 const STRIDED_DIRECT_K: usize = 256;
+
+/// Depth (taps x input channels) from which a GEMM convolution may run with its output pixels
+/// as the product's rows: below it, transposing each tile costs more than the lanes saved.
+const PIXEL_ROWS_MIN_K: usize = 256;
+
+/// Whether a GEMM convolution of `m` output channels over `px` output pixels (depth `k`)
+/// wastes clearly fewer multiply-adds with the pixels as the product's rows: a product's
+/// columns come in whole `nr`-wide panels, while a short last row panel costs only its own
+/// rows (at least 4, below which its FMA chains wait on their latency). Small images (7x7,
+/// 10x10, 14x14) leave most of a last column panel empty when pixels are the columns.
+fn pixels_as_rows(micro: &Micro, m: usize, px: usize, k: usize) -> bool {
+    let use_of = |rows: usize, cols: usize| {
+        let rem = rows % micro.mr;
+        let row_cost = rows - rem + if rem > 0 { rem.max(4).min(micro.mr) } else { 0 };
+        (rows * cols) as f64 / (row_cost * cols.div_ceil(micro.nr) * micro.nr) as f64
+    };
+    // The transposed A (pixels x taps) must stay in L2 while the weights stream past it
+    // once (see the GEMM's grid), else they are read once per row block. Only the 32-wide
+    // AVX-512 tile gains: measured on an Emerald Rapids Xeon, ResNet-50's 7x7 layers and
+    // YOLOv8n's 10x10 ones ran 8-20% faster on AVX-512 and 0-10% slower on AVX2 (16 wide).
+    micro.nr >= 32
+        && k >= PIXEL_ROWS_MIN_K
+        && px * k * 4 <= 2 * smelt_kernels::gemm::a_block_bytes()
+        && use_of(px, m) >= 1.15 * use_of(m, px)
+}
 
 /// Multiply-adds below which a 1-D convolution stays on the reference kernel.
 const SMALL_1D_MACS: usize = 1 << 20;
@@ -261,13 +291,13 @@ impl ConvPlan {
         // Winograd F(4x4, 3x3) by a fixed cost model (so plans are reproducible): 3x3 stride
         // 1, enough input channels to amortize the output transform, enough output channels
         // to amortize the input transform (and its 36 x copy of the input), and enough 4x4
-        // tiles to fill lanes. On AVX2 (where the direct kernel is slower) it wins from 32
-        // output channels (timed on YOLOv8n's 40x40 layers: 35%). It also wins by 7-13% at
-        // 9 tiles (YOLOv8n's 10x10 layers), but those hold the model's largest filters and
-        // their transforms are 4x as large (16 MB more for 1% of the run): not taken.
+        // tiles to fill lanes. It wins from 32 output channels (timed by `--autotune` on
+        // YOLOv8n's 40x40 layers: 35% on Zen 3 with AVX2 and on an Emerald Rapids Xeon with
+        // AVX-512). It also wins by 7-20% at 9 tiles (YOLOv8n's 10x10 layers), but those
+        // hold the model's largest filters and their transforms are 4x as large (16 MB more
+        // for 1% of the run): not taken.
         let tiles = oh.div_ceil(4) * ow.div_ceil(4);
-        let min_m = if avx2 { 32 } else { 64 };
-        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= min_m && tiles >= 16;
+        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= 32 && tiles >= 16;
         // A tuned choice (timed on a machine) overrides the cost model where it applies.
         let chosen = choice.filter(|c| match c {
             ConvAlgorithm::Gemm => true,
@@ -294,6 +324,15 @@ impl ConvPlan {
                     .map(|g| DirectWeights::new(kern, mg, k, &wv[g * mg * k..(g + 1) * mg * k]))
                     .collect(),
             )
+        } else if pixels_as_rows(&kern.micro, mg, geom.pixels(), k) {
+            // B = W^T: element (p, o) of the k x mg matrix at o * k + p.
+            Method::GemmPixelRows(
+                (0..groups)
+                    .map(|g| {
+                        PackedB::new(&kern.micro, k, mg, &wv[g * mg * k..(g + 1) * mg * k], 1, k)
+                    })
+                    .collect(),
+            )
         } else {
             Method::Gemm(
                 (0..groups)
@@ -313,6 +352,10 @@ impl ConvPlan {
             Method::Winograd(_) => kern.name("conv.winograd-f4x4"),
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
+            Method::GemmPixelRows(_) if geom.is_pointwise() => {
+                kern.name("conv.pointwise-gemm-pixel-rows")
+            }
+            Method::GemmPixelRows(_) => kern.name("conv.im2col-gemm-pixel-rows"),
         };
         let name = match &fast {
             Some(f) => format!("{base}, epilogue fused {}", f.describe()),
@@ -439,6 +482,43 @@ impl ConvPlan {
                     };
                     self.finish_with(mem, ex, gi, |sink| {
                         gemm(ex.kern, ex.pool, threads, &gm, sink)
+                    });
+                }
+            }
+            Method::GemmPixelRows(packed) => {
+                let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
+                for (gi, pb) in packed.iter().enumerate() {
+                    let offsets = group_offsets(gi);
+                    let im2col = Im2col {
+                        x,
+                        batch: &offsets,
+                        strides: [sc, sh, sw],
+                        geom: *g,
+                    };
+                    // A = the im2col view transposed (pixels x taps): a pointwise input is
+                    // that matrix already, read with the pixel step along its rows.
+                    let lhs = if pointwise {
+                        Lhs::Strided(
+                            MatRef {
+                                ptr: x,
+                                rs: sw,
+                                cs: sc,
+                            },
+                            Batches::Table(&offsets),
+                        )
+                    } else {
+                        Lhs::Panels(&im2col)
+                    };
+                    let gm = Gemm {
+                        batch: self.images,
+                        m: g.pixels(),
+                        n: self.mg,
+                        k: g.k(),
+                        a: lhs,
+                        b: Rhs::Packed(pb),
+                    };
+                    self.finish_with(mem, ex, gi, |sink| {
+                        gemm(ex.kern, ex.pool, threads, &gm, &Transposed(sink))
                     });
                 }
             }

@@ -203,6 +203,9 @@ pub enum Lhs<'a> {
     PackedEach(&'a [PackedA]),
     /// Read in place (packed per call).
     Strided(MatRef, Batches<'a>),
+    /// Produced panel by panel, packed per call: `mr` rows of A at a time, each panel laid
+    /// out as a [`PanelSource`] lays out B's (`out[p * mr + r] = A_batch[i0 + r, p]`).
+    Panels(&'a dyn PanelSource),
 }
 
 /// The right operand of a product.
@@ -313,9 +316,41 @@ impl TileSink for StoreC {
     }
 }
 
+/// A sink for a product computed transposed (`C^T = B^T A^T`): each tile of `C^T` it takes
+/// reaches `inner` as the matching tile of C (rows and columns swapped), so the epilogue
+/// and the destination see C whatever the orientation the GEMM ran in.
+pub struct Transposed<'a>(pub &'a dyn TileSink);
+
+impl TileSink for Transposed<'_> {
+    fn tile(
+        &self,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &mut [f32],
+        ld: usize,
+    ) {
+        const MAX: usize = 8 * 64;
+        assert!(
+            rows * cols <= MAX,
+            "tile {rows}x{cols} exceeds {MAX} floats"
+        );
+        let mut tt = [0f32; MAX];
+        for r in 0..rows {
+            for (c, &v) in t[r * ld..r * ld + cols].iter().enumerate() {
+                tt[c * rows + r] = v;
+            }
+        }
+        self.0
+            .tile(b, j0, i0, cols, rows, &mut tt[..rows * cols], rows);
+    }
+}
+
 /// Bytes of A one task's row block aims at: a quarter of the core's L2, so the block stays
 /// there while B's panels stream past it.
-fn a_block_bytes() -> usize {
+pub fn a_block_bytes() -> usize {
     static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BYTES.get_or_init(|| (crate::isa::l2_bytes() / 4).clamp(64 << 10, 1 << 20))
 }
@@ -326,6 +361,12 @@ fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize)
     let np = g.n.div_ceil(nr);
     let ab = a_block_bytes();
     let mut mpt = (ab / (g.k.max(1) * mr * 4)).clamp(1, mp);
+    // A short A beside a packed B (weights, read from memory once per row block) is one
+    // row block while it fits in half of L2: B streams past it once.
+    let packed_b = matches!(g.b, Rhs::Packed(_) | Rhs::PackedEach(_));
+    if packed_b && g.m * g.k * 4 <= 2 * ab {
+        mpt = mp;
+    }
     let mut npt = np;
     let tasks = |mpt: usize, npt: usize| g.batch * mp.div_ceil(mpt) * np.div_ceil(npt);
     if threads > 1 {
@@ -400,7 +441,7 @@ pub unsafe fn gemm(
         }
         // Row-major A (unit column step) is read in place by the micro-kernel.
         Lhs::Strided(a, _) if a.cs == 1 => 0,
-        Lhs::Strided(..) => g.batch * a_batch_len,
+        Lhs::Strided(..) | Lhs::Panels(_) => g.batch * a_batch_len,
     };
     let (mpt, npt, tasks) = grid(g, mr, nr, threads);
     let (rb, cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
@@ -443,13 +484,17 @@ pub unsafe fn gemm(
                 let _ = (&ap, &bp);
                 if t < a_tasks {
                     let (bi, i) = (t / mp, t % mp);
-                    if let Lhs::Strided(a, bs) = g.a {
-                        let out = std::slice::from_raw_parts_mut(
-                            ap.0.add(bi * a_batch_len + i * k * mr),
-                            k * mr,
-                        );
-                        let src = a.offset(bs.at(bi));
-                        pack_a_panel(src, i * mr, mr.min(g.m - i * mr), k, mr, out);
+                    let out = std::slice::from_raw_parts_mut(
+                        ap.0.add(bi * a_batch_len + i * k * mr),
+                        k * mr,
+                    );
+                    let rows = mr.min(g.m - i * mr);
+                    match g.a {
+                        Lhs::Strided(a, bs) => {
+                            pack_a_panel(a.offset(bs.at(bi)), i * mr, rows, k, mr, out)
+                        }
+                        Lhs::Panels(src) => src.pack(bi, i * mr, rows, k, mr, out),
+                        Lhs::Packed(_) | Lhs::PackedEach(_) => {}
                     }
                 } else {
                     let t = t - a_tasks;
@@ -491,7 +536,7 @@ pub unsafe fn gemm(
                 Lhs::Strided(a, bs) if a.cs == 1 => {
                     (a.ptr.offset(bs.at(bi)), a.rs, 1, a.rs * mr as isize)
                 }
-                Lhs::Strided(..) => (
+                Lhs::Strided(..) | Lhs::Panels(_) => (
                     ap.0.add(bi * a_batch_len),
                     1,
                     mr as isize,
