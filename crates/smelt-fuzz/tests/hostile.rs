@@ -454,6 +454,53 @@ fn a_reduction_of_an_empty_input_to_a_huge_output_is_an_error() {
     );
 }
 
+/// A campaign finding: a linear Resize whose random scales shrink the image to nothing ran
+/// the fused epilogue over empty rows, whose prefetch of the row's last element underflowed
+/// (a panic where arithmetic is checked); and a zero scale, which the oracle rejects, was
+/// planned as an empty output. The input's zero scale is now an invalid input at every
+/// level (and nonzero scales that empty the image give an empty output, at every level).
+#[test]
+fn a_resize_by_a_zero_scale_is_an_invalid_input_at_every_level() {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join("resize-linear-empty-rows.onnx");
+    let len = std::fs::read(&p).expect("regression file").len();
+    for level in [0, 1] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(level))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+        }))
+        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidInput),
+            "level {level}"
+        );
+    }
+    for level in [0, 1] {
+        let s = Session::load_with(&p, &opts(level)).expect("loads");
+        let mut inputs =
+            smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64).expect("inputs");
+        for (name, v) in inputs.iter_mut() {
+            if name == "scales" {
+                *v = Value::Tensor(
+                    Tensor::from_f32(vec![4], vec![1.0, 1.0, 0.25, 0.25]).expect("scales"),
+                );
+            }
+        }
+        let out = s
+            .run(inputs)
+            .unwrap_or_else(|e| panic!("level {level}: {e}"));
+        assert_eq!(
+            out[0].1.tensor().expect("a tensor").len(),
+            0,
+            "level {level}"
+        );
+    }
+}
+
 /// A campaign finding: a Reshape whose shape input declares 2^40 elements made shape
 /// inference allocate a rank-2^40 shape ("capacity overflow", or an abort under ulimit).
 #[test]

@@ -262,6 +262,9 @@ unsafe fn finish_body<V: Vf>(
     t: &[f32],
     ld: usize,
 ) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
     let a1 = code(e.act1);
     let a2 = code(e.act2);
     prefetch_next_tile(e, b, i0 + rows, j0, rows, cols);

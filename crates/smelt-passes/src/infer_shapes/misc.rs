@@ -70,6 +70,15 @@ fn resize(
         None => nonempty(x, scales_input)?,
     };
     let sizes = nonempty(x, sizes_input)?;
+    // Scales that are not positive and finite, or negative sizes, have no output shape:
+    // the kernel rejects them (the run's input is at fault, not a shape to plan).
+    let invalid = scales
+        .as_ref()
+        .is_some_and(|sc: &Vec<f64>| sc.iter().any(|&v| !(v > 0.0 && v.is_finite())))
+        || sizes.as_ref().is_some_and(|z| z.iter().any(|&v| v < 0.0));
+    if invalid {
+        return None;
+    }
     let mut out = s.clone();
     match (scales, sizes) {
         (Some(sc), None) if sc.len() == axes.len() => {

@@ -424,7 +424,7 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             for (k, &a) in axes.iter().enumerate() {
                 ensure!(
                     s[k] > 0.0 && s[k].is_finite(),
-                    InvalidModel,
+                    InvalidInput,
                     "Resize: scales must be positive, got {}",
                     s[k]
                 );
@@ -445,7 +445,7 @@ pub fn resize(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
             for (k, &a) in axes.iter().enumerate() {
                 ensure!(
                     z[k] >= 0,
-                    InvalidModel,
+                    InvalidInput,
                     "Resize: sizes must not be negative, got {}",
                     z[k]
                 );
