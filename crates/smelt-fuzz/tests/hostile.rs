@@ -454,6 +454,33 @@ fn a_reduction_of_an_empty_input_to_a_huge_output_is_an_error() {
     );
 }
 
+/// A campaign finding: a max pool in ceil mode over an input dim near 2^63 overflowed
+/// shape inference's rounding up (a panic where arithmetic is checked).
+#[test]
+fn a_ceil_mode_pool_over_a_huge_dim_is_an_invalid_model() {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join("pool-ceil-mode-huge-dim.onnx");
+    let len = std::fs::read(&p).expect("regression file").len();
+    for level in [0, 1] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(level))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+        }))
+        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        // The oracle does not infer shapes: there the input's declared 2^63 columns are
+        // what cannot be had.
+        let want = if level == 0 {
+            ErrorKind::ResourceExhausted
+        } else {
+            ErrorKind::InvalidModel
+        };
+        assert_eq!(r.err().map(|e| e.kind()), Some(want), "level {level}");
+    }
+}
+
 /// A campaign finding: a linear Resize whose random scales shrink the image to nothing ran
 /// the fused epilogue over empty rows, whose prefetch of the row's last element underflowed
 /// (a panic where arithmetic is checked); and a zero scale, which the oracle rejects, was

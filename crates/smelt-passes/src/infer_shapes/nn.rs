@@ -4,7 +4,7 @@
 use super::dims::{add, add_int, div_int, mul, sub};
 use super::{axis, tensor_type, try_broadcast, typed, In, Outs};
 use smelt_ir::op::{nn::DropoutMode, AutoPad, NnOp};
-use smelt_ir::{bail, ensure, DType, Dim, Result};
+use smelt_ir::{bail, ensure, err, DType, Dim, Result};
 
 /// Two known sizes that must agree (a contraction, channels); an error says which.
 fn agree(a: &Dim, b: &Dim, what: &str) -> Result<()> {
@@ -405,24 +405,31 @@ impl Window<'_> {
             ),
         };
         if let (Dim::Known(n), Dim::Known(k)) = (input, &eff) {
-            // In i128: an input dim near 2^63 plus pads must not overflow.
-            let span = (*n as i128 + pb as i128 + pe as i128 - *k as i128)
-                .clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+            // In i128: an input dim near 2^63 plus pads must not overflow, nor the
+            // rounding up of ceil mode.
+            let span = *n as i128 + pb as i128 + pe as i128 - *k as i128;
             if span < 0 {
                 bail!(
                     InvalidModel,
                     "the window of {k} is larger than spatial axis {i} of {n} padded by {pb} and {pe}"
                 );
             }
+            let s = s as i128;
             let mut o = if self.ceil_mode {
                 (span + s - 1) / s + 1
             } else {
                 span / s + 1
             };
-            if self.ceil_mode && (o - 1) * s >= *n as i64 + pb {
+            if self.ceil_mode && (o - 1) * s >= *n as i128 + pb as i128 {
                 o -= 1;
             }
-            return Ok(Dim::Known(o.max(0) as u64));
+            let o = u64::try_from(o.max(0)).map_err(|_| {
+                err!(
+                    InvalidModel,
+                    "spatial axis {i} of {n} padded by {pb} and {pe} gives an output too large"
+                )
+            })?;
+            return Ok(Dim::Known(o));
         }
         if self.ceil_mode {
             return Ok(Dim::Unknown);
