@@ -454,6 +454,30 @@ fn a_reduction_of_an_empty_input_to_a_huge_output_is_an_error() {
     );
 }
 
+/// A campaign finding: a ConvTranspose whose strides, dilations and output padding make
+/// its unpadded output extent overflow i64 panicked in the oracle's size arithmetic.
+#[test]
+fn a_conv_transpose_whose_output_size_overflows_is_an_invalid_model() {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join("conv-transpose-output-overflow.onnx");
+    let len = std::fs::read(&p).expect("regression file").len();
+    for level in [0, 1] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(level))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+        }))
+        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidModel),
+            "level {level}"
+        );
+    }
+}
+
 /// A campaign finding: a max pool in ceil mode over an input dim near 2^63 overflowed
 /// shape inference's rounding up (a panic where arithmetic is checked).
 #[test]

@@ -403,8 +403,19 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         opad.len()
     );
     let ins = xt.shape()[2..].to_vec();
-    let full = |i: usize| {
-        st[i] as i64 * (ins[i] as i64 - 1) + opad[i] + (ks[i] as i64 - 1) * dil[i] as i64 + 1
+    // The output extent before padding, in i128: strides, dilations and output padding are
+    // the model's, and their products must not overflow.
+    let full = |i: usize| -> Result<i64> {
+        let v = st[i] as i128 * (ins[i] as i128 - 1)
+            + opad[i] as i128
+            + (ks[i] as i128 - 1) * dil[i] as i128
+            + 1;
+        i64::try_from(v).map_err(|_| {
+            smelt_ir::err!(
+                InvalidModel,
+                "ConvTranspose's output size on axis {i} overflows"
+            )
+        })
     };
     let mut pb = vec![0i64; nd];
     let mut outs = vec![0usize; nd];
@@ -443,7 +454,12 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
                 );
                 pb[i] = pads[i];
             } else {
-                let total = full(i) - target[i];
+                let total = full(i)?.checked_sub(target[i]).ok_or_else(|| {
+                    smelt_ir::err!(
+                        InvalidModel,
+                        "output_shape {target:?} is out of range on axis {i}"
+                    )
+                })?;
                 let half = total.div_euclid(2);
                 pb[i] = if matches!(auto_pad, AutoPad::SameUpper) {
                     half
@@ -466,13 +482,18 @@ pub fn conv_transpose(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             (pads[..nd].to_vec(), pads[nd..].to_vec())
         };
         for i in 0..nd {
-            let o = full(i) - b_[i] - e_[i];
+            let o = full(i)? as i128 - b_[i] as i128 - e_[i] as i128;
             ensure!(
                 o >= 0,
                 InvalidModel,
                 "ConvTranspose output size on axis {i} is negative"
             );
-            outs[i] = o as usize;
+            outs[i] = usize::try_from(o).map_err(|_| {
+                smelt_ir::err!(
+                    InvalidModel,
+                    "ConvTranspose's output size on axis {i} overflows"
+                )
+            })?;
         }
         pb = b_;
     }
