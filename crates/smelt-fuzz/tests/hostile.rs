@@ -454,6 +454,35 @@ fn a_reduction_of_an_empty_input_to_a_huge_output_is_an_error() {
     );
 }
 
+/// A campaign finding: a TfIdfVectorizer with max_gram_length near 2^63 over a row of
+/// 65,536 tokens tried every gram length up to the row's (hours of work, a fuzz timeout):
+/// no gram is longer than the pool's longest, and the walk is bounded.
+#[test]
+fn a_tfidf_with_a_huge_max_gram_length_counts_only_the_pools_lengths() {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join("tfidf-huge-skip-count.onnx");
+    let len = std::fs::read(&p).expect("regression file").len();
+    for level in [0, 1] {
+        let start = Instant::now();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let s = Session::load_with(&p, &opts(level))?;
+            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+        }))
+        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        let out = r.unwrap_or_else(|e| panic!("level {level}: {e}"));
+        assert_eq!(
+            out[0].1.tensor().expect("a tensor").len(),
+            3,
+            "level {level}"
+        );
+        // Seconds, not hours (a generous bound: debug build, loaded machine).
+        assert!(start.elapsed() < Duration::from_secs(60), "level {level}");
+    }
+}
+
 /// A campaign finding: a ConvTranspose whose strides, dilations and output padding make
 /// its unpadded output extent overflow i64 panicked in the oracle's size arithmetic.
 #[test]

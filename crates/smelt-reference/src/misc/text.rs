@@ -14,6 +14,9 @@ fn strings(t: &Tensor) -> Result<&[String]> {
     }
 }
 
+/// The most gram lookups one TfIdfVectorizer may do (rows x columns x skips x lengths).
+const TFIDF_MAX_STEPS: u128 = 1 << 30;
+
 /// StringNormalizer on [C] or [1, C]: stopword removal and case change; empty results are dropped.
 pub fn string_normalizer(
     x: &Inputs,
@@ -283,10 +286,34 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         InvalidModel,
         "TfIdfVectorizer: bad gram lengths {min_gram_length}..{max_gram_length}"
     );
-    let (mn, mx) = (*min_gram_length as usize, *max_gram_length as usize);
+    // No gram is longer than the pool's longest, however long max_gram_length allows.
+    let longest = ngram_counts.len();
+    let (mn, mx) = (
+        *min_gram_length as usize,
+        (*max_gram_length as usize).min(longest),
+    );
+    ensure!(
+        *max_skip_count >= 0,
+        InvalidModel,
+        "TfIdfVectorizer: max_skip_count {max_skip_count} is negative"
+    );
+    // Skips past the row's length find no gram of two or more tokens.
+    let skips = (*max_skip_count as u64)
+        .saturating_add(1)
+        .min(c.max(1) as u64) as usize;
+    let skips = if mx >= 2 { skips } else { 1 };
+    // The count walks rows x columns x skips x gram lengths: bounded, so a long row with a
+    // huge skip count is an error rather than hours of work.
+    let steps = rows as u128 * c as u128 * skips as u128 * (mx.saturating_sub(mn) + 1) as u128;
+    ensure!(
+        steps <= TFIDF_MAX_STEPS,
+        ResourceExhausted,
+        "TfIdfVectorizer: {rows} row(s) of {c} tokens with {skips} skip(s) and gram lengths \
+         {mn}..={mx} take {steps} steps, more than {TFIDF_MAX_STEPS}"
+    );
     for r in 0..rows {
         let row = &keys[r * c..(r + 1) * c];
-        for d in 1..=(*max_skip_count as usize + 1).min(c.max(1)) {
+        for d in 1..=skips {
             let lo = if d == 1 { mn } else { mn.max(2) };
             for start in 0..c {
                 for n in lo..=mx {
