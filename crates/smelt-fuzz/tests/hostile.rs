@@ -454,24 +454,36 @@ fn a_reduction_of_an_empty_input_to_a_huge_output_is_an_error() {
     );
 }
 
+/// A regression input of fuzz/regressions/onnx, and its length (the fuzz target's seed).
+fn regression(name: &str) -> (PathBuf, usize) {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/regressions/onnx"
+    ))
+    .join(name);
+    let len = std::fs::read(&p).expect("regression file").len();
+    (p, len)
+}
+
+/// Loads and runs a regression input as the fuzz target did (random inputs seeded by its
+/// length) at `level`, failing the test on a panic.
+fn replay(p: &Path, len: usize, level: u8) -> Result<Vec<(String, Value)>> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(p, &opts(level))?;
+        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+    }))
+    .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()))
+}
+
 /// A campaign finding: a TfIdfVectorizer with max_gram_length near 2^63 over a row of
 /// 65,536 tokens tried every gram length up to the row's (hours of work, a fuzz timeout):
 /// no gram is longer than the pool's longest, and the walk is bounded.
 #[test]
 fn a_tfidf_with_a_huge_max_gram_length_counts_only_the_pools_lengths() {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fuzz/regressions/onnx"
-    ))
-    .join("tfidf-huge-skip-count.onnx");
-    let len = std::fs::read(&p).expect("regression file").len();
+    let (p, len) = regression("tfidf-huge-skip-count.onnx");
     for level in [0, 1] {
         let start = Instant::now();
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let s = Session::load_with(&p, &opts(level))?;
-            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
-        }))
-        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        let r = replay(&p, len, level);
         let out = r.unwrap_or_else(|e| panic!("level {level}: {e}"));
         assert_eq!(
             out[0].1.tensor().expect("a tensor").len(),
@@ -487,18 +499,9 @@ fn a_tfidf_with_a_huge_max_gram_length_counts_only_the_pools_lengths() {
 /// its unpadded output extent overflow i64 panicked in the oracle's size arithmetic.
 #[test]
 fn a_conv_transpose_whose_output_size_overflows_is_an_invalid_model() {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fuzz/regressions/onnx"
-    ))
-    .join("conv-transpose-output-overflow.onnx");
-    let len = std::fs::read(&p).expect("regression file").len();
+    let (p, len) = regression("conv-transpose-output-overflow.onnx");
     for level in [0, 1] {
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let s = Session::load_with(&p, &opts(level))?;
-            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
-        }))
-        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        let r = replay(&p, len, level);
         assert_eq!(
             r.err().map(|e| e.kind()),
             Some(ErrorKind::InvalidModel),
@@ -511,18 +514,9 @@ fn a_conv_transpose_whose_output_size_overflows_is_an_invalid_model() {
 /// shape inference's rounding up (a panic where arithmetic is checked).
 #[test]
 fn a_ceil_mode_pool_over_a_huge_dim_is_an_invalid_model() {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fuzz/regressions/onnx"
-    ))
-    .join("pool-ceil-mode-huge-dim.onnx");
-    let len = std::fs::read(&p).expect("regression file").len();
+    let (p, len) = regression("pool-ceil-mode-huge-dim.onnx");
     for level in [0, 1] {
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let s = Session::load_with(&p, &opts(level))?;
-            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
-        }))
-        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        let r = replay(&p, len, level);
         // The oracle does not infer shapes: there the input's declared 2^63 columns are
         // what cannot be had.
         let want = if level == 0 {
@@ -541,18 +535,9 @@ fn a_ceil_mode_pool_over_a_huge_dim_is_an_invalid_model() {
 /// level (and nonzero scales that empty the image give an empty output, at every level).
 #[test]
 fn a_resize_by_a_zero_scale_is_an_invalid_input_at_every_level() {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fuzz/regressions/onnx"
-    ))
-    .join("resize-linear-empty-rows.onnx");
-    let len = std::fs::read(&p).expect("regression file").len();
+    let (p, len) = regression("resize-linear-empty-rows.onnx");
     for level in [0, 1] {
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let s = Session::load_with(&p, &opts(level))?;
-            s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
-        }))
-        .unwrap_or_else(|_| panic!("{} panicked at level {level}", p.display()));
+        let r = replay(&p, len, level);
         assert_eq!(
             r.err().map(|e| e.kind()),
             Some(ErrorKind::InvalidInput),
