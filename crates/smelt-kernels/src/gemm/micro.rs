@@ -217,25 +217,16 @@ mod x86 {
         ldt: usize,
         acc: bool,
     ) {
-        const NR: usize = AVX512_NR;
-        let mut c0 = [_mm512_setzero_ps(); R];
-        let mut c1 = [_mm512_setzero_ps(); R];
-        let mut rows = [a; R];
-        for (r, p) in rows.iter_mut().enumerate() {
-            *p = a.offset(r as isize * rs);
-        }
-        let mut bp = b;
-        for _ in 0..k {
-            let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
-            for r in 0..R {
-                let av = _mm512_set1_ps(*rows[r]);
-                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-                rows[r] = rows[r].offset(ps);
-            }
-            bp = bp.add(NR);
-        }
+        // As for AVX2: the packed layout's strides as constants keep A's broadcasts
+        // immediate offsets of one pointer, so the loop issues no address arithmetic beside
+        // its FMAs (runtime strides cost one add per row per step).
+        let (c0, c1) = if rs == 1 && ps == AVX512_MR as isize {
+            avx512_steps::<R>(k, a, 1, AVX512_MR as isize, b)
+        } else if ps == 1 {
+            avx512_steps::<R>(k, a, rs, 1, b)
+        } else {
+            avx512_steps::<R>(k, a, rs, ps, b)
+        };
         for r in 0..R {
             let d = t.add(r * ldt);
             let (mut x0, mut x1) = (c0[r], c1[r]);
@@ -246,6 +237,55 @@ mod x86 {
             _mm512_storeu_ps(d, x0);
             _mm512_storeu_ps(d.add(16), x1);
         }
+    }
+
+    /// k steps the AVX-512 loop takes per iteration.
+    const AVX512_UNROLL: usize = 4;
+
+    /// The k loop of the AVX-512 kernel: R rows x 32 columns accumulated in 2R registers.
+    #[inline(always)]
+    unsafe fn avx512_steps<const R: usize>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+    ) -> ([__m512; R], [__m512; R]) {
+        const NR: usize = AVX512_NR;
+        let mut c0 = [_mm512_setzero_ps(); R];
+        let mut c1 = [_mm512_setzero_ps(); R];
+        let mut rows = [a; R];
+        for (r, p) in rows.iter_mut().enumerate() {
+            *p = a.offset(r as isize * rs);
+        }
+        let mut bp = b;
+        for _ in 0..k / AVX512_UNROLL {
+            for u in 0..AVX512_UNROLL {
+                let b0 = _mm512_loadu_ps(bp.add(u * NR));
+                let b1 = _mm512_loadu_ps(bp.add(u * NR + 16));
+                for r in 0..R {
+                    let av = _mm512_set1_ps(*rows[r].offset(u as isize * ps));
+                    c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                    c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+                }
+            }
+            for p in rows.iter_mut() {
+                *p = p.offset(AVX512_UNROLL as isize * ps);
+            }
+            bp = bp.add(AVX512_UNROLL * NR);
+        }
+        for _ in 0..k % AVX512_UNROLL {
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for r in 0..R {
+                let av = _mm512_set1_ps(*rows[r]);
+                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+                rows[r] = rows[r].offset(ps);
+            }
+            bp = bp.add(NR);
+        }
+        (c0, c1)
     }
 
     /// The AVX2+FMA family (callers check the CPU first).
