@@ -169,159 +169,6 @@ impl PanelSource for Im2col<'_> {
     }
 }
 
-/// 2-D pooling of one channel: max, or average (`Some(count_pads)`: whether padded taps
-/// count in the divisor). Taps at `(y * sh + i * dh - ph, x * sw + j * dw - pw)` that fall
-/// in the input are real; those in the padding (up to `pad_end` past the input) count for
-/// `count_pads`; those beyond (ceil mode) do not count at all. A max with no real tap is
-/// -inf, an average with nothing to count NaN; a NaN tap makes the max NaN.
-pub type PoolFn = unsafe fn(&Conv2d, [usize; 2], Option<bool>, *const f32, [isize; 2], &mut [f32]);
-
-macro_rules! pool_body {
-    () => {
-        #[inline(always)]
-        unsafe fn pool_body<V: crate::simd::Vf>(
-            g: &Conv2d,
-            pad_end: [usize; 2],
-            avg: Option<bool>,
-            x: *const f32,
-            st: [isize; 2],
-            out: &mut [f32],
-        ) {
-            let [rs, es] = st;
-            // Scratch for a stride-2 row's deinterleaved taps (rows up to its length).
-            let mut evens = [0f32; 256];
-            // Per axis: which taps of an output position are real / counted.
-            let span = |o: usize, k: usize, s: usize, d: usize, p: usize, n: usize, pe: usize| {
-                let mut real = 0usize;
-                let mut pads = 0usize;
-                for t in 0..k {
-                    let i = (o * s + t * d) as isize - p as isize;
-                    if i >= 0 && i < n as isize {
-                        real += 1;
-                    } else if i < (n + pe) as isize {
-                        pads += 1;
-                    }
-                }
-                (real, pads)
-            };
-            for y in 0..g.oh {
-                let (ry, py) = span(y, g.kh, g.sh, g.dh, g.ph, g.h, pad_end[0]);
-                let o = &mut out[y * g.ow..(y + 1) * g.ow];
-                match avg {
-                    None => o.fill(f32::NEG_INFINITY),
-                    Some(_) => o.fill(0.0),
-                }
-                let mut nan = [false; 1];
-                for i in 0..g.kh {
-                    let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
-                    if iy < 0 || iy >= g.h as isize {
-                        continue;
-                    }
-                    let row = x.offset(iy * rs);
-                    for j in 0..g.kw {
-                        let off = (j * g.dw) as isize - g.pw as isize;
-                        // Columns whose tap is inside the row: [lo, hi).
-                        let lo = if off >= 0 {
-                            0
-                        } else {
-                            ((-off) as usize).div_ceil(g.sw)
-                        }
-                        .min(g.ow);
-                        let hi = if (g.w as isize) > off {
-                            ((g.w as isize - off - 1) as usize / g.sw + 1).clamp(lo, g.ow)
-                        } else {
-                            lo
-                        };
-                        let o = &mut o[lo..hi];
-                        let start = row.offset(((lo * g.sw) as isize + off) * es);
-                        let step = g.sw as isize * es;
-                        // Unit steps get their own loops over slices, which vectorize
-                        // with plain loads (a strided loop may become a slow gather).
-                        // A stride-2 row is deinterleaved first.
-                        if step == 2 && o.len() <= evens.len() && hi > lo {
-                            // Reads end at the last tap's column, inside the row.
-                            let avail = 2 * (o.len() - 1) + 1;
-                            super::strided_copy_body::<V>(start, 2, avail, &mut evens[..o.len()]);
-                        }
-                        let unit = if step == 1 {
-                            Some(std::slice::from_raw_parts(start, o.len()))
-                        } else if step == 2 && o.len() <= evens.len() {
-                            Some(&evens[..o.len()])
-                        } else {
-                            None
-                        };
-                        match (avg, unit) {
-                            (None, Some(src)) => {
-                                let mut any_nan = false;
-                                for (v, &x) in o.iter_mut().zip(src) {
-                                    any_nan |= x != x;
-                                    *v = if x > *v { x } else { *v };
-                                }
-                                nan[0] |= any_nan;
-                            }
-                            (None, None) => {
-                                let mut any_nan = false;
-                                for (t, v) in o.iter_mut().enumerate() {
-                                    let x = *start.offset(t as isize * step);
-                                    any_nan |= x != x;
-                                    *v = if x > *v { x } else { *v };
-                                }
-                                nan[0] |= any_nan;
-                            }
-                            (Some(_), Some(src)) => {
-                                for (v, &x) in o.iter_mut().zip(src) {
-                                    *v += x;
-                                }
-                            }
-                            (Some(_), None) => {
-                                for (t, v) in o.iter_mut().enumerate() {
-                                    *v += *start.offset(t as isize * step);
-                                }
-                            }
-                        }
-                    }
-                }
-                match avg {
-                    None if nan[0] => {
-                        // Rare: redo the row exactly, letting NaN win.
-                        for (xo, v) in o.iter_mut().enumerate() {
-                            let mut best = f32::NEG_INFINITY;
-                            for i in 0..g.kh {
-                                let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
-                                if iy < 0 || iy >= g.h as isize {
-                                    continue;
-                                }
-                                for j in 0..g.kw {
-                                    let ix = (xo * g.sw + j * g.dw) as isize - g.pw as isize;
-                                    if ix >= 0 && ix < g.w as isize {
-                                        let t = *x.offset(iy * rs + ix * es);
-                                        if t > best || (t.is_nan() && !best.is_nan()) {
-                                            best = t;
-                                        }
-                                    }
-                                }
-                            }
-                            *v = best;
-                        }
-                    }
-                    None => {}
-                    Some(count_pads) => {
-                        for (xo, v) in o.iter_mut().enumerate() {
-                            let (rx, px) = span(xo, g.kw, g.sw, g.dw, g.pw, g.w, pad_end[1]);
-                            let cnt = if count_pads {
-                                (ry + py) * (rx + px)
-                            } else {
-                                ry * rx
-                            };
-                            *v = if cnt == 0 { f32::NAN } else { *v / cnt as f32 };
-                        }
-                    }
-                }
-            }
-        }
-    };
-}
-
 /// One channel of a depthwise convolution: `out[y * ow + x] = sum over taps of
 /// w[i * kw + j] * x[y * sh + i * dh - ph, x * sw + j * dw - pw]` (zero outside the input).
 pub type DepthwiseFn = unsafe fn(&Conv2d, *const f32, [isize; 2], &[f32], &mut [f32]);
@@ -471,26 +318,10 @@ macro_rules! depthwise_body {
     };
 }
 
-/// The portable depthwise and pooling kernels.
+/// The portable depthwise kernels.
 pub mod portable {
     use super::Conv2d;
     depthwise_body!();
-    pool_body!();
-
-    /// See [`super::PoolFn`].
-    ///
-    /// # Safety
-    /// Every input element the geometry reads must be readable; `out` holds `oh * ow`.
-    pub unsafe fn pool(
-        g: &Conv2d,
-        pe: [usize; 2],
-        avg: Option<bool>,
-        x: *const f32,
-        st: [isize; 2],
-        out: &mut [f32],
-    ) {
-        pool_body::<f32>(g, pe, avg, x, st, out)
-    }
 
     /// See [`super::DepthwiseFn`].
     ///
@@ -510,44 +341,11 @@ pub mod portable {
     }
 }
 
-/// AVX2 and AVX-512 depthwise and pooling kernels.
+/// AVX2 and AVX-512 depthwise kernels.
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use super::Conv2d;
     depthwise_body!();
-    pool_body!();
-
-    /// See [`super::PoolFn`] (AVX2+FMA CPUs only).
-    ///
-    /// # Safety
-    /// As for the portable kernel, on a CPU with AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn pool_avx2(
-        g: &Conv2d,
-        pe: [usize; 2],
-        avg: Option<bool>,
-        x: *const f32,
-        st: [isize; 2],
-        out: &mut [f32],
-    ) {
-        pool_body::<crate::simd::Y8>(g, pe, avg, x, st, out)
-    }
-
-    /// See [`super::PoolFn`] (AVX-512 CPUs only).
-    ///
-    /// # Safety
-    /// As for the portable kernel, on a CPU with AVX-512.
-    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-    pub unsafe fn pool_avx512(
-        g: &Conv2d,
-        pe: [usize; 2],
-        avg: Option<bool>,
-        x: *const f32,
-        st: [isize; 2],
-        out: &mut [f32],
-    ) {
-        pool_body::<crate::simd::Z16>(g, pe, avg, x, st, out)
-    }
 
     /// See [`super::DepthwiseFn`] (AVX2+FMA CPUs only).
     ///
@@ -727,73 +525,4 @@ mod tests {
             }
         }
     }
-
-    fn pool_matches(kern: &Kernels) {
-        for g in geoms() {
-            let mut x = rand_vec(g.h * g.w, 7);
-            for avg in [None, Some(false), Some(true)] {
-                let mut out = vec![f32::NAN; g.pixels()];
-                unsafe {
-                    (kern.pool)(
-                        &g,
-                        [g.ph, g.pw],
-                        avg,
-                        x.as_ptr(),
-                        [g.w as isize, 1],
-                        &mut out,
-                    )
-                };
-                for y in 0..g.oh {
-                    for xo in 0..g.ow {
-                        let (mut best, mut sum, mut real, mut all) =
-                            (f32::NEG_INFINITY, 0.0f64, 0, 0);
-                        for i in 0..g.kh {
-                            for j in 0..g.kw {
-                                let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
-                                let ix = (xo * g.sw + j * g.dw) as isize - g.pw as isize;
-                                let inside_pad =
-                                    iy < (g.h + g.ph) as isize && ix < (g.w + g.pw) as isize;
-                                if iy >= 0 && ix >= 0 && iy < g.h as isize && ix < g.w as isize {
-                                    let v = x[iy as usize * g.w + ix as usize];
-                                    best = best.max(v);
-                                    sum += v as f64;
-                                    real += 1;
-                                }
-                                if inside_pad {
-                                    all += 1;
-                                }
-                            }
-                        }
-                        let want = match avg {
-                            None => best as f64,
-                            Some(false) => sum / real as f64,
-                            Some(true) => sum / all as f64,
-                        };
-                        let got = out[y * g.ow + xo] as f64;
-                        assert!(
-                            (got - want).abs() < 1e-5,
-                            "{} {avg:?} {g:?} ({y},{xo}): {got} vs {want}",
-                            kern.isa
-                        );
-                    }
-                }
-            }
-            // A NaN wins the max.
-            x[0] = f32::NAN;
-            let mut out = vec![0f32; g.pixels()];
-            unsafe {
-                (kern.pool)(
-                    &g,
-                    [g.ph, g.pw],
-                    None,
-                    x.as_ptr(),
-                    [g.w as isize, 1],
-                    &mut out,
-                )
-            };
-            assert!(out[0].is_nan() || g.ph > 0 || g.pw > 0 || g.kh > 1, "{g:?}");
-        }
-    }
-
-    isa_tests!(pooling, pool_matches);
 }

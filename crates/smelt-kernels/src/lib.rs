@@ -11,6 +11,7 @@ pub mod epilogue;
 pub mod gemm;
 pub mod isa;
 pub mod pool;
+pub mod pooling;
 pub mod prepack;
 pub mod program;
 pub mod recurrent;
@@ -56,7 +57,7 @@ pub struct Kernels {
     /// Winograd F(4x4, 3x3) transforms: input, output, and tiles per call.
     pub winograd: (winograd::InputFn, winograd::OutputFn, usize),
     /// One channel of max or average pooling.
-    pub pool: conv::PoolFn,
+    pub pool: pooling::PoolFn,
     /// One LSTM step's gates over a block of batch rows.
     pub lstm_cell: recurrent::LstmCellFn,
 }
@@ -84,7 +85,7 @@ impl Kernels {
             layer_norm: program::portable::layer_norm,
             depthwise: conv::portable::depthwise,
             strided_copy: conv::portable::strided_copy,
-            pool: conv::portable::pool,
+            pool: pooling::portable::pool,
             direct: direct::portable::direct,
             direct_mr: gemm::micro::PORTABLE_MR,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
@@ -105,7 +106,7 @@ impl Kernels {
                 layer_norm: program::x86::avx2_layer_norm,
                 depthwise: conv::x86::depthwise_avx2,
                 strided_copy: conv::x86::strided_copy_avx2,
-                pool: conv::x86::pool_avx2,
+                pool: pooling::x86::pool_avx2,
                 direct: direct::x86::direct_avx2,
                 direct_mr: 6,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
@@ -124,7 +125,7 @@ impl Kernels {
                 layer_norm: program::x86::avx512_layer_norm,
                 depthwise: conv::x86::depthwise_avx512,
                 strided_copy: conv::x86::strided_copy_avx512,
-                pool: conv::x86::pool_avx512,
+                pool: pooling::x86::pool_avx512,
                 direct: direct::x86::direct_avx512,
                 direct_mr: direct::x86::AVX512_DIRECT_MR,
                 winograd: (

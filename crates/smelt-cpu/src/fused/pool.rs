@@ -161,15 +161,25 @@ impl PoolPlan {
         let [sn, sc, sh, sw] = self.xs;
         let px = self.geom.pixels();
         let threads = if self.epi.parallel { ex.threads } else { 1 };
-        ex.pool.run(threads, self.images * self.channels, &|p| {
-            let (img, ch) = (p / self.channels, p % self.channels);
-            let x = (mem.ptrs[self.x_slot] as *const f32)
-                .offset(self.x_offset + img as isize * sn + ch as isize * sc);
-            with_scratch(px, |plane| {
-                (ex.kern.pool)(&self.geom, self.pad_end, self.avg, x, [sh, sw], plane);
+        // Small planes (a global pool's one pixel) go several channels to a task, so the
+        // per-task setup and the epilogue's call are paid per block, not per channel.
+        let per_task = (PLANE_BLOCK / px.max(1)).clamp(1, self.channels.max(1));
+        let blocks = self.channels.div_ceil(per_task);
+        ex.pool.run(threads, self.images * blocks, &|t| {
+            let (img, c0) = (t / blocks, (t % blocks) * per_task);
+            let chans = per_task.min(self.channels - c0);
+            with_scratch(px * chans, |planes| {
+                for (c, plane) in planes.chunks_exact_mut(px.max(1)).take(chans).enumerate() {
+                    let x = (mem.ptrs[self.x_slot] as *const f32)
+                        .offset(self.x_offset + img as isize * sn + (c0 + c) as isize * sc);
+                    (ex.kern.pool)(&self.geom, self.pad_end, self.avg, x, [sh, sw], plane);
+                }
                 self.epi
-                    .apply(ex.kern, mem, img, ch, 1, 0, px, plane.as_ptr(), px);
+                    .apply(ex.kern, mem, img, c0, chans, 0, px, planes.as_ptr(), px);
             });
         });
     }
 }
+
+/// Output floats a pooling task aims at when its planes are small.
+const PLANE_BLOCK: usize = 4096;

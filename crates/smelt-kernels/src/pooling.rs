@@ -1,0 +1,464 @@
+//! 2-D max and average pooling of one channel, separably: each output row first reduces
+//! its window's input rows into one row (unit-stride vector passes), then each column tap
+//! reduces a unit-stride slice of that row (a stride-2 row is split into its even and odd
+//! columns once). The passes per output row are `kh + kw` instead of `kh * kw` strided ones.
+
+use crate::conv::Conv2d;
+
+/// 2-D pooling of one channel: max, or average (`Some(count_pads)`: whether padded taps
+/// count in the divisor). Taps at `(y * sh + i * dh - ph, x * sw + j * dw - pw)` that fall
+/// in the input are real; those in the padding (up to `pad_end` past the input) count for
+/// `count_pads`; those beyond (ceil mode) do not count at all. A max with no real tap is
+/// -inf, an average with nothing to count NaN; a NaN tap makes the max NaN.
+pub type PoolFn = unsafe fn(&Conv2d, [usize; 2], Option<bool>, *const f32, [isize; 2], &mut [f32]);
+
+/// Of one axis's taps for output position `o` (kernel `k`, stride `s`, dilation `d`, lead
+/// pad `p`, input size `n`, trailing pad `pe`): how many are real and how many in padding.
+fn span(o: usize, k: usize, s: usize, d: usize, p: usize, n: usize, pe: usize) -> (usize, usize) {
+    let (mut real, mut pads) = (0, 0);
+    for t in 0..k {
+        let i = (o * s + t * d) as isize - p as isize;
+        if i >= 0 && i < n as isize {
+            real += 1;
+        } else if i < (n + pe) as isize {
+            pads += 1;
+        }
+    }
+    (real, pads)
+}
+
+/// The output columns `[lo, hi)` whose tap at column offset `off` lies inside a row of `w`.
+fn inside(off: isize, w: usize, sw: usize, ow: usize) -> (usize, usize) {
+    let lo = if off >= 0 {
+        0
+    } else {
+        ((-off) as usize).div_ceil(sw)
+    }
+    .min(ow);
+    let hi = if (w as isize) > off {
+        ((w as isize - off - 1) as usize / sw + 1).clamp(lo, ow)
+    } else {
+        lo
+    };
+    (lo, hi)
+}
+
+/// `o[t] = max(o[t], s[t])` (a NaN in `s` is skipped; the return says whether one was seen).
+#[inline(always)]
+fn max_into(o: &mut [f32], s: &[f32]) -> bool {
+    let mut nan = false;
+    for (v, &x) in o.iter_mut().zip(s) {
+        nan |= x.is_nan();
+        *v = if x > *v { x } else { *v };
+    }
+    nan
+}
+
+/// `o[t] += s[t]`.
+#[inline(always)]
+fn add_into(o: &mut [f32], s: &[f32]) {
+    for (v, &x) in o.iter_mut().zip(s) {
+        *v += x;
+    }
+}
+
+/// Output row `y` of a max pool computed tap by tap, letting a NaN win (the rare path).
+///
+/// # Safety
+/// As for [`PoolFn`].
+unsafe fn exact_max_row(g: &Conv2d, x: *const f32, [rs, es]: [isize; 2], y: usize, o: &mut [f32]) {
+    for (xo, v) in o.iter_mut().enumerate() {
+        let mut best = f32::NEG_INFINITY;
+        for i in 0..g.kh {
+            let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+            if iy < 0 || iy >= g.h as isize {
+                continue;
+            }
+            for j in 0..g.kw {
+                let ix = (xo * g.sw + j * g.dw) as isize - g.pw as isize;
+                if ix >= 0 && ix < g.w as isize {
+                    let t = *x.offset(iy * rs + ix * es);
+                    if t > best || (t.is_nan() && !best.is_nan()) {
+                        best = t;
+                    }
+                }
+            }
+        }
+        *v = best;
+    }
+}
+
+/// Whether the one window is the whole input, every tap real (a global pool).
+fn whole_plane(g: &Conv2d) -> bool {
+    g.oh == 1 && g.ow == 1 && (g.ph, g.pw, g.dh, g.dw) == (0, 0, 1, 1) && (g.kh, g.kw) == (g.h, g.w)
+}
+
+/// The max or the mean of a whole plane of rows `rs` apart, by vectors: a NaN makes either
+/// NaN (a max marks the lanes where it saw one).
+///
+/// # Safety
+/// The plane's rows are readable.
+#[inline(always)]
+unsafe fn whole_plane_body<V: crate::simd::Vf>(
+    g: &Conv2d,
+    avg: bool,
+    x: *const f32,
+    rs: isize,
+) -> f32 {
+    let (h, w) = (g.h, g.w);
+    let mut acc = V::splat(if avg { 0.0 } else { f32::NEG_INFINITY });
+    let mut nan = V::splat(0.0);
+    let mut tail = if avg { 0.0f32 } else { f32::NEG_INFINITY };
+    let mut tail_nan = false;
+    // A contiguous plane is one long row.
+    let (rows, len, step) = if rs == w as isize {
+        (1, h * w, 0)
+    } else {
+        (h, w, rs)
+    };
+    for r in 0..rows {
+        let row = x.offset(r as isize * step);
+        let mut t = 0;
+        while t + V::LANES <= len {
+            let v = V::load(row.add(t));
+            if avg {
+                acc = acc.add(v);
+            } else {
+                nan = V::select(v.nan(), V::splat(1.0), nan);
+                acc = v.max_or(acc);
+            }
+            t += V::LANES;
+        }
+        for t in t..len {
+            let v = *row.add(t);
+            if avg {
+                tail += v;
+            } else {
+                tail_nan |= v.is_nan();
+                tail = if v > tail { v } else { tail };
+            }
+        }
+    }
+    if avg {
+        (acc.hsum() + tail) / (h * w) as f32
+    } else if tail_nan || nan.hmax() > 0.0 {
+        f32::NAN
+    } else {
+        acc.hmax().max(tail)
+    }
+}
+
+macro_rules! pool_body {
+    () => {
+        #[inline(always)]
+        unsafe fn pool_body<V: crate::simd::Vf>(
+            g: &Conv2d,
+            pad_end: [usize; 2],
+            avg: Option<bool>,
+            x: *const f32,
+            st: [isize; 2],
+            out: &mut [f32],
+        ) {
+            use super::{
+                add_into, exact_max_row, inside, max_into, span, whole_plane, whole_plane_body,
+            };
+            let [rs, es] = st;
+            let w = g.w;
+            let init = if avg.is_some() {
+                0.0
+            } else {
+                f32::NEG_INFINITY
+            };
+            if whole_plane(g) && es == 1 && out.len() == 1 {
+                out[0] = whole_plane_body::<V>(g, avg.is_some(), x, rs);
+                return;
+            }
+            // The window's rows reduced (w), and its even and odd columns (stride 2).
+            let mut buf = crate::buf::take_scratch(2 * w + 2);
+            let (v, eo) = buf.as_mut_slice().split_at_mut(w);
+            let (evens, odds) = eo.split_at_mut(w.div_ceil(2) + 1);
+            for y in 0..g.oh {
+                let o = &mut out[y * g.ow..(y + 1) * g.ow];
+                v.fill(init);
+                let mut nan = false;
+                for i in 0..g.kh {
+                    let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+                    if iy < 0 || iy >= g.h as isize {
+                        continue;
+                    }
+                    let row = x.offset(iy * rs);
+                    if es == 1 {
+                        let src = std::slice::from_raw_parts(row, w);
+                        match avg {
+                            None => nan |= max_into(v, src),
+                            Some(_) => add_into(v, src),
+                        }
+                    } else {
+                        for (t, a) in v.iter_mut().enumerate() {
+                            let b = *row.offset(t as isize * es);
+                            match avg {
+                                None => {
+                                    nan |= b.is_nan();
+                                    *a = if b > *a { b } else { *a };
+                                }
+                                Some(_) => *a += b,
+                            }
+                        }
+                    }
+                }
+                if nan {
+                    exact_max_row(g, x, st, y, o);
+                    continue;
+                }
+                o.fill(init);
+                if g.sw == 2 && w > 0 {
+                    strided_copy_body::<V>(v.as_ptr(), 2, w, &mut evens[..w.div_ceil(2)]);
+                    strided_copy_body::<V>(v.as_ptr().add(1), 2, w - 1, &mut odds[..w / 2]);
+                }
+                for j in 0..g.kw {
+                    let off = (j * g.dw) as isize - g.pw as isize;
+                    let (lo, hi) = inside(off, w, g.sw, g.ow);
+                    if hi == lo {
+                        continue;
+                    }
+                    let o = &mut o[lo..hi];
+                    // Column of v under output column lo: inside the row by `inside`.
+                    let first = ((lo * g.sw) as isize + off) as usize;
+                    let src: &[f32] = match g.sw {
+                        1 => &v[first..first + o.len()],
+                        2 if first % 2 == 0 => &evens[first / 2..first / 2 + o.len()],
+                        2 => &odds[first / 2..first / 2 + o.len()],
+                        sw => {
+                            for (t, a) in o.iter_mut().enumerate() {
+                                let b = v[first + t * sw];
+                                match avg {
+                                    None => *a = if b > *a { b } else { *a },
+                                    Some(_) => *a += b,
+                                }
+                            }
+                            continue;
+                        }
+                    };
+                    match avg {
+                        None => {
+                            max_into(o, src);
+                        }
+                        Some(_) => add_into(o, src),
+                    }
+                }
+                if let Some(count_pads) = avg {
+                    let (ry, py) = span(y, g.kh, g.sh, g.dh, g.ph, g.h, pad_end[0]);
+                    for (xo, a) in o.iter_mut().enumerate() {
+                        let (rx, px) = span(xo, g.kw, g.sw, g.dw, g.pw, g.w, pad_end[1]);
+                        let cnt = if count_pads {
+                            (ry + py) * (rx + px)
+                        } else {
+                            ry * rx
+                        };
+                        *a = if cnt == 0 { f32::NAN } else { *a / cnt as f32 };
+                    }
+                }
+            }
+            crate::buf::return_scratch(buf);
+        }
+    };
+}
+
+/// The portable pooling kernel.
+pub mod portable {
+    use super::Conv2d;
+    use crate::conv::strided_copy_body;
+    pool_body!();
+
+    /// See [`super::PoolFn`].
+    ///
+    /// # Safety
+    /// Every input element the geometry reads must be readable; `out` holds `oh * ow`.
+    pub unsafe fn pool(
+        g: &Conv2d,
+        pe: [usize; 2],
+        avg: Option<bool>,
+        x: *const f32,
+        st: [isize; 2],
+        out: &mut [f32],
+    ) {
+        pool_body::<f32>(g, pe, avg, x, st, out)
+    }
+}
+
+/// AVX2 and AVX-512 pooling kernels.
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use super::Conv2d;
+    use crate::conv::strided_copy_body;
+    pool_body!();
+
+    /// See [`super::PoolFn`] (AVX2+FMA CPUs only).
+    ///
+    /// # Safety
+    /// As for the portable kernel, on a CPU with AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn pool_avx2(
+        g: &Conv2d,
+        pe: [usize; 2],
+        avg: Option<bool>,
+        x: *const f32,
+        st: [isize; 2],
+        out: &mut [f32],
+    ) {
+        pool_body::<crate::simd::Y8>(g, pe, avg, x, st, out)
+    }
+
+    /// See [`super::PoolFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// As for the portable kernel, on a CPU with AVX-512.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub unsafe fn pool_avx512(
+        g: &Conv2d,
+        pe: [usize; 2],
+        avg: Option<bool>,
+        x: *const f32,
+        st: [isize; 2],
+        out: &mut [f32],
+    ) {
+        pool_body::<crate::simd::Z16>(g, pe, avg, x, st, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::rand_vec;
+    use crate::{isa_tests, Kernels};
+
+    /// (h, w, kernel, stride, dilation, lead pad, extra trailing pad: ceil mode).
+    const CASES: &[(usize, usize, usize, usize, usize, usize, usize)] = &[
+        (1, 1, 1, 1, 1, 0, 0),
+        (5, 7, 3, 1, 1, 1, 0),
+        (6, 9, 3, 2, 1, 1, 0),
+        (6, 9, 3, 2, 1, 0, 1),
+        (8, 8, 5, 1, 2, 4, 0),
+        (17, 3, 3, 2, 1, 0, 0),
+        (9, 11, 7, 2, 1, 3, 0),
+        (10, 13, 2, 3, 1, 0, 2),
+        (7, 7, 7, 1, 1, 0, 0),
+        (4, 70, 3, 1, 1, 1, 0),
+        (5, 71, 3, 2, 1, 1, 1),
+    ];
+
+    fn pool_matches(kern: &Kernels) {
+        for &(h, w, k, s, d, p, ceil) in CASES {
+            let out_of = |n: usize| (n + 2 * p + ceil - d * (k - 1) - 1) / s + 1;
+            let g = Conv2d {
+                c: 1,
+                h,
+                w,
+                kh: k,
+                kw: k,
+                sh: s,
+                sw: s,
+                dh: d,
+                dw: d,
+                ph: p,
+                pw: p,
+                oh: out_of(h),
+                ow: out_of(w),
+            };
+            let mut x = rand_vec(h * w, 7);
+            for nan_at in [None, Some(0), Some(h * w / 2)] {
+                if let Some(i) = nan_at {
+                    x[i] = f32::NAN;
+                }
+                for avg in [None, Some(false), Some(true)] {
+                    let mut out = vec![0.5f32; g.pixels()];
+                    unsafe { (kern.pool)(&g, [p, p], avg, x.as_ptr(), [w as isize, 1], &mut out) };
+                    for y in 0..g.oh {
+                        for xo in 0..g.ow {
+                            let (mut best, mut sum, mut real, mut all, mut nan) =
+                                (f32::NEG_INFINITY, 0.0f64, 0, 0, false);
+                            for i in 0..k {
+                                for j in 0..k {
+                                    let iy = (y * s + i * d) as isize - p as isize;
+                                    let ix = (xo * s + j * d) as isize - p as isize;
+                                    if iy < (h + p) as isize && ix < (w + p) as isize {
+                                        all += 1;
+                                    }
+                                    if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize {
+                                        let v = x[iy as usize * w + ix as usize];
+                                        nan |= v.is_nan();
+                                        best = best.max(v);
+                                        sum += v as f64;
+                                        real += 1;
+                                    }
+                                }
+                            }
+                            let got = out[y * g.ow + xo];
+                            let want = match avg {
+                                None if nan => f32::NAN,
+                                None => best,
+                                Some(false) => (sum / real as f64) as f32,
+                                Some(true) => (sum / all as f64) as f32,
+                            };
+                            let same = (got.is_nan() && want.is_nan())
+                                || got == want
+                                || (got - want).abs() < 1e-5;
+                            assert!(
+                                same,
+                                "{} {avg:?} {g:?} nan {nan_at:?} ({y},{xo}): {got} vs {want}",
+                                kern.isa
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A global pool over a plane of rows 3 floats apart (not contiguous) and over a
+    /// contiguous one: an infinity stays infinite, a NaN wins, the mean is the mean.
+    fn global_pool(kern: &Kernels) {
+        let (h, w) = (5, 37);
+        let g = Conv2d {
+            c: 1,
+            h,
+            w,
+            kh: h,
+            kw: w,
+            sh: 1,
+            sw: 1,
+            dh: 1,
+            dw: 1,
+            ph: 0,
+            pw: 0,
+            oh: 1,
+            ow: 1,
+        };
+        for rs in [w, w + 3] {
+            let mut x = rand_vec(h * rs, 3);
+            let at = |r: usize, c: usize| r * rs + c;
+            let run = |x: &[f32], avg| {
+                let mut out = [0f32];
+                unsafe { (kern.pool)(&g, [0, 0], avg, x.as_ptr(), [rs as isize, 1], &mut out) };
+                out[0]
+            };
+            let mean = (0..h)
+                .flat_map(|r| (0..w).map(move |c| (r, c)))
+                .map(|(r, c)| x[at(r, c)] as f64)
+                .sum::<f64>()
+                / (h * w) as f64;
+            assert!(
+                (run(&x, Some(false)) as f64 - mean).abs() < 1e-5,
+                "{}",
+                kern.isa
+            );
+            x[at(4, 36)] = f32::INFINITY;
+            assert_eq!(run(&x, None), f32::INFINITY, "{}", kern.isa);
+            x[at(2, 5)] = f32::NAN;
+            assert!(run(&x, None).is_nan(), "{}", kern.isa);
+        }
+    }
+
+    isa_tests!(pooling, pool_matches);
+    isa_tests!(global_pooling, global_pool);
+}
