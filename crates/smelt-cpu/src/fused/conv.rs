@@ -116,7 +116,7 @@ fn lead_pad(
     }
 }
 
-/// Taps x input channels from which a strided AVX2 convolution takes the im2col GEMM.
+/// Taps x input channels from which a strided convolution takes the im2col GEMM.
 const STRIDED_DIRECT_K: usize = 256;
 
 /// Depth (taps x input channels) from which a GEMM convolution may run with its output pixels
@@ -281,13 +281,13 @@ impl ConvPlan {
         // rows, where the im2col GEMM (tiles across rows) does better.
         let nr = kern.micro.nr;
         let row_use = ow as f64 / (ow.div_ceil(nr) * nr) as f64;
-        // On AVX2 a strided direct convolution re-reads its input rows per output channel
-        // panel; past a few taps x channels the im2col GEMM is faster (timed by
-        // `--autotune` on ResNet-50's and YOLOv8n's stride-2 layers: 7-50%).
-        let avx2 = kern.isa == smelt_kernels::Isa::Avx2;
+        // A strided direct convolution re-reads its input rows per output channel panel;
+        // past a few taps x channels the im2col GEMM is faster (timed by `--autotune` on
+        // ResNet-50's and YOLOv8n's stride-2 layers with AVX2: 7-50%; with AVX-512 on an
+        // Emerald Rapids Xeon, ResNet-50's 1x1 stride-2 layer 28x28x512 took 0.68x the
+        // time, its 3x3 stride-2 one 28x28x128 0.92x).
         let strided = geom.sh > 1 || geom.sw > 1;
-        let direct =
-            !geom.is_pointwise() && row_use >= 0.75 && !(avx2 && strided && k >= STRIDED_DIRECT_K);
+        let direct = !geom.is_pointwise() && row_use >= 0.75 && !(strided && k >= STRIDED_DIRECT_K);
         // Winograd F(4x4, 3x3) by a fixed cost model (so plans are reproducible): 3x3 stride
         // 1, enough input channels to amortize the output transform, enough output channels
         // to amortize the input transform (and its 36 x copy of the input), and enough 4x4
