@@ -621,3 +621,24 @@ fn a_softmax_sharing_its_input_bytes_matches_the_oracle() {
         }
     }
 }
+
+/// A campaign finding: a Pad whose pads make one output dim near 2^62 built the oracle's
+/// per-axis source maps (one entry per output position) before checking the output's
+/// size, and filled the machine (a fuzz out-of-memory). The size is checked first now.
+#[test]
+fn a_pad_to_a_huge_dim_is_refused_before_anything_is_allocated() {
+    let (p, len) = regression("pad-huge-output-dim.onnx");
+    for level in [0, 1] {
+        let start = Instant::now();
+        let r = replay(&p, len, level);
+        // The oracle meets the huge Pad output; the compiler's constant folding refuses the
+        // Add after it first.
+        let want = if level == 0 {
+            ErrorKind::ResourceExhausted
+        } else {
+            ErrorKind::InvalidModel
+        };
+        assert_eq!(r.err().map(|e| e.kind()), Some(want), "level {level}");
+        assert!(start.elapsed() < Duration::from_secs(60), "level {level}");
+    }
+}

@@ -388,6 +388,12 @@ pub(super) fn pad(
                 .map_err(|_| err!(ResourceExhausted, "pads {pads:?} are too large"))?,
         );
     }
+    // The size is checked before the per-axis maps are built: an empty output may still
+    // have a huge dim, and a non-empty one has no dim larger than itself.
+    let n = check_size(&shape)?;
+    if n == 0 {
+        return one(take_fill(t, shape, Vec::new(), &fill)?);
+    }
     // Per axis, the source position (or None) for each output position.
     let maps: Vec<Vec<Option<usize>>> = (0..r)
         .map(|d| {
@@ -397,7 +403,7 @@ pub(super) fn pad(
         })
         .collect::<Result<_>>()?;
     let st = smelt_ir::strides(t.shape());
-    let mut idx = Vec::with_capacity(check_size(&shape)?);
+    let mut idx = Vec::with_capacity(n);
     for_each_index(&shape, |m| {
         let mut off = 0;
         for d in 0..r {
