@@ -642,3 +642,20 @@ fn a_pad_to_a_huge_dim_is_refused_before_anything_is_allocated() {
         assert!(start.elapsed() < Duration::from_secs(60), "level {level}");
     }
 }
+
+/// A campaign finding: an EyeLike over an empty input of 2^62 rows (and no columns) walked
+/// every row looking for its diagonal (a fuzz timeout). Only rows whose diagonal lies in
+/// the matrix are visited now: the oracle returns the empty result at once; the compiler
+/// refuses the output's declared 5 columns.
+#[test]
+fn an_eye_like_over_an_empty_input_with_huge_rows_is_quick() {
+    let (p, len) = regression("eyelike-empty-huge-rows.onnx");
+    let start = Instant::now();
+    let out = replay(&p, len, 0).expect("level 0 runs");
+    assert_eq!(out[0].1.tensor().expect("a tensor").len(), 0);
+    assert!(start.elapsed() < Duration::from_secs(60));
+    assert_eq!(
+        replay(&p, len, 1).err().map(|e| e.kind()),
+        Some(ErrorKind::InvalidModel)
+    );
+}

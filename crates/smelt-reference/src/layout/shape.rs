@@ -254,12 +254,16 @@ pub(super) fn eye_like(x: &Inputs, dtype: Option<DType>, k: i64) -> Result<Vec<V
         Unsupported,
         "EyeLike does not support {dt} elements"
     );
-    let mut v = vec![0i64; rows * cols];
-    for i in 0..rows {
-        let j = (i as i64).saturating_add(k);
-        if (0..cols as i64).contains(&j) {
-            v[i * cols + j as usize] = 1;
-        }
+    let n = super::check_count(rows as u128 * cols as u128, 8, &|| {
+        format!("EyeLike of shape {:?}", t.shape())
+    })?;
+    let mut v = vec![0i64; n];
+    // Only the rows whose diagonal column i + k lies in [0, cols) are visited: an empty
+    // input may still have a huge dim.
+    let (k, cols_i) = (k as i128, cols as i128);
+    let (lo, hi) = ((-k).max(0), (rows as i128).min(cols_i - k));
+    for i in lo..hi {
+        v[(i * cols_i + i + k) as usize] = 1;
     }
     one(Tensor::from_i64(dt, vec![rows, cols], &v)?)
 }
