@@ -659,3 +659,19 @@ fn an_eye_like_over_an_empty_input_with_huge_rows_is_quick() {
         Some(ErrorKind::InvalidModel)
     );
 }
+
+/// A campaign finding: an LSTM whose initial_h has an unknown batch dim, bound at run time
+/// to another batch than X's, was indexed past its end by the fast recurrent kernel (a
+/// panic). Initial states of the wrong size go to the oracle, which names the mismatch.
+#[test]
+fn an_lstm_initial_state_of_the_wrong_batch_is_an_error_not_a_panic() {
+    let (p, len) = regression("lstm-initial-state-wrong-batch.onnx");
+    for level in [0, 1] {
+        let r = replay(&p, len, level);
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidModel),
+            "level {level}"
+        );
+    }
+}

@@ -125,6 +125,15 @@ impl LstmPlan {
                 return super::single::run(cx, s);
             }
         }
+        // Initial states of another size than the plan's (an input's unknown dim bound at
+        // run time) go to the oracle, which names the mismatch.
+        for i in [5, 6] {
+            if let Some(Some(r)) = s.inputs.get(i) {
+                if gather(cx, r)?.len() != dirs * batch * h {
+                    return super::single::run(cx, s);
+                }
+            }
+        }
         let x = match &s.inputs[0] {
             Some(r) => gather(cx, r)?,
             None => smelt_ir::bail!(Internal, "an LSTM without X"),
