@@ -125,13 +125,16 @@ impl LstmPlan {
                 return super::single::run(cx, s);
             }
         }
-        // Initial states of another size than the plan's (an input's unknown dim bound at
-        // run time) go to the oracle, which names the mismatch.
-        for i in [5, 6] {
+        // Initial states, flat, gathered once; one of another size than the plan's (an
+        // input's unknown dim bound at run time) goes to the oracle, which names it.
+        let mut initial = [None, None];
+        for (slot, i) in initial.iter_mut().zip([5, 6]) {
             if let Some(Some(r)) = s.inputs.get(i) {
-                if gather(cx, r)?.len() != dirs * batch * h {
+                let all = gather(cx, r)?.to_f64()?;
+                if all.len() != dirs * batch * h {
                     return super::single::run(cx, s);
                 }
+                *slot = Some(all);
             }
         }
         let x = match &s.inputs[0] {
@@ -141,13 +144,10 @@ impl LstmPlan {
         let x = x
             .as_f32()
             .ok_or_else(|| smelt_ir::err!(Internal, "LSTM input X is not f32"))?;
-        // States per direction, [batch, h] each.
-        let state = |cx: &RunCx, i: usize| -> Result<Vec<Vec<f32>>> {
-            let all = match s.inputs.get(i) {
-                Some(Some(r)) => gather(cx, r)?.to_f64()?,
-                _ => vec![0.0; dirs * batch * h],
-            };
-            Ok((0..dirs)
+        // States per direction, [batch, h] each (zero when not given).
+        let state = |all: Option<Vec<f64>>| -> Vec<Vec<f32>> {
+            let all = all.unwrap_or_else(|| vec![0.0; dirs * batch * h]);
+            (0..dirs)
                 .map(|d| {
                     (0..batch * h)
                         .map(|k| {
@@ -156,9 +156,10 @@ impl LstmPlan {
                         })
                         .collect()
                 })
-                .collect())
+                .collect()
         };
-        let (mut hs, mut cs) = (state(cx, 5)?, state(cx, 6)?);
+        let [h0, c0] = initial;
+        let (mut hs, mut cs) = (state(h0), state(c0));
         let packed_now;
         let weights = match &self.packed {
             Some(p) => p,
