@@ -141,6 +141,118 @@ impl TileSink for FusedSink<'_> {
         // SAFETY (of the pointer's use): the creator guarantees `out` covers the product.
         store_only.then(|| (e.out.row(b, i0).wrapping_add(j0), e.out.rs as usize))
     }
+
+    fn fused(&self, b: usize, i0: usize, j0: usize) -> Option<TileEpi> {
+        self.epi.tile_epi(b, i0, j0)
+    }
+}
+
+/// A full tile's epilogue with its pointers resolved to the tile: what a fused
+/// micro-kernel applies to its accumulators in registers before storing them, so the tile
+/// never passes through scratch. The same operations in the same order as [`FinishFn`],
+/// so both give the same bits. Null pointers mark absent operands.
+#[derive(Clone, Copy, Debug)]
+pub struct TileEpi {
+    /// The tile's first output element.
+    pub out: *mut f32,
+    /// Output row stride.
+    pub ldo: isize,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// The tile's first row bias (null: none), rows `row_bias_step` apart.
+    pub row_bias: *const f32,
+    /// Step between row biases.
+    pub row_bias_step: isize,
+    /// The tile's first column bias (null: none), unit step.
+    pub col_bias: *const f32,
+    /// Activation after the bias.
+    pub act1: Act,
+    /// The tile's first residual element (null: none).
+    pub residual: *const f32,
+    /// Residual row stride.
+    pub ldr: isize,
+    /// Activation after the residual.
+    pub act2: Act,
+}
+
+impl Fused<'_> {
+    /// The epilogue of the full tile at `(b, i0, j0)` for a fused micro-kernel, or None
+    /// when it has an affine step (finished from scratch instead).
+    pub fn tile_epi(&self, b: usize, i0: usize, j0: usize) -> Option<TileEpi> {
+        if self.scale.is_some() || self.shift.is_some() {
+            return None;
+        }
+        // SAFETY (of the pointers' later use): the creator guarantees they cover the
+        // product; here they are only offset, with wrapping arithmetic.
+        let (row_bias, row_bias_step) = match &self.row_bias {
+            Some(v) => (v.start(b).wrapping_offset(i0 as isize * v.step), v.step),
+            None => (std::ptr::null(), 0),
+        };
+        let col_bias = self
+            .col_bias
+            .map_or(std::ptr::null(), |v| v.start(b).wrapping_add(j0));
+        let (residual, ldr) = match &self.residual {
+            Some(m) => (m.row(b, i0).wrapping_add(j0) as *const f32, m.rs),
+            None => (std::ptr::null(), 0),
+        };
+        Some(TileEpi {
+            out: self.out.row(b, i0).wrapping_add(j0),
+            ldo: self.out.rs,
+            alpha: self.alpha,
+            row_bias,
+            row_bias_step,
+            col_bias,
+            act1: self.act1,
+            residual,
+            ldr,
+            act2: self.act2,
+        })
+    }
+}
+
+impl TileEpi {
+    /// Finishes `V::LANES` accumulated values of tile row `r` from tile column `j`.
+    ///
+    /// # Safety
+    /// The epilogue's pointers cover the tile's row `r`, columns `j .. j + V::LANES`.
+    #[inline(always)]
+    pub unsafe fn apply<V: Vf>(&self, r: usize, j: usize, acc: V) {
+        let r = r as isize;
+        let rb = if self.row_bias.is_null() {
+            0.0
+        } else {
+            *self.row_bias.offset(r * self.row_bias_step)
+        };
+        let mut v = acc.fma(V::splat(self.alpha), V::splat(rb));
+        if !self.col_bias.is_null() {
+            v = v.add(V::load(self.col_bias.add(j)));
+        }
+        v = act(self.act1, v);
+        if !self.residual.is_null() {
+            v = v.add(V::load(self.residual.offset(r * self.ldr).add(j)));
+        }
+        v = act(self.act2, v);
+        v.store(self.out.offset(r * self.ldo).add(j));
+    }
+
+    /// Asks for the lines of a `rows x cols` tile's output (for writing) and residual, so
+    /// they arrive while the tile's k loop runs.
+    #[inline(always)]
+    pub fn prefetch(&self, rows: usize, cols: usize) {
+        const LINE: usize = 16;
+        for r in 0..rows as isize {
+            let mut j = 0;
+            while j < cols {
+                crate::simd::prefetch_write(self.out.wrapping_offset(r * self.ldo).wrapping_add(j));
+                if !self.residual.is_null() {
+                    crate::simd::prefetch_read(
+                        self.residual.wrapping_offset(r * self.ldr).wrapping_add(j),
+                    );
+                }
+                j += LINE;
+            }
+        }
+    }
 }
 
 /// An activation over lanes `V`.
@@ -534,4 +646,101 @@ mod tests {
     }
 
     isa_tests!(fused_epilogue, check);
+
+    /// Delegates tiles to a sink but never offers the fused micro-kernel its epilogue.
+    struct ScratchOnly<'a>(&'a FusedSink<'a>);
+
+    impl TileSink for ScratchOnly<'_> {
+        fn tile(
+            &self,
+            b: usize,
+            i0: usize,
+            j0: usize,
+            rows: usize,
+            cols: usize,
+            t: &mut [f32],
+            ld: usize,
+        ) {
+            self.0.tile(b, i0, j0, rows, cols, t, ld)
+        }
+    }
+
+    /// Full tiles finished in registers by the fused micro-kernel give the same bits as
+    /// tiles finished from scratch, with B packed or read in place, every activation.
+    fn register_epilogue_matches_scratch(kern: &Kernels) {
+        let (mr, nr) = (kern.micro.mr, kern.micro.nr);
+        let (m, n, k) = (2 * mr + 3, 2 * nr + 5, 29);
+        let a = rand_vec(m * k, 11);
+        let bm = rand_vec(k * n, 12);
+        let cb = rand_vec(n, 13);
+        let rb = rand_vec(m, 14);
+        let res = rand_vec(m * n, 15);
+        let pb = PackedB::new(&kern.micro, k, n, &bm, n, 1);
+        let vector = |v: &[f32]| Vector {
+            ptr: v.as_ptr(),
+            batch: &[0],
+            step: 1,
+        };
+        for act1 in [Act::None, Act::Relu, Act::Gelu, Act::Silu, Act::Clip(-0.5, 0.25)] {
+            for (act2, with_res, row) in [(Act::None, false, true), (Act::Relu, true, false)] {
+                for packed in [true, false] {
+                    let run = |fused: bool| {
+                        let mut out = vec![f32::NAN; m * n];
+                        let sink = FusedSink {
+                            epi: Fused {
+                                alpha: 0.75,
+                                row_bias: row.then(|| vector(&rb)),
+                                col_bias: (!row).then(|| vector(&cb)),
+                                act1,
+                                scale: None,
+                                shift: None,
+                                residual: with_res.then(|| RowMajor {
+                                    ptr: res.as_ptr() as *mut f32,
+                                    batch: &[0],
+                                    rs: n as isize,
+                                }),
+                                act2,
+                                out: RowMajor {
+                                    ptr: out.as_mut_ptr(),
+                                    batch: &[0],
+                                    rs: n as isize,
+                                },
+                            },
+                            finish: kern.finish,
+                        };
+                        let g = Gemm {
+                            batch: 1,
+                            m,
+                            n,
+                            k,
+                            a: Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
+                            b: if packed {
+                                Rhs::Packed(&pb)
+                            } else {
+                                Rhs::Strided(MatRef::rows(bm.as_ptr(), n), Batches::Stride(0))
+                            },
+                        };
+                        let pool = crate::pool::global();
+                        if fused {
+                            unsafe { gemm(kern, pool, 1, &g, &sink) };
+                        } else {
+                            unsafe { gemm(kern, pool, 1, &g, &ScratchOnly(&sink)) };
+                        }
+                        out
+                    };
+                    let (got, want) = (run(true), run(false));
+                    for (i, (x, w)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!(
+                            x.to_bits(),
+                            w.to_bits(),
+                            "{} {act1:?}/{act2:?} packed={packed} C[{i}]: {x} vs {w}",
+                            kern.isa
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    isa_tests!(register_epilogue_same_bits, register_epilogue_matches_scratch);
 }

@@ -7,12 +7,25 @@
 //! Every variant sums over k in order with one fused or unfused multiply-add per step, so a
 //! given ISA gives the same result for an element whatever tile or thread computed it.
 
-/// A micro-kernel: `(k, a, a_row_step, a_k_step, b_panel, tile, tile_row_step, accumulate)`.
+use crate::epilogue::TileEpi;
+
+/// A micro-kernel: `(k, a, a_row_step, a_k_step, b, b_k_step, tile, tile_row_step,
+/// accumulate)`. B is a packed panel (`b_k_step = NR`) or `NR` columns of a row-major
+/// matrix read in place (`b_k_step` its row stride).
 ///
 /// # Safety
-/// A's `R x k` elements are readable, `b` holds `k * NR` floats, `tile` holds `R` rows of
-/// `NR` floats `tile_row_step` apart.
-pub type MicroFn = unsafe fn(usize, *const f32, isize, isize, *const f32, *mut f32, usize, bool);
+/// A's `R x k` elements are readable, `b` holds `k` rows of `NR` floats `b_k_step` apart,
+/// `tile` holds `R` rows of `NR` floats `tile_row_step` apart.
+pub type MicroFn =
+    unsafe fn(usize, *const f32, isize, isize, *const f32, isize, *mut f32, usize, bool);
+
+/// A full-tile micro-kernel that finishes its `MR x NR` accumulators with a fused epilogue
+/// in registers and stores them straight to the destination:
+/// `(k, a, a_row_step, a_k_step, b, b_k_step, epilogue)`.
+///
+/// # Safety
+/// As for [`MicroFn`], with the epilogue's pointers covering the whole tile.
+pub type FusedFn = unsafe fn(usize, *const f32, isize, isize, *const f32, isize, &TileEpi);
 
 /// The micro-kernel family of one ISA: tile geometry and one kernel per row count.
 #[derive(Clone, Copy)]
@@ -23,6 +36,8 @@ pub struct Micro {
     pub nr: usize,
     /// `kernels[r - 1]` computes `r` rows.
     pub kernels: [MicroFn; MAX_MR],
+    /// The full tile with its epilogue fused, where the ISA has one.
+    pub fused: Option<FusedFn>,
 }
 
 impl Micro {
@@ -75,6 +90,7 @@ unsafe fn portable<const R: usize>(
     rs: isize,
     ps: isize,
     b: *const f32,
+    bs: isize,
     t: *mut f32,
     ldt: usize,
     acc: bool,
@@ -82,7 +98,7 @@ unsafe fn portable<const R: usize>(
     const NR: usize = PORTABLE_NR;
     let mut c = [[0f32; NR]; R];
     for p in 0..k {
-        let bp = std::slice::from_raw_parts(b.add(p * NR), NR);
+        let bp = std::slice::from_raw_parts(b.offset(p as isize * bs), NR);
         for (r, row) in c.iter_mut().enumerate() {
             let av = *a.offset(r as isize * rs + p as isize * ps);
             for j in 0..NR {
@@ -104,12 +120,15 @@ pub fn portable_micro() -> Micro {
         mr: PORTABLE_MR,
         nr: PORTABLE_NR,
         kernels: rows_table!(portable, PORTABLE_MR),
+        fused: None,
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Micro;
+    use crate::epilogue::TileEpi;
+    use crate::simd::{Y8, Z16};
     use std::arch::x86_64::*;
 
     /// AVX2 tile: 6 rows x 16 columns, 12 ymm accumulators.
@@ -134,19 +153,14 @@ mod x86 {
         rs: isize,
         ps: isize,
         b: *const f32,
+        bs: isize,
         t: *mut f32,
         ldt: usize,
         acc: bool,
     ) {
         // The two layouts the driver passes get their strides as constants, so A's
         // addresses are immediate offsets of one pointer (packed) or of R row pointers.
-        let (c0, c1) = if rs == 1 && ps == AVX2_MR as isize {
-            avx2_steps::<R>(k, a, 1, AVX2_MR as isize, b)
-        } else if ps == 1 {
-            avx2_steps::<R>(k, a, rs, 1, b)
-        } else {
-            avx2_steps::<R>(k, a, rs, ps, b)
-        };
+        let (c0, c1) = avx2_dispatch::<R>(k, a, rs, ps, b, bs);
         for r in 0..R {
             let d = t.add(r * ldt);
             let (mut x0, mut x1) = (c0[r], c1[r]);
@@ -159,6 +173,56 @@ mod x86 {
         }
     }
 
+    /// The full AVX2 tile, finished in registers by `epi` (see [`super::FusedFn`]).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2_fused(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+        epi: &TileEpi,
+    ) {
+        const R: usize = AVX2_MR;
+        epi.prefetch(R, AVX2_NR);
+        let (c0, c1) = avx2_dispatch::<R>(k, a, rs, ps, b, bs);
+        for r in 0..R {
+            epi.apply(r, 0, Y8(c0[r]));
+            epi.apply(r, 8, Y8(c1[r]));
+        }
+    }
+
+    /// The k loop with the layouts the driver passes given their strides as constants, so
+    /// A's and B's addresses are immediate offsets of a few pointers (runtime strides cost
+    /// an add per row per step): packed A or row-major A beside a packed B, and packed A
+    /// beside a row-major B read in place.
+    #[inline(always)]
+    unsafe fn avx2_dispatch<const R: usize>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+    ) -> ([__m256; R], [__m256; R]) {
+        const NR: isize = AVX2_NR as isize;
+        const MR: isize = AVX2_MR as isize;
+        if bs == NR {
+            if rs == 1 && ps == MR {
+                avx2_steps::<R>(k, a, 1, MR, b, NR)
+            } else if ps == 1 {
+                avx2_steps::<R>(k, a, rs, 1, b, NR)
+            } else {
+                avx2_steps::<R>(k, a, rs, ps, b, NR)
+            }
+        } else if rs == 1 && ps == MR {
+            avx2_steps::<R>(k, a, 1, MR, b, bs)
+        } else {
+            avx2_steps::<R>(k, a, rs, ps, b, bs)
+        }
+    }
+
     /// The k loop of the AVX2 kernel: R rows x 16 columns accumulated in 2R registers.
     #[inline(always)]
     unsafe fn avx2_steps<const R: usize>(
@@ -167,8 +231,8 @@ mod x86 {
         rs: isize,
         ps: isize,
         b: *const f32,
+        bs: isize,
     ) -> ([__m256; R], [__m256; R]) {
-        const NR: usize = AVX2_NR;
         let mut c0 = [_mm256_setzero_ps(); R];
         let mut c1 = [_mm256_setzero_ps(); R];
         let mut rows = [a; R];
@@ -178,8 +242,8 @@ mod x86 {
         let mut bp = b;
         for _ in 0..k / AVX2_UNROLL {
             for u in 0..AVX2_UNROLL {
-                let b0 = _mm256_loadu_ps(bp.add(u * NR));
-                let b1 = _mm256_loadu_ps(bp.add(u * NR + 8));
+                let b0 = _mm256_loadu_ps(bp.offset(u as isize * bs));
+                let b1 = _mm256_loadu_ps(bp.offset(u as isize * bs + 8));
                 for r in 0..R {
                     let av = _mm256_broadcast_ss(&*rows[r].offset(u as isize * ps));
                     c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
@@ -189,7 +253,7 @@ mod x86 {
             for p in rows.iter_mut() {
                 *p = p.offset(AVX2_UNROLL as isize * ps);
             }
-            bp = bp.add(AVX2_UNROLL * NR);
+            bp = bp.offset(AVX2_UNROLL as isize * bs);
         }
         for _ in 0..k % AVX2_UNROLL {
             let b0 = _mm256_loadu_ps(bp);
@@ -200,7 +264,7 @@ mod x86 {
                 c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
                 rows[r] = rows[r].offset(ps);
             }
-            bp = bp.add(NR);
+            bp = bp.offset(bs);
         }
         (c0, c1)
     }
@@ -213,6 +277,7 @@ mod x86 {
         rs: isize,
         ps: isize,
         b: *const f32,
+        bs: isize,
         t: *mut f32,
         ldt: usize,
         acc: bool,
@@ -220,13 +285,7 @@ mod x86 {
         // As for AVX2: the packed layout's strides as constants keep A's broadcasts
         // immediate offsets of one pointer, so the loop issues no address arithmetic beside
         // its FMAs (runtime strides cost one add per row per step).
-        let (c0, c1) = if rs == 1 && ps == AVX512_MR as isize {
-            avx512_steps::<R>(k, a, 1, AVX512_MR as isize, b)
-        } else if ps == 1 {
-            avx512_steps::<R>(k, a, rs, 1, b)
-        } else {
-            avx512_steps::<R>(k, a, rs, ps, b)
-        };
+        let (c0, c1) = avx512_dispatch::<R>(k, a, rs, ps, b, bs);
         for r in 0..R {
             let d = t.add(r * ldt);
             let (mut x0, mut x1) = (c0[r], c1[r]);
@@ -239,8 +298,60 @@ mod x86 {
         }
     }
 
+    /// The full AVX-512 tile, finished in registers by `epi` (see [`super::FusedFn`]).
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    unsafe fn avx512_fused(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+        epi: &TileEpi,
+    ) {
+        const R: usize = AVX512_MR;
+        // The destination's lines (usually far from the core: a large output is written
+        // once) arrive while the k loop runs.
+        epi.prefetch(R, AVX512_NR);
+        let (c0, c1) = avx512_dispatch::<R>(k, a, rs, ps, b, bs);
+        for r in 0..R {
+            epi.apply(r, 0, Z16(c0[r]));
+            epi.apply(r, 16, Z16(c1[r]));
+        }
+    }
+
     /// k steps the AVX-512 loop takes per iteration.
     const AVX512_UNROLL: usize = 4;
+
+    /// The k loop with the layouts the driver passes given their strides as constants, so
+    /// A's and B's addresses are immediate offsets of a few pointers (runtime strides cost
+    /// an add per row per step): packed A or row-major A beside a packed B, and packed A
+    /// beside a row-major B read in place.
+    #[inline(always)]
+    unsafe fn avx512_dispatch<const R: usize>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+    ) -> ([__m512; R], [__m512; R]) {
+        const NR: isize = AVX512_NR as isize;
+        const MR: isize = AVX512_MR as isize;
+        if bs == NR {
+            if rs == 1 && ps == MR {
+                avx512_steps::<R>(k, a, 1, MR, b, NR)
+            } else if ps == 1 {
+                avx512_steps::<R>(k, a, rs, 1, b, NR)
+            } else {
+                avx512_steps::<R>(k, a, rs, ps, b, NR)
+            }
+        } else if rs == 1 && ps == MR {
+            avx512_steps::<R>(k, a, 1, MR, b, bs)
+        } else {
+            avx512_steps::<R>(k, a, rs, ps, b, bs)
+        }
+    }
 
     /// The k loop of the AVX-512 kernel: R rows x 32 columns accumulated in 2R registers.
     #[inline(always)]
@@ -250,8 +361,8 @@ mod x86 {
         rs: isize,
         ps: isize,
         b: *const f32,
+        bs: isize,
     ) -> ([__m512; R], [__m512; R]) {
-        const NR: usize = AVX512_NR;
         let mut c0 = [_mm512_setzero_ps(); R];
         let mut c1 = [_mm512_setzero_ps(); R];
         let mut rows = [a; R];
@@ -261,8 +372,8 @@ mod x86 {
         let mut bp = b;
         for _ in 0..k / AVX512_UNROLL {
             for u in 0..AVX512_UNROLL {
-                let b0 = _mm512_loadu_ps(bp.add(u * NR));
-                let b1 = _mm512_loadu_ps(bp.add(u * NR + 16));
+                let b0 = _mm512_loadu_ps(bp.offset(u as isize * bs));
+                let b1 = _mm512_loadu_ps(bp.offset(u as isize * bs + 16));
                 for r in 0..R {
                     let av = _mm512_set1_ps(*rows[r].offset(u as isize * ps));
                     c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
@@ -272,7 +383,7 @@ mod x86 {
             for p in rows.iter_mut() {
                 *p = p.offset(AVX512_UNROLL as isize * ps);
             }
-            bp = bp.add(AVX512_UNROLL * NR);
+            bp = bp.offset(AVX512_UNROLL as isize * bs);
         }
         for _ in 0..k % AVX512_UNROLL {
             let b0 = _mm512_loadu_ps(bp);
@@ -283,7 +394,7 @@ mod x86 {
                 c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
                 rows[r] = rows[r].offset(ps);
             }
-            bp = bp.add(NR);
+            bp = bp.offset(bs);
         }
         (c0, c1)
     }
@@ -294,6 +405,7 @@ mod x86 {
             mr: AVX2_MR,
             nr: AVX2_NR,
             kernels: rows_table!(avx2, AVX2_MR),
+            fused: Some(avx2_fused),
         }
     }
 
@@ -303,6 +415,7 @@ mod x86 {
             mr: AVX512_MR,
             nr: AVX512_NR,
             kernels: rows_table!(avx512, AVX512_MR),
+            fused: Some(avx512_fused),
         }
     }
 }

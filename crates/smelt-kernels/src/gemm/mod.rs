@@ -9,6 +9,7 @@ pub mod micro;
 pub mod pack;
 
 use crate::buf::with_scratch;
+use crate::epilogue::TileEpi;
 use crate::pool::ThreadPool;
 use crate::prepack::{packed, Floats};
 use crate::Kernels;
@@ -267,6 +268,12 @@ pub trait TileSink: Sync {
     /// element, row stride), when the sink only stores tiles (no epilogue): the
     /// micro-kernel then writes there and `tile` is not called for it.
     fn in_place(&self, _batch: usize, _i0: usize, _j0: usize) -> Option<(*mut f32, usize)> {
+        None
+    }
+
+    /// The epilogue of a full tile at `(batch, i0, j0)` for a fused micro-kernel, which
+    /// then finishes and stores the tile from registers and `tile` is not called for it.
+    fn fused(&self, _batch: usize, _i0: usize, _j0: usize) -> Option<TileEpi> {
         None
     }
 }
@@ -593,17 +600,21 @@ pub unsafe fn gemm(
                 };
                 for j in jb * npt..((jb + 1) * npt).min(np) {
                     let cols = nr.min(g.n - j * nr);
-                    let bpan = if b_inline {
-                        match g.b {
-                            Rhs::Strided(b, bs) => {
-                                pack_b_panel(b.offset(bs.at(bi)), j * nr, cols, k, nr, own)
-                            }
-                            Rhs::Panels(src) => src.pack(bi, j * nr, cols, k, nr, own),
-                            Rhs::Packed(_) | Rhs::PackedEach(_) => {}
+                    let (bpan, b_step) = match g.b {
+                        // A full panel of a row-major B is read in place by the
+                        // micro-kernel, its rows a stride apart.
+                        Rhs::Strided(b, bs) if b_inline && b.cs == 1 && cols == nr => {
+                            (b.offset(bs.at(bi)).ptr.add(j * nr) as *const f32, b.rs)
                         }
-                        own.as_ptr()
-                    } else {
-                        bpanels.add(j * k * nr)
+                        Rhs::Strided(b, bs) if b_inline => {
+                            pack_b_panel(b.offset(bs.at(bi)), j * nr, cols, k, nr, own);
+                            (own.as_ptr(), nr as isize)
+                        }
+                        Rhs::Panels(src) if b_inline => {
+                            src.pack(bi, j * nr, cols, k, nr, own);
+                            (own.as_ptr(), nr as isize)
+                        }
+                        _ => (bpanels.add(j * k * nr), nr as isize),
                     };
                     for i in i_lo..i_hi {
                         if next_panel_share > 0 && j + 1 < j_end {
@@ -620,11 +631,27 @@ pub unsafe fn gemm(
                         let ker = micro.for_rows(rows);
                         if rows == mr && cols == nr {
                             if let Some((c, ldc)) = sink.in_place(bi, i * mr, j * nr) {
-                                ker(k, apan, a_rs, a_ps, bpan, c, ldc, false);
+                                ker(k, apan, a_rs, a_ps, bpan, b_step, c, ldc, false);
                                 continue;
                             }
+                            if let Some(fused) = micro.fused {
+                                if let Some(epi) = sink.fused(bi, i * mr, j * nr) {
+                                    fused(k, apan, a_rs, a_ps, bpan, b_step, &epi);
+                                    continue;
+                                }
+                            }
                         }
-                        ker(k, apan, a_rs, a_ps, bpan, tile.as_mut_ptr(), nr, false);
+                        ker(
+                            k,
+                            apan,
+                            a_rs,
+                            a_ps,
+                            bpan,
+                            b_step,
+                            tile.as_mut_ptr(),
+                            nr,
+                            false,
+                        );
                         sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
                     }
                 }

@@ -324,6 +324,7 @@ unsafe fn recurrent_product(
             h as isize,
             1,
             r.panel(j).as_ptr(),
+            nr as isize,
             dst,
             ldt,
             false,
