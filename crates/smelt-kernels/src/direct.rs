@@ -8,6 +8,7 @@
 
 use crate::buf::with_scratch;
 use crate::conv::Conv2d;
+use crate::epilogue::TileEpi;
 use crate::gemm::TileSink;
 use crate::pool::ThreadPool;
 use crate::prepack::{packed, Floats};
@@ -20,6 +21,15 @@ use crate::Kernels;
 /// # Safety
 /// Every float read must be readable; the tile holds `mr * nr` floats.
 pub type DirectFn = unsafe fn(usize, *const isize, *const f32, *const f32, *mut f32);
+
+/// A direct micro-kernel that finishes its full `mr x nr` tile with a fused epilogue in
+/// registers and stores it straight to the destination (see
+/// [`crate::gemm::micro::FusedFn`]): `(taps, tap offsets, input base, weight panel,
+/// epilogue)`.
+///
+/// # Safety
+/// As for [`DirectFn`], with the epilogue's pointers covering the whole tile.
+pub type DirectFusedFn = unsafe fn(usize, *const isize, *const f32, *const f32, &TileEpi);
 
 /// Weights packed for the direct kernel: panels of `mr` output channels, each `taps x mr`.
 #[derive(Clone, Debug)]
@@ -237,6 +247,14 @@ pub unsafe fn direct_conv(
                     for p in pbk * pb..((pbk + 1) * pb).min(panels) {
                         let wp = w.data.as_slice().as_ptr().add(p * taps * mr);
                         let rows = mr.min(w.co - p * mr);
+                        if rows == mr && cols == nr {
+                            if let Some(fused) = kern.direct_fused {
+                                if let Some(epi) = sink.fused(b, p * mr, y * g.ow + x0) {
+                                    fused(taps, offs.as_ptr(), base.add(x0), wp, &epi);
+                                    continue;
+                                }
+                            }
+                        }
                         ker(taps, offs.as_ptr(), base.add(x0), wp, tile.as_mut_ptr());
                         sink.tile(
                             b,
@@ -295,6 +313,8 @@ pub mod portable {
 /// The AVX2 (6 x 16) and AVX-512 (6 x 32) direct kernels.
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
+    use crate::epilogue::TileEpi;
+    use crate::simd::{Y8, Z16};
     use std::arch::x86_64::*;
 
     /// See [`super::DirectFn`] (AVX2+FMA CPUs only).
@@ -309,6 +329,41 @@ pub mod x86 {
         w: *const f32,
         t: *mut f32,
     ) {
+        let (c0, c1) = avx2_taps(k, offs, base, w);
+        for r in 0..6 {
+            _mm256_storeu_ps(t.add(r * 16), c0[r]);
+            _mm256_storeu_ps(t.add(r * 16 + 8), c1[r]);
+        }
+    }
+
+    /// See [`super::DirectFusedFn`] (AVX2+FMA CPUs only).
+    ///
+    /// # Safety
+    /// See [`super::DirectFusedFn`]; the CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn direct_avx2_fused(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+        epi: &TileEpi,
+    ) {
+        epi.prefetch(6, 16);
+        let (c0, c1) = avx2_taps(k, offs, base, w);
+        for r in 0..6 {
+            epi.apply(r, 0, Y8(c0[r]));
+            epi.apply(r, 8, Y8(c1[r]));
+        }
+    }
+
+    /// The AVX2 tile's sums over its taps.
+    #[inline(always)]
+    unsafe fn avx2_taps(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+    ) -> ([__m256; 6], [__m256; 6]) {
         let mut c0 = [_mm256_setzero_ps(); 6];
         let mut c1 = [_mm256_setzero_ps(); 6];
         // Four taps per iteration, as the GEMM micro-kernel (Zen 3 sustains more of its
@@ -339,10 +394,7 @@ pub mod x86 {
                 c1[r] = _mm256_fmadd_ps(wv, x1, c1[r]);
             }
         }
-        for r in 0..6 {
-            _mm256_storeu_ps(t.add(r * 16), c0[r]);
-            _mm256_storeu_ps(t.add(r * 16 + 8), c1[r]);
-        }
+        (c0, c1)
     }
 
     /// Output channels of the AVX-512 tile: 8 x 32 pixels, 16 zmm accumulators, so each
@@ -361,6 +413,41 @@ pub mod x86 {
         w: *const f32,
         t: *mut f32,
     ) {
+        let (c0, c1) = avx512_taps(k, offs, base, w);
+        for r in 0..AVX512_DIRECT_MR {
+            _mm512_storeu_ps(t.add(r * 32), c0[r]);
+            _mm512_storeu_ps(t.add(r * 32 + 16), c1[r]);
+        }
+    }
+
+    /// See [`super::DirectFusedFn`] (AVX-512 CPUs only).
+    ///
+    /// # Safety
+    /// See [`super::DirectFusedFn`]; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub unsafe fn direct_avx512_fused(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+        epi: &TileEpi,
+    ) {
+        epi.prefetch(AVX512_DIRECT_MR, 32);
+        let (c0, c1) = avx512_taps(k, offs, base, w);
+        for r in 0..AVX512_DIRECT_MR {
+            epi.apply(r, 0, Z16(c0[r]));
+            epi.apply(r, 16, Z16(c1[r]));
+        }
+    }
+
+    /// The AVX-512 tile's sums over its taps.
+    #[inline(always)]
+    unsafe fn avx512_taps(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+    ) -> ([__m512; AVX512_DIRECT_MR], [__m512; AVX512_DIRECT_MR]) {
         const R: usize = AVX512_DIRECT_MR;
         let mut c0 = [_mm512_setzero_ps(); R];
         let mut c1 = [_mm512_setzero_ps(); R];
@@ -375,10 +462,7 @@ pub mod x86 {
                 c1[r] = _mm512_fmadd_ps(wv, x1, c1[r]);
             }
         }
-        for r in 0..R {
-            _mm512_storeu_ps(t.add(r * 32), c0[r]);
-            _mm512_storeu_ps(t.add(r * 32 + 16), c1[r]);
-        }
+        (c0, c1)
     }
 }
 
@@ -480,4 +564,104 @@ mod tests {
     }
 
     isa_tests!(direct_convolution, check);
+
+    /// Delegates tiles to a sink but never offers the fused kernel its epilogue.
+    struct ScratchOnly<'a>(&'a dyn TileSink);
+
+    impl TileSink for ScratchOnly<'_> {
+        fn tile(
+            &self,
+            b: usize,
+            i0: usize,
+            j0: usize,
+            rows: usize,
+            cols: usize,
+            t: &mut [f32],
+            ld: usize,
+        ) {
+            self.0.tile(b, i0, j0, rows, cols, t, ld)
+        }
+    }
+
+    /// Full tiles finished in registers give the bits of tiles finished from scratch.
+    fn fused_matches_scratch(kern: &Kernels) {
+        use crate::epilogue::{Act, Fused, FusedSink, RowMajor, Vector};
+        let (c, h, w, co) = (5, 9, 2 * kern.micro.nr + 7, 2 * kern.direct_mr + 3);
+        let g = Conv2d {
+            c,
+            h,
+            w,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            dh: 1,
+            dw: 1,
+            ph: 1,
+            pw: 1,
+            oh: h,
+            ow: w,
+        };
+        let x = rand_vec(c * h * w, 3);
+        let wt = rand_vec(co * g.k(), 4);
+        let bias = rand_vec(co, 5);
+        let res = rand_vec(co * h * w, 6);
+        let dw = DirectWeights::new(kern, co, g.k(), &wt);
+        let input = DirectInput {
+            x: x.as_ptr(),
+            batch: &[0],
+            strides: [(h * w) as isize, w as isize, 1],
+        };
+        for (act1, with_res) in [(Act::Silu, false), (Act::Relu, true)] {
+            let run = |fused: bool| {
+                let mut out = vec![f32::NAN; co * h * w];
+                let sink = FusedSink {
+                    epi: Fused {
+                        alpha: 1.0,
+                        row_bias: Some(Vector {
+                            ptr: bias.as_ptr(),
+                            batch: &[0],
+                            step: 1,
+                        }),
+                        col_bias: None,
+                        act1,
+                        scale: None,
+                        shift: None,
+                        residual: with_res.then(|| RowMajor {
+                            ptr: res.as_ptr() as *mut f32,
+                            batch: &[0],
+                            rs: (h * w) as isize,
+                        }),
+                        act2: Act::None,
+                        out: RowMajor {
+                            ptr: out.as_mut_ptr(),
+                            batch: &[0],
+                            rs: (h * w) as isize,
+                        },
+                    },
+                    finish: kern.finish,
+                };
+                let pool = crate::pool::global();
+                unsafe {
+                    if fused {
+                        direct_conv(kern, pool, 1, &g, 1, &input, &dw, &sink);
+                    } else {
+                        direct_conv(kern, pool, 1, &g, 1, &input, &dw, &ScratchOnly(&sink));
+                    }
+                }
+                out
+            };
+            let (got, want) = (run(true), run(false));
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{} {act1:?} [{i}]: {a} vs {b}",
+                    kern.isa
+                );
+            }
+        }
+    }
+
+    isa_tests!(fused_direct_same_bits, fused_matches_scratch);
 }

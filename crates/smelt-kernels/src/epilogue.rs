@@ -681,7 +681,13 @@ mod tests {
             batch: &[0],
             step: 1,
         };
-        for act1 in [Act::None, Act::Relu, Act::Gelu, Act::Silu, Act::Clip(-0.5, 0.25)] {
+        for act1 in [
+            Act::None,
+            Act::Relu,
+            Act::Gelu,
+            Act::Silu,
+            Act::Clip(-0.5, 0.25),
+        ] {
             for (act2, with_res, row) in [(Act::None, false, true), (Act::Relu, true, false)] {
                 for packed in [true, false] {
                     let run = |fused: bool| {
@@ -742,5 +748,8 @@ mod tests {
         }
     }
 
-    isa_tests!(register_epilogue_same_bits, register_epilogue_matches_scratch);
+    isa_tests!(
+        register_epilogue_same_bits,
+        register_epilogue_matches_scratch
+    );
 }

@@ -52,6 +52,9 @@ pub struct Kernels {
     pub strided_copy: conv::StridedCopyFn,
     /// The direct convolution micro-kernel.
     pub direct: direct::DirectFn,
+    /// The direct kernel finishing a full tile with its fused epilogue, where the ISA has
+    /// one.
+    pub direct_fused: Option<direct::DirectFusedFn>,
     /// Output channels of the direct kernel's tile (its pixels are `micro.nr`).
     pub direct_mr: usize,
     /// Winograd F(4x4, 3x3) transforms: input, output, and tiles per call.
@@ -87,6 +90,7 @@ impl Kernels {
             strided_copy: conv::portable::strided_copy,
             pool: pooling::portable::pool,
             direct: direct::portable::direct,
+            direct_fused: None,
             direct_mr: gemm::micro::PORTABLE_MR,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
             finish: epilogue::portable::finish,
@@ -108,6 +112,7 @@ impl Kernels {
                 strided_copy: conv::x86::strided_copy_avx2,
                 pool: pooling::x86::pool_avx2,
                 direct: direct::x86::direct_avx2,
+                direct_fused: Some(direct::x86::direct_avx2_fused),
                 direct_mr: 6,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 finish: epilogue::x86::finish_avx2,
@@ -127,6 +132,7 @@ impl Kernels {
                 strided_copy: conv::x86::strided_copy_avx512,
                 pool: pooling::x86::pool_avx512,
                 direct: direct::x86::direct_avx512,
+                direct_fused: Some(direct::x86::direct_avx512_fused),
                 direct_mr: direct::x86::AVX512_DIRECT_MR,
                 winograd: (
                     winograd::x86::input_avx512,
