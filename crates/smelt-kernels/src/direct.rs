@@ -9,7 +9,7 @@
 use crate::buf::with_scratch;
 use crate::conv::Conv2d;
 use crate::epilogue::TileEpi;
-use crate::gemm::TileSink;
+use crate::gemm::{PanelSource, TileSink};
 use crate::pool::ThreadPool;
 use crate::prepack::{packed, Floats};
 use crate::Kernels;
@@ -124,6 +124,165 @@ impl PadLayout {
     }
 }
 
+/// Each tap's offset into one batch's padded, phase-split input: tap `(ci, ky, kx)` of
+/// output `(y, x)` reads `offs[tap] + y * sh * wph + x`.
+fn tap_offsets(g: &Conv2d, pl: &PadLayout) -> Vec<isize> {
+    let mut offs = vec![0isize; g.k()];
+    for ci in 0..g.c {
+        for ky in 0..g.kh {
+            for kx in 0..g.kw {
+                let col = kx * g.dw;
+                let (phase, c) = (col % g.sw, col / g.sw);
+                offs[(ci * g.kh + ky) * g.kw + kx] =
+                    (phase * pl.phase + ci * pl.hp * pl.wph + ky * g.dh * pl.wph + c) as isize;
+            }
+        }
+    }
+    offs
+}
+
+/// Fills `buf` (`batches * pl.batch` floats) with the padded, phase-split copies of the
+/// input, one (batch, channel) plane per task: only the phases and padded rows some tap
+/// reads.
+///
+/// # Safety
+/// As for [`direct_conv`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn pad_input(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    batches: usize,
+    input: &DirectInput,
+    pl: &PadLayout,
+    buf: &mut [f32],
+) {
+    let [cs, rs, es] = input.strides;
+    let phase_used: Vec<bool> = (0..g.sw)
+        .map(|p| (0..g.kw).any(|kx| (kx * g.dw) % g.sw == p))
+        .collect();
+    let row_used: Vec<bool> = (0..pl.hp)
+        .map(|py| {
+            (0..g.kh).any(|ky| {
+                py >= ky * g.dh
+                    && (py - ky * g.dh).is_multiple_of(g.sh)
+                    && (py - ky * g.dh) / g.sh < g.oh
+            })
+        })
+        .collect();
+    let bp = Shared(buf.as_mut_ptr());
+    pool.run(threads, batches * g.c, &|t| {
+        let _ = &bp;
+        let (b, ci) = (t / g.c, t % g.c);
+        let src = input.x.offset(input.batch[b] + ci as isize * cs);
+        for phase in (0..g.sw).filter(|&p| phase_used[p]) {
+            let dst =
+                bp.0.add(b * pl.batch + phase * pl.phase + ci * pl.hp * pl.wph);
+            for py in (0..pl.hp).filter(|&r| row_used[r]) {
+                let iy = py as isize - g.ph as isize;
+                let row = std::slice::from_raw_parts_mut(dst.add(py * pl.wph), pl.wph);
+                if iy < 0 || iy >= g.h as isize {
+                    row.fill(0.0);
+                    continue;
+                }
+                let srow = src.offset(iy * rs);
+                // Padded column j * sw + phase is input column (that) - pw: the columns
+                // j in [lo, hi) are inside the row, the others padding.
+                let sw = g.sw as isize;
+                let ix0 = phase as isize - g.pw as isize;
+                let (lo, hi) = crate::conv::in_row(ix0, g.sw, g.w, pl.wph);
+                row[..lo].fill(0.0);
+                row[hi..].fill(0.0);
+                let first = ix0 + lo as isize * sw;
+                if sw == 1 && es == 1 {
+                    row[lo..hi]
+                        .copy_from_slice(std::slice::from_raw_parts(srow.offset(first), hi - lo));
+                } else {
+                    // Floats from the row's column `first` to its last element.
+                    let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
+                    (kern.strided_copy)(srow.offset(first * es), sw * es, avail, &mut row[lo..hi]);
+                }
+            }
+        }
+    });
+}
+
+/// The im2col matrix of a convolution (`k x pixels` per batch) served from a padded,
+/// phase-split copy of its input: every tap row of a panel is a few contiguous copies, with
+/// no padding or stride to handle per element.
+pub struct PaddedIm2col {
+    base: *const f32,
+    batch: usize,
+    offs: Vec<isize>,
+    row_step: usize,
+    ow: usize,
+}
+
+// SAFETY: the padded copy is only read while products use it.
+unsafe impl Sync for PaddedIm2col {}
+
+impl PanelSource for PaddedIm2col {
+    fn pack(&self, batch: usize, j0: usize, cols: usize, k: usize, nr: usize, out: &mut [f32]) {
+        debug_assert_eq!(k, self.offs.len());
+        // The panel's pixels as runs within one output row: (first column, start offset).
+        let mut runs = [(0usize, 0usize, 0isize); 72];
+        let mut nruns = 0;
+        let mut j = 0;
+        while j < cols && nruns < runs.len() {
+            let p = j0 + j;
+            let (y, x0) = (p / self.ow, p % self.ow);
+            let len = (self.ow - x0).min(cols - j);
+            runs[nruns] = (
+                j,
+                len,
+                (batch * self.batch + y * self.row_step + x0) as isize,
+            );
+            nruns += 1;
+            j += len;
+        }
+        let runs = &runs[..nruns];
+        for (dst, &off) in out[..k * nr].chunks_exact_mut(nr).zip(&self.offs) {
+            for &(jj, len, at) in runs {
+                // SAFETY: every tap of every output pixel lies in the padded copy.
+                let src = unsafe { std::slice::from_raw_parts(self.base.offset(at + off), len) };
+                crate::buf::copy_short(&mut dst[jj..jj + len], src);
+            }
+            dst[cols..].fill(0.0);
+        }
+    }
+}
+
+/// Runs `f` with the im2col matrix of `batches` images served from a padded, phase-split
+/// copy of the input made here (in this thread's scratch).
+///
+/// # Safety
+/// As for [`direct_conv`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn with_padded_im2col<R>(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    batches: usize,
+    input: &DirectInput,
+    f: impl FnOnce(&PaddedIm2col) -> R,
+) -> R {
+    // Copies take exactly a run's columns, so rows need no slack past the last pixel.
+    let pl = PadLayout::new(g, 1);
+    with_scratch(batches * pl.batch, |buf| {
+        pad_input(kern, pool, threads, g, batches, input, &pl, buf);
+        let src = PaddedIm2col {
+            base: buf.as_ptr(),
+            batch: pl.batch,
+            offs: tap_offsets(g, &pl),
+            row_step: g.sh * pl.wph,
+            ow: g.ow,
+        };
+        f(&src)
+    })
+}
+
 /// Runs the convolution of `batches` images (or image groups) with `w`, handing each finished
 /// `mr x nr` tile to `sink` as batch `b`, rows = output channels, columns = output pixels
 /// (`y * ow + x`).
@@ -150,76 +309,11 @@ pub unsafe fn direct_conv(
     debug_assert_eq!(w.taps, g.k());
     let pl = PadLayout::new(g, nr);
     let taps = g.k();
-    // Tap offsets into one batch's padded, phase-split input.
-    let mut offs = vec![0isize; taps];
-    for ci in 0..g.c {
-        for ky in 0..g.kh {
-            for kx in 0..g.kw {
-                let col = kx * g.dw;
-                let (phase, c) = (col % g.sw, col / g.sw);
-                offs[(ci * g.kh + ky) * g.kw + kx] =
-                    (phase * pl.phase + ci * pl.hp * pl.wph + ky * g.dh * pl.wph + c) as isize;
-            }
-        }
-    }
-    let [cs, rs, es] = input.strides;
-    // Only the phases and padded rows some tap reads are filled.
-    let phase_used: Vec<bool> = (0..g.sw)
-        .map(|p| (0..g.kw).any(|kx| (kx * g.dw) % g.sw == p))
-        .collect();
-    let row_used: Vec<bool> = (0..pl.hp)
-        .map(|py| {
-            (0..g.kh).any(|ky| {
-                py >= ky * g.dh
-                    && (py - ky * g.dh).is_multiple_of(g.sh)
-                    && (py - ky * g.dh) / g.sh < g.oh
-            })
-        })
-        .collect();
+    let offs = tap_offsets(g, &pl);
     with_scratch(batches * pl.batch, |buf| {
         let bp = Shared(buf.as_mut_ptr());
         // Phase 1: padded, phase-split copies, one (batch, channel) plane per task.
-        pool.run(threads, batches * g.c, &|t| {
-            let _ = &bp;
-            let (b, ci) = (t / g.c, t % g.c);
-            let src = input.x.offset(input.batch[b] + ci as isize * cs);
-            for phase in (0..g.sw).filter(|&p| phase_used[p]) {
-                let dst =
-                    bp.0.add(b * pl.batch + phase * pl.phase + ci * pl.hp * pl.wph);
-                for py in (0..pl.hp).filter(|&r| row_used[r]) {
-                    let iy = py as isize - g.ph as isize;
-                    let row = std::slice::from_raw_parts_mut(dst.add(py * pl.wph), pl.wph);
-                    if iy < 0 || iy >= g.h as isize {
-                        row.fill(0.0);
-                        continue;
-                    }
-                    let srow = src.offset(iy * rs);
-                    // Padded column j * sw + phase is input column (that) - pw: the columns
-                    // j in [lo, hi) are inside the row, the others padding.
-                    let sw = g.sw as isize;
-                    let ix0 = phase as isize - g.pw as isize;
-                    let (lo, hi) = crate::conv::in_row(ix0, g.sw, g.w, pl.wph);
-                    row[..lo].fill(0.0);
-                    row[hi..].fill(0.0);
-                    let first = ix0 + lo as isize * sw;
-                    if sw == 1 && es == 1 {
-                        row[lo..hi].copy_from_slice(std::slice::from_raw_parts(
-                            srow.offset(first),
-                            hi - lo,
-                        ));
-                    } else {
-                        // Floats from the row's column `first` to its last element.
-                        let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
-                        (kern.strided_copy)(
-                            srow.offset(first * es),
-                            sw * es,
-                            avail,
-                            &mut row[lo..hi],
-                        );
-                    }
-                }
-            }
-        });
+        pad_input(kern, pool, threads, g, batches, input, &pl, buf);
         // Phase 2: tiles. Tasks are (batch, block of channel panels, block of output
         // rows); within a task each tile position runs every panel of the block, so its
         // input stays in L1 while the block's weights (sized to half the L2) stream by.
@@ -664,4 +758,70 @@ mod tests {
     }
 
     isa_tests!(fused_direct_same_bits, fused_matches_scratch);
+
+    /// The padded im2col packs the panels the plain im2col view packs, at every panel
+    /// start and width, for strides, dilations, paddings and images narrower than a panel.
+    fn padded_im2col_matches_plain(kern: &Kernels) {
+        use crate::conv::Im2col;
+        for &(c, h, w, k, s, d, p) in &[
+            (3, 9, 40, 3, 2, 1, 1),
+            (2, 7, 5, 3, 1, 1, 1),
+            (4, 8, 8, 5, 1, 2, 4),
+            (3, 17, 33, 3, 3, 1, 0),
+            (2, 11, 9, 7, 2, 1, 3),
+            (5, 6, 70, 1, 2, 1, 0),
+        ] {
+            let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
+            let ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
+            let g = Conv2d {
+                c,
+                h,
+                w,
+                kh: k,
+                kw: k,
+                sh: s,
+                sw: s,
+                dh: d,
+                dw: d,
+                ph: p,
+                pw: p,
+                oh,
+                ow,
+            };
+            let x = rand_vec(2 * c * h * w, 7);
+            let offsets = [0isize, (c * h * w) as isize];
+            let strides = [(h * w) as isize, w as isize, 1];
+            let plain = Im2col {
+                x: x.as_ptr(),
+                batch: &offsets,
+                strides,
+                geom: g,
+            };
+            let input = DirectInput {
+                x: x.as_ptr(),
+                batch: &offsets,
+                strides,
+            };
+            let pool = crate::pool::global();
+            unsafe {
+                with_padded_im2col(kern, pool, 2, &g, 2, &input, |padded| {
+                    let (kk, px) = (g.k(), oh * ow);
+                    for nr in [kern.micro.mr, kern.micro.nr] {
+                        for b in 0..2 {
+                            for j0 in (0..px).step_by(nr.min(7)) {
+                                let cols = nr.min(px - j0);
+                                let mut want = vec![f32::NAN; kk * nr];
+                                let mut got = vec![f32::NAN; kk * nr];
+                                plain.pack(b, j0, cols, kk, nr, &mut want);
+                                padded.pack(b, j0, cols, kk, nr, &mut got);
+                                assert_eq!(want, got, "{} {g:?} b{b} j0 {j0} nr {nr}", kern.isa);
+                            }
+                        }
+                    }
+                })
+            };
+        }
+    }
+
+    isa_tests!(padded_im2col_packs_like_plain, padded_im2col_matches_plain);
 }

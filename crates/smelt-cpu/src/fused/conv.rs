@@ -11,8 +11,8 @@ use smelt_ir::kernel::{Anchor, BufferKind, ConvAlgorithm, TensorRef};
 use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::buf::with_scratch;
-use smelt_kernels::conv::{Conv2d, Im2col};
-use smelt_kernels::direct::{direct_conv, DirectInput, DirectWeights};
+use smelt_kernels::conv::Conv2d;
+use smelt_kernels::direct::{direct_conv, with_padded_im2col, DirectInput, DirectWeights};
 use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{
     gemm, Batches, Gemm, Lhs, MatRef, Micro, PackedA, PackedB, Rhs, TileSink, Transposed,
@@ -454,72 +454,80 @@ impl ConvPlan {
                 let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
                 for (gi, pa) in packed.iter().enumerate() {
                     let offsets = group_offsets(gi);
-                    let im2col = Im2col {
-                        x,
-                        batch: &offsets,
-                        strides: [sc, sh, sw],
-                        geom: *g,
+                    let product = |rhs: Rhs| {
+                        let gm = Gemm {
+                            batch: self.images,
+                            m: self.mg,
+                            n: g.pixels(),
+                            k: g.k(),
+                            a: Lhs::Packed(pa),
+                            b: rhs,
+                        };
+                        self.finish_with(mem, ex, gi, |sink| {
+                            gemm(ex.kern, ex.pool, threads, &gm, sink)
+                        });
                     };
-                    let rhs = if pointwise {
-                        Rhs::Strided(
+                    if pointwise {
+                        product(Rhs::Strided(
                             MatRef {
                                 ptr: x,
                                 rs: sc,
                                 cs: sw,
                             },
                             Batches::Table(&offsets),
-                        )
+                        ));
                     } else {
-                        Rhs::Panels(&im2col)
-                    };
-                    let gm = Gemm {
-                        batch: self.images,
-                        m: self.mg,
-                        n: g.pixels(),
-                        k: g.k(),
-                        a: Lhs::Packed(pa),
-                        b: rhs,
-                    };
-                    self.finish_with(mem, ex, gi, |sink| {
-                        gemm(ex.kern, ex.pool, threads, &gm, sink)
-                    });
+                        let input = DirectInput {
+                            x,
+                            batch: &offsets,
+                            strides: [sc, sh, sw],
+                        };
+                        let (kern, pool) = (ex.kern, ex.pool);
+                        with_padded_im2col(kern, pool, threads, g, self.images, &input, |src| {
+                            product(Rhs::Panels(src))
+                        });
+                    }
                 }
             }
             Method::GemmPixelRows(packed) => {
                 let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
                 for (gi, pb) in packed.iter().enumerate() {
                     let offsets = group_offsets(gi);
-                    let im2col = Im2col {
-                        x,
-                        batch: &offsets,
-                        strides: [sc, sh, sw],
-                        geom: *g,
-                    };
                     // A = the im2col view transposed (pixels x taps): a pointwise input is
                     // that matrix already, read with the pixel step along its rows.
-                    let lhs = if pointwise {
-                        Lhs::Strided(
+                    let product = |lhs: Lhs| {
+                        let gm = Gemm {
+                            batch: self.images,
+                            m: g.pixels(),
+                            n: self.mg,
+                            k: g.k(),
+                            a: lhs,
+                            b: Rhs::Packed(pb),
+                        };
+                        self.finish_with(mem, ex, gi, |sink| {
+                            gemm(ex.kern, ex.pool, threads, &gm, &Transposed(sink))
+                        });
+                    };
+                    if pointwise {
+                        product(Lhs::Strided(
                             MatRef {
                                 ptr: x,
                                 rs: sw,
                                 cs: sc,
                             },
                             Batches::Table(&offsets),
-                        )
+                        ));
                     } else {
-                        Lhs::Panels(&im2col)
-                    };
-                    let gm = Gemm {
-                        batch: self.images,
-                        m: g.pixels(),
-                        n: self.mg,
-                        k: g.k(),
-                        a: lhs,
-                        b: Rhs::Packed(pb),
-                    };
-                    self.finish_with(mem, ex, gi, |sink| {
-                        gemm(ex.kern, ex.pool, threads, &gm, &Transposed(sink))
-                    });
+                        let input = DirectInput {
+                            x,
+                            batch: &offsets,
+                            strides: [sc, sh, sw],
+                        };
+                        let (kern, pool) = (ex.kern, ex.pool);
+                        with_padded_im2col(kern, pool, threads, g, self.images, &input, |src| {
+                            product(Lhs::Panels(src))
+                        });
+                    }
                 }
             }
         }
