@@ -204,6 +204,26 @@ unsafe fn output_tiles<V: Vf>(
     ld: usize,
     n: usize,
 ) {
+    let mut lanes = [0f32; 16];
+    output_rows::<V>(src, pstride, tstride, |r, o| {
+        for (c, v) in o.iter().enumerate() {
+            v.store(lanes.as_mut_ptr());
+            for (l, &x) in lanes[..n].iter().enumerate() {
+                *dst.offset(*idx.add(l) as isize + (r * ld + c) as isize) = x;
+            }
+        }
+    });
+}
+
+/// The output transform of `V::LANES` tiles up to its 4 x 4 outputs: `emit(r, o)` takes
+/// row `r` of every tile, `o[c]` holding column `c` of each lane's tile.
+#[inline(always)]
+unsafe fn output_rows<V: Vf>(
+    src: *const f32,
+    pstride: usize,
+    tstride: usize,
+    mut emit: impl FnMut(usize, [V; 4]),
+) {
     let mut m = [[V::splat(0.0); 6]; 6];
     for (i, row) in m.iter_mut().enumerate() {
         for (j, v) in row.iter_mut().enumerate() {
@@ -222,15 +242,8 @@ unsafe fn output_tiles<V: Vf>(
             t[i][j] = c[i];
         }
     }
-    let mut lanes = [0f32; 16];
     for (r, row) in t.iter().enumerate() {
-        let o = at(*row);
-        for (c, v) in o.iter().enumerate() {
-            v.store(lanes.as_mut_ptr());
-            for (l, &x) in lanes[..n].iter().enumerate() {
-                *dst.offset(*idx.add(l) as isize + (r * ld + c) as isize) = x;
-            }
-        }
+        emit(r, at(*row));
     }
 }
 
@@ -283,6 +296,7 @@ pub mod portable {
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use crate::simd::{Y8, Z16};
+    use std::arch::x86_64::*;
 
     /// See [`super::InputFn`] (AVX2 CPUs only).
     ///
@@ -346,7 +360,51 @@ pub mod x86 {
         ld: usize,
         n: usize,
     ) {
-        super::output_tiles::<Z16>(src, ps, ts, dst, idx, ld, n)
+        if n < 16 {
+            return super::output_tiles::<Z16>(src, ps, ts, dst, idx, ld, n);
+        }
+        // Sixteen tiles: each output row's four columns are transposed in registers to one
+        // 4-float vector per tile, stored whole (not sixty-four scalar stores).
+        super::output_rows::<Z16>(src, ps, ts, |r, o| {
+            let (c0, c1, c2, c3) = (o[0].0, o[1].0, o[2].0, o[3].0);
+            // Per 128-bit lane q: lo01 = [c0 t4q, c1 t4q, c0 t4q+1, c1 t4q+1], and so on.
+            let lo01 = _mm512_unpacklo_ps(c0, c1);
+            let hi01 = _mm512_unpackhi_ps(c0, c1);
+            let lo23 = _mm512_unpacklo_ps(c2, c3);
+            let hi23 = _mm512_unpackhi_ps(c2, c3);
+            // Tile 4q + k's four columns in 128-bit lane q of v[k].
+            let v = [
+                _mm512_castpd_ps(_mm512_unpacklo_pd(
+                    _mm512_castps_pd(lo01),
+                    _mm512_castps_pd(lo23),
+                )),
+                _mm512_castpd_ps(_mm512_unpackhi_pd(
+                    _mm512_castps_pd(lo01),
+                    _mm512_castps_pd(lo23),
+                )),
+                _mm512_castpd_ps(_mm512_unpacklo_pd(
+                    _mm512_castps_pd(hi01),
+                    _mm512_castps_pd(hi23),
+                )),
+                _mm512_castpd_ps(_mm512_unpackhi_pd(
+                    _mm512_castps_pd(hi01),
+                    _mm512_castps_pd(hi23),
+                )),
+            ];
+            let row = dst.add(r * ld);
+            macro_rules! lane {
+                ($q:literal) => {
+                    for (k, vk) in v.iter().enumerate() {
+                        let at = row.offset(*idx.add(4 * $q + k) as isize);
+                        _mm_storeu_ps(at, _mm512_extractf32x4_ps::<$q>(*vk));
+                    }
+                };
+            }
+            lane!(0);
+            lane!(1);
+            lane!(2);
+            lane!(3);
+        })
     }
 }
 
@@ -430,13 +488,18 @@ pub unsafe fn winograd_conv(
                     continue;
                 }
                 let srow = src.offset(iy * rs);
-                for (px, v) in row.iter_mut().enumerate() {
-                    let ix = px as isize - g.pw as isize;
-                    *v = if ix >= 0 && ix < g.w as isize {
-                        *srow.offset(ix * es)
-                    } else {
-                        0.0
-                    };
+                // Padded columns [lo, hi) hold the input row, the others zeros.
+                let (lo, hi) = crate::conv::in_row(-(g.pw as isize), 1, g.w, wp);
+                row[..lo].fill(0.0);
+                row[hi..].fill(0.0);
+                let first = lo as isize - g.pw as isize;
+                if es == 1 {
+                    row[lo..hi]
+                        .copy_from_slice(std::slice::from_raw_parts(srow.offset(first), hi - lo));
+                } else {
+                    for (t, v) in row[lo..hi].iter_mut().enumerate() {
+                        *v = *srow.offset((first + t as isize) * es);
+                    }
                 }
             }
             // V[b][k][c][tile].
@@ -514,9 +577,15 @@ pub unsafe fn winograd_conv(
                         n,
                     );
                 }
-                for oy in 0..g.oh {
-                    let row = &mut plane_out[oy * out_ld..oy * out_ld + g.ow];
-                    sink.tile(b, o, oy * g.ow, 1, g.ow, row, out_ld);
+                if out_ld == g.ow {
+                    // Whole tile rows: the plane is the channel's output row, one call.
+                    let px = g.oh * g.ow;
+                    sink.tile(b, o, 0, 1, px, &mut plane_out[..px], px);
+                } else {
+                    for oy in 0..g.oh {
+                        let row = &mut plane_out[oy * out_ld..oy * out_ld + g.ow];
+                        sink.tile(b, o, oy * g.ow, 1, g.ow, row, out_ld);
+                    }
                 }
             });
         });
