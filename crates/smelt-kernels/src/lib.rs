@@ -59,6 +59,8 @@ pub struct Kernels {
     pub direct_mr: usize,
     /// Winograd F(4x4, 3x3) transforms: input, output, and tiles per call.
     pub winograd: (winograd::InputFn, winograd::OutputFn, usize),
+    /// The Winograd output transform of one tile over a block of `winograd.2` channels.
+    pub winograd_output_channels: winograd::OutputChannelsFn,
     /// One channel of max or average pooling.
     pub pool: pooling::PoolFn,
     /// One LSTM step's gates over a block of batch rows.
@@ -93,6 +95,7 @@ impl Kernels {
             direct_fused: None,
             direct_mr: gemm::micro::PORTABLE_MR,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
+            winograd_output_channels: winograd::portable::output_channels,
             finish: epilogue::portable::finish,
             lstm_cell: recurrent::cell_portable,
         };
@@ -115,6 +118,7 @@ impl Kernels {
                 direct_fused: Some(direct::x86::direct_avx2_fused),
                 direct_mr: 6,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
+                winograd_output_channels: winograd::x86::output_channels_avx2,
                 finish: epilogue::x86::finish_avx2,
                 lstm_cell: recurrent::x86::cell_avx2,
             },
@@ -139,6 +143,7 @@ impl Kernels {
                     winograd::x86::output_avx512,
                     16,
                 ),
+                winograd_output_channels: winograd::x86::output_channels_avx512,
                 finish: epilogue::x86::finish_avx512,
                 lstm_cell: recurrent::x86::cell_avx512,
             },

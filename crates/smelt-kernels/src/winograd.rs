@@ -247,6 +247,32 @@ unsafe fn output_rows<V: Vf>(
     }
 }
 
+/// The output transform of one tile over `V::LANES` channels (the tiles-as-rows layout,
+/// where a tile's channels are contiguous): point `k` of channel `o0 + l` at
+/// `src + k * pstride + l`; its 4 x 4 outputs to `dst + l * plane + r * ld + c`.
+#[inline(always)]
+unsafe fn output_channels<V: Vf>(
+    src: *const f32,
+    pstride: usize,
+    dst: *mut f32,
+    plane: usize,
+    ld: usize,
+) {
+    let mut lanes = [0f32; 16];
+    output_rows::<V>(src, pstride, 1, |r, o| {
+        for (c, v) in o.iter().enumerate() {
+            v.store(lanes.as_mut_ptr());
+            for (l, &x) in lanes[..V::LANES].iter().enumerate() {
+                *dst.add(l * plane + r * ld + c) = x;
+            }
+        }
+    });
+}
+
+/// The output transform of one tile over a block of channels (see `output_channels`):
+/// `(src, pstride, dst, plane, ld)`, as many channels as the ISA's transform lanes.
+pub type OutputChannelsFn = unsafe fn(*const f32, usize, *mut f32, usize, usize);
+
 /// The input transform of one ISA (see `input_tiles`): `(src, idx, ld, dst, pstride, n)`.
 pub type InputFn = unsafe fn(*const f32, *const i32, usize, *mut f32, usize, usize);
 /// The output transform of one ISA (see `output_tiles`):
@@ -290,6 +316,20 @@ pub mod portable {
     ) {
         super::output_tiles::<f32>(src, ps, ts, dst, idx, ld, n)
     }
+
+    /// See [`super::OutputChannelsFn`] (one channel).
+    ///
+    /// # Safety
+    /// The tile's points and outputs must be in bounds.
+    pub unsafe fn output_channels(
+        src: *const f32,
+        ps: usize,
+        dst: *mut f32,
+        plane: usize,
+        ld: usize,
+    ) {
+        super::output_channels::<f32>(src, ps, dst, plane, ld)
+    }
 }
 
 /// The AVX2 (8 tiles) and AVX-512 (16 tiles) transforms.
@@ -330,6 +370,70 @@ pub mod x86 {
     ) {
         super::output_tiles::<Y8>(src, ps, ts, dst, idx, ld, n)
     }
+
+    /// See [`super::OutputChannelsFn`] (8 channels; AVX2+FMA CPUs only).
+    ///
+    /// # Safety
+    /// The tile's points and outputs must be in bounds; the CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn output_channels_avx2(
+        src: *const f32,
+        ps: usize,
+        dst: *mut f32,
+        plane: usize,
+        ld: usize,
+    ) {
+        super::output_channels::<Y8>(src, ps, dst, plane, ld)
+    }
+
+    /// See [`super::OutputChannelsFn`] (16 channels; AVX-512 CPUs only): each output row's
+    /// four columns are transposed in registers to one 4-float vector per channel.
+    ///
+    /// # Safety
+    /// The tile's points and outputs must be in bounds; the CPU has AVX-512.
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    pub unsafe fn output_channels_avx512(
+        src: *const f32,
+        ps: usize,
+        dst: *mut f32,
+        plane: usize,
+        ld: usize,
+    ) {
+        super::output_rows::<Z16>(src, ps, 1, |r, o| {
+            let v = transpose_columns(o);
+            let row = dst.add(r * ld);
+            macro_rules! lane {
+                ($q:literal) => {
+                    for (k, vk) in v.iter().enumerate() {
+                        let at = row.add((4 * $q + k) * plane);
+                        _mm_storeu_ps(at, _mm512_extractf32x4_ps::<$q>(*vk));
+                    }
+                };
+            }
+            lane!(0);
+            lane!(1);
+            lane!(2);
+            lane!(3);
+        })
+    }
+
+    /// Four vectors of 16 lanes (`o[c]` lane `l`) to four whose 128-bit lane `q` of `v[k]`
+    /// holds lane `4q + k`'s four values `o[0..4]`.
+    #[inline(always)]
+    unsafe fn transpose_columns(o: [Z16; 4]) -> [__m512; 4] {
+        let (c0, c1, c2, c3) = (o[0].0, o[1].0, o[2].0, o[3].0);
+        // Per 128-bit lane q: lo01 = [c0 l4q, c1 l4q, c0 l4q+1, c1 l4q+1], and so on.
+        let lo01 = _mm512_castps_pd(_mm512_unpacklo_ps(c0, c1));
+        let hi01 = _mm512_castps_pd(_mm512_unpackhi_ps(c0, c1));
+        let lo23 = _mm512_castps_pd(_mm512_unpacklo_ps(c2, c3));
+        let hi23 = _mm512_castps_pd(_mm512_unpackhi_ps(c2, c3));
+        [
+            _mm512_castpd_ps(_mm512_unpacklo_pd(lo01, lo23)),
+            _mm512_castpd_ps(_mm512_unpackhi_pd(lo01, lo23)),
+            _mm512_castpd_ps(_mm512_unpacklo_pd(hi01, hi23)),
+            _mm512_castpd_ps(_mm512_unpackhi_pd(hi01, hi23)),
+        ]
+    }
     /// See [`super::InputFn`] (AVX-512 CPUs only).
     ///
     /// # Safety
@@ -366,31 +470,8 @@ pub mod x86 {
         // Sixteen tiles: each output row's four columns are transposed in registers to one
         // 4-float vector per tile, stored whole (not sixty-four scalar stores).
         super::output_rows::<Z16>(src, ps, ts, |r, o| {
-            let (c0, c1, c2, c3) = (o[0].0, o[1].0, o[2].0, o[3].0);
-            // Per 128-bit lane q: lo01 = [c0 t4q, c1 t4q, c0 t4q+1, c1 t4q+1], and so on.
-            let lo01 = _mm512_unpacklo_ps(c0, c1);
-            let hi01 = _mm512_unpackhi_ps(c0, c1);
-            let lo23 = _mm512_unpacklo_ps(c2, c3);
-            let hi23 = _mm512_unpackhi_ps(c2, c3);
             // Tile 4q + k's four columns in 128-bit lane q of v[k].
-            let v = [
-                _mm512_castpd_ps(_mm512_unpacklo_pd(
-                    _mm512_castps_pd(lo01),
-                    _mm512_castps_pd(lo23),
-                )),
-                _mm512_castpd_ps(_mm512_unpackhi_pd(
-                    _mm512_castps_pd(lo01),
-                    _mm512_castps_pd(lo23),
-                )),
-                _mm512_castpd_ps(_mm512_unpacklo_pd(
-                    _mm512_castps_pd(hi01),
-                    _mm512_castps_pd(hi23),
-                )),
-                _mm512_castpd_ps(_mm512_unpackhi_pd(
-                    _mm512_castps_pd(hi01),
-                    _mm512_castps_pd(hi23),
-                )),
-            ];
+            let v = transpose_columns(o);
             let row = dst.add(r * ld);
             macro_rules! lane {
                 ($q:literal) => {
@@ -439,6 +520,7 @@ pub unsafe fn winograd_conv(
     sink: &dyn TileSink,
 ) {
     let (input_fn, output_fn, lanes) = kern.winograd;
+    let output_ch_fn = kern.winograd_output_channels;
     let (ty, tx) = (g.oh.div_ceil(4), g.ow.div_ceil(4));
     // Tiles are flattened (row-major), so narrow images do not waste lanes.
     let tiles = ty * tx;
@@ -559,10 +641,44 @@ pub unsafe fn winograd_conv(
         } else {
             (co * tpad, tpad, 1)
         };
-        // 3. Output transforms, one (batch, channel) plane per task; rows to the sink.
-        pool.run(threads, batches * co, &|t| {
+        // 3. Output transforms, one (batch, channel) plane per task; rows to the sink. With
+        // tiles as rows a tile's channels are contiguous: whole blocks of `lanes` channels
+        // go one tile at a time (no gathers), one task per (batch, block), the channels
+        // past the last whole block one by one below.
+        let blocks = if w.tiles_as_rows { co / lanes } else { 0 };
+        let plane_len = 4 * ty * out_ld;
+        let px = g.oh * g.ow;
+        pool.run(threads, batches * blocks, &|t| {
             let _ = &mp;
-            let (b, o) = (t / co, t % co);
+            let (b, o0) = (t / blocks, (t % blocks) * lanes);
+            let mb = mp.0.add(b * P * co * tpad + o0);
+            with_scratch(lanes * plane_len, |planes| {
+                for (tile, &at) in out_idx[..tiles].iter().enumerate() {
+                    output_ch_fn(
+                        mb.add(tile * co),
+                        pstride,
+                        planes.as_mut_ptr().add(at as usize),
+                        plane_len,
+                        out_ld,
+                    );
+                }
+                if out_ld == g.ow {
+                    // Whole tile rows: each plane is its channel's output row.
+                    sink.tile(b, o0, 0, lanes, px, planes, plane_len);
+                } else {
+                    for (l, plane) in planes.chunks_exact_mut(plane_len).enumerate() {
+                        for oy in 0..g.oh {
+                            let row = &mut plane[oy * out_ld..oy * out_ld + g.ow];
+                            sink.tile(b, o0 + l, oy * g.ow, 1, g.ow, row, out_ld);
+                        }
+                    }
+                }
+            });
+        });
+        let rest = co - blocks * lanes;
+        pool.run(threads, batches * rest, &|t| {
+            let _ = &mp;
+            let (b, o) = (t / rest, blocks * lanes + t % rest);
             let mb = mp.0.add(b * P * co * tpad + o * ostride);
             with_scratch(4 * ty * out_ld, |plane_out| {
                 for t0 in (0..tiles).step_by(lanes) {
@@ -607,6 +723,9 @@ mod tests {
             (5, 3, 13, 37, 0),
             (2, 9, 40, 6, 1),
             (3, 4, 36, 40, 1),
+            // Tiles as rows with whole blocks of channels and a rest, rows whole or not.
+            (3, 35, 12, 12, 1),
+            (2, 20, 10, 11, 1),
         ] {
             let oh = h + 2 * p - 2;
             let ow = w + 2 * p - 2;
