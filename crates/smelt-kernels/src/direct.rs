@@ -721,7 +721,7 @@ mod tests {
                         act1,
                         scale: None,
                         shift: None,
-                        residual: with_res.then(|| RowMajor {
+                        residual: with_res.then_some(RowMajor {
                             ptr: res.as_ptr() as *mut f32,
                             batch: &[0],
                             rs: (h * w) as isize,

@@ -604,7 +604,7 @@ pub unsafe fn gemm(
                         // A full panel of a row-major B is read in place by the
                         // micro-kernel, its rows a stride apart.
                         Rhs::Strided(b, bs) if b_inline && b.cs == 1 && cols == nr => {
-                            (b.offset(bs.at(bi)).ptr.add(j * nr) as *const f32, b.rs)
+                            (b.offset(bs.at(bi)).ptr.add(j * nr), b.rs)
                         }
                         Rhs::Strided(b, bs) if b_inline => {
                             pack_b_panel(b.offset(bs.at(bi)), j * nr, cols, k, nr, own);
