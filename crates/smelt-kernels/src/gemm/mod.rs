@@ -389,7 +389,10 @@ fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize)
 }
 
 /// Cache lines of the next packed B panel one tile may prefetch: more stalls the tile
-/// (ResNet-50's 7x7 layers, 1,800 lines a tile, ran slower).
+/// (ResNet-50's 7x7 layers, 1,800 lines a tile, ran slower). Intel CPUs only: on an
+/// Emerald Rapids Xeon it made MiniLM 2-3% faster, on Zen 5 its prefetches clogged the
+/// miss buffers its own stream prefetchers use (MiniLM 4-7% slower, a chain of ResNet-50's
+/// 14x14 Winograd layers, their weights from memory, 33%).
 const NEXT_PANEL_PREFETCH_LINES: usize = 256;
 
 /// Column panels a task must sweep before it packs its in-place A block (see `gemm`).
@@ -570,7 +573,7 @@ pub unsafe fn gemm(
             let next_panel_share = match g.b {
                 Rhs::Packed(_) | Rhs::PackedEach(_) => {
                     let share = (k * nr).div_ceil(i_hi - i_lo).next_multiple_of(16);
-                    if share <= NEXT_PANEL_PREFETCH_LINES * 16 {
+                    if share <= NEXT_PANEL_PREFETCH_LINES * 16 && crate::isa::is_intel() {
                         share
                     } else {
                         0
