@@ -519,34 +519,28 @@ pub unsafe fn winograd_conv(
     w: &WinogradWeights,
     sink: &dyn TileSink,
 ) {
-    let (input_fn, output_fn, lanes) = kern.winograd;
-    let output_ch_fn = kern.winograd_output_channels;
-    let (ty, tx) = (g.oh.div_ceil(4), g.ow.div_ceil(4));
+    let lanes = kern.winograd.2;
     // Tiles are flattened (row-major), so narrow images do not waste lanes.
-    let tiles = ty * tx;
-    let tpad = tiles.div_ceil(lanes) * lanes;
-    let (ci, co) = (w.ci, w.co);
+    let (ty, tx) = (g.oh.div_ceil(4), g.ow.div_ceil(4));
+    let ci = w.ci;
     // Padded input: rows 4 ty + 2, columns 4 tx + 2 (zeros outside the input).
     let (hp, wp) = (4 * ty + 2, 4 * tx + 2);
     let plane = hp * wp;
     let pin_len = batches * ci * plane;
-    let v_len = batches * P * ci * tpad;
-    let m_len = batches * P * co * tpad;
-    // Each tile's top-left offset in the padded input and in an output plane (4 tx wide);
-    // the padding lanes repeat the last tile.
-    let in_idx: Vec<i32> = (0..tpad)
-        .map(|t| {
-            let t = t.min(tiles - 1);
-            (4 * (t / tx) * wp + 4 * (t % tx)) as i32
-        })
-        .collect();
     let out_ld = 4 * tx;
-    let out_idx: Vec<i32> = (0..tpad)
-        .map(|t| {
-            let t = t.min(tiles - 1);
-            (4 * (t / tx) * out_ld + 4 * (t % tx)) as i32
-        })
-        .collect();
+    // The tiles go through transforms and products in bands of whole tile rows, each band's
+    // transformed input (36 points x channels x tiles) within half of L2 so the products
+    // read it from cache (a 160x160 image's whole transform is tens of MB, streamed from
+    // memory twice); with the tiles as rows (few tiles) all of them at once.
+    let band = if w.tiles_as_rows {
+        ty
+    } else {
+        let per_row = P * ci * tx * 4 * batches;
+        (crate::isa::l2_bytes() / 2 / per_row.max(1)).clamp(1, ty)
+    };
+    let tpad = (band * tx).div_ceil(lanes) * lanes;
+    let v_len = batches * P * ci * tpad;
+    let m_len = batches * P * w.co * tpad;
     let [cs, rs, es] = input.strides;
     with_scratch(pin_len + v_len + m_len, |buf| {
         let (pin, rest) = buf.split_at_mut(pin_len);
@@ -556,9 +550,9 @@ pub unsafe fn winograd_conv(
             Shared(vbuf.as_mut_ptr()),
             Shared(mbuf.as_mut_ptr()),
         );
-        // 1. Pad and transform the input, one (batch, channel) plane per task.
+        // 1. Pad the input, one (batch, channel) plane per task.
         pool.run(threads, batches * ci, &|t| {
-            let _ = (&pp, &vp);
+            let _ = &pp;
             let (b, c) = (t / ci, t % ci);
             let src = input.x.offset(input.batch[b] + c as isize * cs);
             let dst = pp.0.add(t * plane);
@@ -584,126 +578,222 @@ pub unsafe fn winograd_conv(
                     }
                 }
             }
-            // V[b][k][c][tile].
-            let vb = vp.0.add(b * P * ci * tpad + c * tpad);
-            for t0 in (0..tiles).step_by(lanes) {
-                let n = lanes.min(tiles - t0);
-                input_fn(dst, in_idx.as_ptr().add(t0), wp, vb.add(t0), ci * tpad, n);
+        });
+        for ty0 in (0..ty).step_by(band) {
+            let ty1 = (ty0 + band).min(ty);
+            let bt = (ty1 - ty0) * tx;
+            let bpad = bt.div_ceil(lanes) * lanes;
+            // Each of the band's tiles' top-left offset in the padded input and in the
+            // band's output rows (4 tx wide); the padding lanes repeat the last tile.
+            let in_idx: Vec<i32> = (0..bpad)
+                .map(|t| {
+                    let t = ty0 * tx + t.min(bt - 1);
+                    (4 * (t / tx) * wp + 4 * (t % tx)) as i32
+                })
+                .collect();
+            let out_idx: Vec<i32> = (0..bpad)
+                .map(|t| {
+                    let t = t.min(bt - 1);
+                    (4 * (t / tx) * out_ld + 4 * (t % tx)) as i32
+                })
+                .collect();
+            // The band's output rows.
+            let (oy0, oy1) = (4 * ty0, (4 * ty1).min(g.oh));
+            winograd_band(
+                kern,
+                pool,
+                threads,
+                g,
+                w,
+                sink,
+                Band {
+                    batches,
+                    plane,
+                    wp,
+                    bt,
+                    bpad,
+                    oy0,
+                    oy1,
+                    out_ld,
+                    in_idx: &in_idx,
+                    out_idx: &out_idx,
+                },
+                (pp, vp, mp),
+            );
+        }
+    });
+}
+
+/// One band of tile rows of [`winograd_conv`]: its tiles, their index tables, its rows.
+struct Band<'a> {
+    batches: usize,
+    /// Floats per padded input plane, and per padded row.
+    plane: usize,
+    wp: usize,
+    /// Tiles in the band, and rounded up to the transforms' lanes.
+    bt: usize,
+    bpad: usize,
+    /// Output rows `oy0 .. oy1`, `out_ld` apart in the band's output planes.
+    oy0: usize,
+    oy1: usize,
+    out_ld: usize,
+    in_idx: &'a [i32],
+    out_idx: &'a [i32],
+}
+
+/// Input transforms, products and output transforms of one band (see [`winograd_conv`]),
+/// with the padded input, transformed input and products in the three buffers.
+#[allow(clippy::too_many_arguments)]
+unsafe fn winograd_band(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    w: &WinogradWeights,
+    sink: &dyn TileSink,
+    band: Band,
+    (pp, vp, mp): (Shared, Shared, Shared),
+) {
+    let (input_fn, output_fn, lanes) = kern.winograd;
+    let output_ch_fn = kern.winograd_output_channels;
+    let (ci, co) = (w.ci, w.co);
+    let Band {
+        batches,
+        plane,
+        wp,
+        bt,
+        bpad,
+        oy0,
+        oy1,
+        out_ld,
+        in_idx,
+        out_idx,
+    } = band;
+    // 1. Transform the band's input, one (batch, channel) plane per task: V[b][k][c][tile].
+    pool.run(threads, batches * ci, &|t| {
+        let _ = (&pp, &vp);
+        let (b, c) = (t / ci, t % ci);
+        let src = pp.0.add(t * plane);
+        let vb = vp.0.add(b * P * ci * bpad + c * bpad);
+        for t0 in (0..bt).step_by(lanes) {
+            let n = lanes.min(bt - t0);
+            input_fn(src, in_idx.as_ptr().add(t0), wp, vb.add(t0), ci * bpad, n);
+        }
+    });
+    // 2. The 36 products per batch: M[b][k] = U[k] V[b][k] (channels as rows), or for few
+    // tiles M[b][k]^T = V[b][k]^T U[k]^T (tiles as rows, so the channels fill the column
+    // panels).
+    if w.tiles_as_rows {
+        let gm = Gemm {
+            batch: batches * P,
+            m: bt,
+            n: co,
+            k: ci,
+            a: Lhs::Strided(
+                MatRef {
+                    ptr: vp.0,
+                    rs: 1,
+                    cs: bpad as isize,
+                },
+                Batches::Stride((ci * bpad) as isize),
+            ),
+            b: Rhs::PackedEach(&w.ut),
+        };
+        let store = StoreC {
+            c: mp.0,
+            ldc: co,
+            batch_stride: bpad * co,
+        };
+        gemm(kern, pool, threads, &gm, &store);
+    } else {
+        let gm = Gemm {
+            batch: batches * P,
+            m: co,
+            n: bt,
+            k: ci,
+            a: Lhs::PackedEach(&w.u),
+            b: Rhs::Strided(
+                MatRef::rows(vp.0, bpad),
+                Batches::Stride((ci * bpad) as isize),
+            ),
+        };
+        let store = StoreC {
+            c: mp.0,
+            ldc: bpad,
+            batch_stride: co * bpad,
+        };
+        gemm(kern, pool, threads, &gm, &store);
+    }
+    // Where point k of channel o, tile t is: base + k * pstride + o * ostride + t * tstride.
+    let (pstride, ostride, tstride) = if w.tiles_as_rows {
+        (bpad * co, 1, co)
+    } else {
+        (co * bpad, bpad, 1)
+    };
+    // 3. Output transforms, one (batch, channel) plane per task; rows to the sink. With
+    // tiles as rows a tile's channels are contiguous: whole blocks of `lanes` channels go
+    // one tile at a time (no gathers), one task per (batch, block), the channels past the
+    // last whole block one by one below.
+    let blocks = if w.tiles_as_rows { co / lanes } else { 0 };
+    let plane_len = (bt / (out_ld / 4)) * 4 * out_ld;
+    let rows = oy1 - oy0;
+    // Hands a band's output plane of channel `o` to the sink.
+    let emit = |b: usize, o: usize, plane_out: &mut [f32]| {
+        if out_ld == g.ow {
+            // Whole tile rows: the band's rows are one run of the channel's output row.
+            let px = rows * g.ow;
+            sink.tile(b, o, oy0 * g.ow, 1, px, &mut plane_out[..px], px);
+        } else {
+            for oy in 0..rows {
+                let row = &mut plane_out[oy * out_ld..oy * out_ld + g.ow];
+                sink.tile(b, o, (oy0 + oy) * g.ow, 1, g.ow, row, out_ld);
+            }
+        }
+    };
+    pool.run(threads, batches * blocks, &|t| {
+        let _ = &mp;
+        let (b, o0) = (t / blocks, (t % blocks) * lanes);
+        let mb = mp.0.add(b * P * co * bpad + o0);
+        with_scratch(lanes * plane_len, |planes| {
+            for (tile, &at) in out_idx[..bt].iter().enumerate() {
+                output_ch_fn(
+                    mb.add(tile * co),
+                    pstride,
+                    planes.as_mut_ptr().add(at as usize),
+                    plane_len,
+                    out_ld,
+                );
+            }
+            if out_ld == g.ow {
+                // Each plane is its channel's run of output rows: one call for the block.
+                let px = rows * g.ow;
+                sink.tile(b, o0, oy0 * g.ow, lanes, px, planes, plane_len);
+            } else {
+                for (l, plane) in planes.chunks_exact_mut(plane_len).enumerate() {
+                    emit(b, o0 + l, plane);
+                }
             }
         });
-        // 2. The 36 products per batch: M[b][k] = U[k] V[b][k] (channels as rows), or for
-        // few tiles M[b][k]^T = V[b][k]^T U[k]^T (tiles as rows, so the channels fill the
-        // column panels).
-        if w.tiles_as_rows {
-            let gm = Gemm {
-                batch: batches * P,
-                m: tiles,
-                n: co,
-                k: ci,
-                a: Lhs::Strided(
-                    MatRef {
-                        ptr: vp.0,
-                        rs: 1,
-                        cs: tpad as isize,
-                    },
-                    Batches::Stride((ci * tpad) as isize),
-                ),
-                b: Rhs::PackedEach(&w.ut),
-            };
-            let store = StoreC {
-                c: mp.0,
-                ldc: co,
-                batch_stride: tpad * co,
-            };
-            gemm(kern, pool, threads, &gm, &store);
-        } else {
-            let gm = Gemm {
-                batch: batches * P,
-                m: co,
-                n: tiles,
-                k: ci,
-                a: Lhs::PackedEach(&w.u),
-                b: Rhs::Strided(
-                    MatRef::rows(vp.0, tpad),
-                    Batches::Stride((ci * tpad) as isize),
-                ),
-            };
-            let store = StoreC {
-                c: mp.0,
-                ldc: tpad,
-                batch_stride: co * tpad,
-            };
-            gemm(kern, pool, threads, &gm, &store);
-        }
-        // Where point k of channel o, tile t is: base + k * pstride + o * ostride + t * tstride.
-        let (pstride, ostride, tstride) = if w.tiles_as_rows {
-            (tpad * co, 1, co)
-        } else {
-            (co * tpad, tpad, 1)
-        };
-        // 3. Output transforms, one (batch, channel) plane per task; rows to the sink. With
-        // tiles as rows a tile's channels are contiguous: whole blocks of `lanes` channels
-        // go one tile at a time (no gathers), one task per (batch, block), the channels
-        // past the last whole block one by one below.
-        let blocks = if w.tiles_as_rows { co / lanes } else { 0 };
-        let plane_len = 4 * ty * out_ld;
-        let px = g.oh * g.ow;
-        pool.run(threads, batches * blocks, &|t| {
-            let _ = &mp;
-            let (b, o0) = (t / blocks, (t % blocks) * lanes);
-            let mb = mp.0.add(b * P * co * tpad + o0);
-            with_scratch(lanes * plane_len, |planes| {
-                for (tile, &at) in out_idx[..tiles].iter().enumerate() {
-                    output_ch_fn(
-                        mb.add(tile * co),
-                        pstride,
-                        planes.as_mut_ptr().add(at as usize),
-                        plane_len,
-                        out_ld,
-                    );
-                }
-                if out_ld == g.ow {
-                    // Whole tile rows: each plane is its channel's output row.
-                    sink.tile(b, o0, 0, lanes, px, planes, plane_len);
-                } else {
-                    for (l, plane) in planes.chunks_exact_mut(plane_len).enumerate() {
-                        for oy in 0..g.oh {
-                            let row = &mut plane[oy * out_ld..oy * out_ld + g.ow];
-                            sink.tile(b, o0 + l, oy * g.ow, 1, g.ow, row, out_ld);
-                        }
-                    }
-                }
-            });
-        });
-        let rest = co - blocks * lanes;
-        pool.run(threads, batches * rest, &|t| {
-            let _ = &mp;
-            let (b, o) = (t / rest, blocks * lanes + t % rest);
-            let mb = mp.0.add(b * P * co * tpad + o * ostride);
-            with_scratch(4 * ty * out_ld, |plane_out| {
-                for t0 in (0..tiles).step_by(lanes) {
-                    let n = lanes.min(tiles - t0);
-                    output_fn(
-                        mb.add(t0 * tstride),
-                        pstride,
-                        tstride,
-                        plane_out.as_mut_ptr(),
-                        out_idx.as_ptr().add(t0),
-                        out_ld,
-                        n,
-                    );
-                }
-                if out_ld == g.ow {
-                    // Whole tile rows: the plane is the channel's output row, one call.
-                    let px = g.oh * g.ow;
-                    sink.tile(b, o, 0, 1, px, &mut plane_out[..px], px);
-                } else {
-                    for oy in 0..g.oh {
-                        let row = &mut plane_out[oy * out_ld..oy * out_ld + g.ow];
-                        sink.tile(b, o, oy * g.ow, 1, g.ow, row, out_ld);
-                    }
-                }
-            });
+    });
+    let rest = co - blocks * lanes;
+    pool.run(threads, batches * rest, &|t| {
+        let _ = &mp;
+        let (b, o) = (t / rest, blocks * lanes + t % rest);
+        let mb = mp.0.add(b * P * co * bpad + o * ostride);
+        with_scratch(plane_len, |plane_out| {
+            for t0 in (0..bt).step_by(lanes) {
+                let n = lanes.min(bt - t0);
+                output_fn(
+                    mb.add(t0 * tstride),
+                    pstride,
+                    tstride,
+                    plane_out.as_mut_ptr(),
+                    out_idx.as_ptr().add(t0),
+                    out_ld,
+                    n,
+                );
+            }
+            emit(b, o, plane_out);
         });
     });
 }
@@ -726,6 +816,9 @@ mod tests {
             // Tiles as rows with whole blocks of channels and a rest, rows whole or not.
             (3, 35, 12, 12, 1),
             (2, 20, 10, 11, 1),
+            // Many channels on a tall image: several bands of tile rows, the last short
+            // and its last tile row cut by the image's edge.
+            (64, 5, 83, 42, 0),
         ] {
             let oh = h + 2 * p - 2;
             let ow = w + 2 * p - 2;
