@@ -9,7 +9,7 @@
 use crate::buf::with_scratch;
 use crate::conv::Conv2d;
 use crate::epilogue::TileEpi;
-use crate::gemm::{PanelSource, TileSink};
+use crate::gemm::{MatRef, PanelSource, TileSink};
 use crate::pool::ThreadPool;
 use crate::prepack::{packed, Floats};
 use crate::Kernels;
@@ -280,6 +280,43 @@ pub unsafe fn with_padded_im2col<R>(
             ow: g.ow,
         };
         f(&src)
+    })
+}
+
+/// Runs `f` with the input of a 1x1 convolution without padding sampled at its strides
+/// into a compact copy made here (in this thread's scratch): the `channels x pixels`
+/// matrix of each batch, row-major, batches `channels * pixels` floats apart, which the
+/// GEMM reads in place like a stride-1 convolution's input.
+///
+/// # Safety
+/// As for [`direct_conv`]; `g` is 1x1 without padding.
+pub unsafe fn with_subsampled<R>(
+    kern: &Kernels,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    batches: usize,
+    input: &DirectInput,
+    f: impl FnOnce(MatRef, isize) -> R,
+) -> R {
+    debug_assert!(g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0);
+    let px = g.oh * g.ow;
+    let [cs, rs, es] = input.strides;
+    with_scratch(batches * g.c * px, |buf| {
+        let bp = Shared(buf.as_mut_ptr());
+        pool.run(threads, batches * g.c, &|t| {
+            let _ = &bp;
+            let (b, ci) = (t / g.c, t % g.c);
+            let src = input.x.offset(input.batch[b] + ci as isize * cs);
+            let dst = std::slice::from_raw_parts_mut(bp.0.add(t * px), px);
+            for (y, row) in dst.chunks_exact_mut(g.ow).enumerate() {
+                let srow = src.offset((y * g.sh) as isize * rs);
+                // Floats from the row's first sample to its last element.
+                let avail = ((g.w as isize - 1) * es + 1).max(0) as usize;
+                (kern.strided_copy)(srow, g.sw as isize * es, avail, row);
+            }
+        });
+        f(MatRef::rows(buf.as_ptr(), px), (g.c * px) as isize)
     })
 }
 
@@ -824,4 +861,51 @@ mod tests {
     }
 
     isa_tests!(padded_im2col_packs_like_plain, padded_im2col_matches_plain);
+
+    /// The compact copy of a strided 1x1 convolution's input holds its samples in order.
+    fn subsampled_holds_the_samples(kern: &Kernels) {
+        for &(c, h, w, s) in &[(3, 9, 40, 2), (2, 7, 5, 3), (4, 8, 33, 2), (1, 1, 1, 2)] {
+            let (oh, ow) = ((h - 1) / s + 1, (w - 1) / s + 1);
+            let g = Conv2d {
+                c,
+                h,
+                w,
+                kh: 1,
+                kw: 1,
+                sh: s,
+                sw: s,
+                dh: 1,
+                dw: 1,
+                ph: 0,
+                pw: 0,
+                oh,
+                ow,
+            };
+            let x = rand_vec(2 * c * h * w, 9);
+            let offsets = [0isize, (c * h * w) as isize];
+            let input = DirectInput {
+                x: x.as_ptr(),
+                batch: &offsets,
+                strides: [(h * w) as isize, w as isize, 1],
+            };
+            unsafe {
+                with_subsampled(kern, crate::pool::global(), 2, &g, 2, &input, |m, bs| {
+                    for b in 0..2 {
+                        for ci in 0..c {
+                            for p in 0..oh * ow {
+                                let (y, xo) = (p / ow, p % ow);
+                                let want = x[b * c * h * w + ci * h * w + y * s * w + xo * s];
+                                let got = *m
+                                    .ptr
+                                    .offset(b as isize * bs + ci as isize * m.rs + p as isize);
+                                assert_eq!(got, want, "{} {g:?} ({b},{ci},{p})", kern.isa);
+                            }
+                        }
+                    }
+                })
+            };
+        }
+    }
+
+    isa_tests!(subsampled_copy, subsampled_holds_the_samples);
 }

@@ -12,7 +12,9 @@ use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::Conv2d;
-use smelt_kernels::direct::{direct_conv, with_padded_im2col, DirectInput, DirectWeights};
+use smelt_kernels::direct::{
+    direct_conv, with_padded_im2col, with_subsampled, DirectInput, DirectWeights,
+};
 use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{
     gemm, Batches, Gemm, Lhs, MatRef, Micro, PackedA, PackedB, Rhs, TileSink, Transposed,
@@ -452,6 +454,9 @@ impl ConvPlan {
             }
             Method::Gemm(packed) => {
                 let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
+                // A strided 1x1 convolution without padding (a downsample) multiplies a
+                // compact copy of its input's samples, read in place like a pointwise one.
+                let subsampled = g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0 && !pointwise;
                 for (gi, pa) in packed.iter().enumerate() {
                     let offsets = group_offsets(gi);
                     let product = |rhs: Rhs| {
@@ -483,14 +488,35 @@ impl ConvPlan {
                             strides: [sc, sh, sw],
                         };
                         let (kern, pool) = (ex.kern, ex.pool);
-                        with_padded_im2col(kern, pool, threads, g, self.images, &input, |src| {
-                            product(Rhs::Panels(src))
-                        });
+                        if subsampled {
+                            with_subsampled(
+                                kern,
+                                pool,
+                                threads,
+                                g,
+                                self.images,
+                                &input,
+                                |m, bs| product(Rhs::Strided(m, Batches::Stride(bs))),
+                            );
+                        } else {
+                            with_padded_im2col(
+                                kern,
+                                pool,
+                                threads,
+                                g,
+                                self.images,
+                                &input,
+                                |src| product(Rhs::Panels(src)),
+                            );
+                        }
                     }
                 }
             }
             Method::GemmPixelRows(packed) => {
                 let pointwise = g.is_pointwise() && sh == sw * g.w as isize;
+                // A strided 1x1 convolution without padding (a downsample) multiplies a
+                // compact copy of its input's samples, read in place like a pointwise one.
+                let subsampled = g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0 && !pointwise;
                 for (gi, pb) in packed.iter().enumerate() {
                     let offsets = group_offsets(gi);
                     // A = the im2col view transposed (pixels x taps): a pointwise input is
@@ -524,9 +550,35 @@ impl ConvPlan {
                             strides: [sc, sh, sw],
                         };
                         let (kern, pool) = (ex.kern, ex.pool);
-                        with_padded_im2col(kern, pool, threads, g, self.images, &input, |src| {
-                            product(Lhs::Panels(src))
-                        });
+                        if subsampled {
+                            // A = the compact copy transposed: pixels x channels.
+                            with_subsampled(
+                                kern,
+                                pool,
+                                threads,
+                                g,
+                                self.images,
+                                &input,
+                                |m, bs| {
+                                    let at = MatRef {
+                                        ptr: m.ptr,
+                                        rs: 1,
+                                        cs: m.rs,
+                                    };
+                                    product(Lhs::Strided(at, Batches::Stride(bs)))
+                                },
+                            );
+                        } else {
+                            with_padded_im2col(
+                                kern,
+                                pool,
+                                threads,
+                                g,
+                                self.images,
+                                &input,
+                                |src| product(Lhs::Panels(src)),
+                            );
+                        }
                     }
                 }
             }
