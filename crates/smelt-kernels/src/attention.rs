@@ -141,8 +141,9 @@ pub unsafe fn attention(
             let ker = micro.for_rows(r);
             for j in 0..kp {
                 // Q's rows are read in place (the micro-kernel takes A's row and k steps);
-                // the scores go straight into the panel's rows.
-                ker(
+                // the scores go straight into the panel's rows (a narrow last panel's
+                // columns past `sk` are never read).
+                micro.for_tile(r, nr.min(sk - j * nr))(
                     d,
                     h.q.ptr.offset(i0 as isize * h.q.rs),
                     h.q.rs,

@@ -121,6 +121,26 @@ pub fn l2_bytes() -> usize {
         .map_or(512 << 10, |(_, bytes)| bytes)
 }
 
+/// One core's L1 data cache as `(bytes one way spans, ways)`, the span being the address
+/// period after which lines fall on the same set (4 KiB and 8 ways when unknown).
+pub fn l1d_geometry() -> (usize, usize) {
+    static GEOMETRY: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    *GEOMETRY.get_or_init(|| {
+        let read = |i: usize| -> Option<(usize, usize)> {
+            let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let field = |f: &str| std::fs::read_to_string(format!("{base}/{f}")).ok();
+            if field("level")?.trim() != "1" || field("type")?.trim() != "Data" {
+                return None;
+            }
+            let kib: usize = field("size")?.trim().strip_suffix('K')?.parse().ok()?;
+            let ways: usize = field("ways_of_associativity")?.trim().parse().ok()?;
+            let span = (kib << 10).checked_div(ways)?;
+            (span.is_power_of_two() && ways > 0).then_some((span, ways))
+        };
+        (0..8).find_map(read).unwrap_or((4096, 8))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

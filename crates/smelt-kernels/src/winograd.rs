@@ -532,24 +532,29 @@ pub unsafe fn winograd_conv(
     // transformed input (36 points x channels x tiles) within half of L2 so the products
     // read it from cache (a 160x160 image's whole transform is tens of MB, streamed from
     // memory twice); with the tiles as rows (few tiles) all of them at once.
+    let per_row = P * ci * tx * 4 * batches;
+    let cache_band = (crate::isa::l2_bytes() / 2 / per_row.max(1)).clamp(1, ty);
+    // With several threads and bands, each thread runs whole bands on its own (transforms
+    // and products in its own L2, no barrier between the phases); the band count is then a
+    // multiple of the threads so they finish together.
+    let own_bands = threads > 1 && !w.tiles_as_rows && ty >= threads;
     let band = if w.tiles_as_rows {
         ty
+    } else if own_bands {
+        let bands = ty.div_ceil(cache_band).next_multiple_of(threads);
+        ty.div_ceil(bands)
     } else {
-        let per_row = P * ci * tx * 4 * batches;
-        (crate::isa::l2_bytes() / 2 / per_row.max(1)).clamp(1, ty)
+        cache_band
     };
     let tpad = (band * tx).div_ceil(lanes) * lanes;
     let v_len = batches * P * ci * tpad;
     let m_len = batches * P * w.co * tpad;
     let [cs, rs, es] = input.strides;
-    with_scratch(pin_len + v_len + m_len, |buf| {
+    // The band buffers live in the scratch of the thread that runs the band.
+    let shared_len = if own_bands { 0 } else { v_len + m_len };
+    with_scratch(pin_len + shared_len, |buf| {
         let (pin, rest) = buf.split_at_mut(pin_len);
-        let (vbuf, mbuf) = rest.split_at_mut(v_len);
-        let (pp, vp, mp) = (
-            Shared(pin.as_mut_ptr()),
-            Shared(vbuf.as_mut_ptr()),
-            Shared(mbuf.as_mut_ptr()),
-        );
+        let pp = Shared(pin.as_mut_ptr());
         // 1. Pad the input, one (batch, channel) plane per task.
         pool.run(threads, batches * ci, &|t| {
             let _ = &pp;
@@ -579,7 +584,8 @@ pub unsafe fn winograd_conv(
                 }
             }
         });
-        for ty0 in (0..ty).step_by(band) {
+        // One band of tile rows from `ty0`, on `threads` threads, in `vm`'s buffers.
+        let run_band = |ty0: usize, threads: usize, vm: &mut [f32]| {
             let ty1 = (ty0 + band).min(ty);
             let bt = (ty1 - ty0) * tx;
             let bpad = bt.div_ceil(lanes) * lanes;
@@ -599,6 +605,7 @@ pub unsafe fn winograd_conv(
                 .collect();
             // The band's output rows.
             let (oy0, oy1) = (4 * ty0, (4 * ty1).min(g.oh));
+            let (vbuf, mbuf) = vm.split_at_mut(v_len);
             winograd_band(
                 kern,
                 pool,
@@ -618,8 +625,17 @@ pub unsafe fn winograd_conv(
                     in_idx: &in_idx,
                     out_idx: &out_idx,
                 },
-                (pp, vp, mp),
+                (pp, Shared(vbuf.as_mut_ptr()), Shared(mbuf.as_mut_ptr())),
             );
+        };
+        if own_bands {
+            pool.run(threads, ty.div_ceil(band), &|t| {
+                with_scratch(v_len + m_len, |vm| run_band(t * band, 1, vm));
+            });
+        } else {
+            for ty0 in (0..ty).step_by(band) {
+                run_band(ty0, threads, rest);
+            }
         }
     });
 }
@@ -806,6 +822,14 @@ mod tests {
     use crate::testing::rand_vec;
 
     fn check(kern: &Kernels) {
+        // One thread runs the bands in turn, each on all threads; two or three run whole
+        // bands each (a band count the threads divide).
+        for threads in [1, 2, 3] {
+            check_on(kern, threads);
+        }
+    }
+
+    fn check_on(kern: &Kernels, threads: usize) {
         for &(c, co, h, w, p) in &[
             (1, 1, 1, 1, 1),
             (3, 5, 7, 9, 1),
@@ -860,7 +884,7 @@ mod tests {
                 winograd_conv(
                     kern,
                     crate::pool::global(),
-                    2,
+                    threads,
                     &g,
                     batches,
                     &input,
@@ -892,7 +916,7 @@ mod tests {
                             let got = out[((b * co + o) * oh + y) * ow + xo] as f64;
                             assert!(
                                 (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                                "{} c{c} co{co} {h}x{w} p{p} ({b},{o},{y},{xo}): {got} vs {want}",
+                                "{} t{threads} c{c} co{co} {h}x{w} p{p} ({b},{o},{y},{xo}): {got} vs {want}",
                                 kern.isa
                             );
                         }

@@ -38,12 +38,26 @@ pub struct Micro {
     pub kernels: [MicroFn; MAX_MR],
     /// The full tile with its epilogue fused, where the ISA has one.
     pub fused: Option<FusedFn>,
+    /// `half[r - 1]` computes `r` rows of only the first `nr / 2` columns, for a last column
+    /// panel that narrow (B's rows are still `nr` wide, or read in place), where the ISA
+    /// has them: such a panel then costs half a full one.
+    pub half: Option<[MicroFn; MAX_MR]>,
 }
 
 impl Micro {
     /// The kernel for `rows` rows (1..=mr).
     pub fn for_rows(&self, rows: usize) -> MicroFn {
         self.kernels[rows.clamp(1, self.mr) - 1]
+    }
+
+    /// The kernel for a tile of `rows` rows (1..=mr) of which the first `cols` columns are
+    /// wanted: a half-width one when they fit in half the tile and the ISA has one. It
+    /// writes at least `cols` of the tile's columns.
+    pub fn for_tile(&self, rows: usize, cols: usize) -> MicroFn {
+        match &self.half {
+            Some(half) if 2 * cols <= self.nr => half[rows.clamp(1, self.mr) - 1],
+            _ => self.for_rows(rows),
+        }
     }
 }
 
@@ -121,6 +135,7 @@ pub fn portable_micro() -> Micro {
         nr: PORTABLE_NR,
         kernels: rows_table!(portable, PORTABLE_MR),
         fused: None,
+        half: None,
     }
 }
 
@@ -429,6 +444,99 @@ mod x86 {
         (c0, c1)
     }
 
+    /// The half-width tile's k loop over lanes `V`: R rows x one vector of columns, each B
+    /// vector loaded serving R multiply-adds (a last column panel of at most half a tile).
+    #[inline(always)]
+    unsafe fn half_steps<V: Vf, const R: usize, const U: usize>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+    ) -> [V; R] {
+        let mut c = [V::splat(0.0); R];
+        let mut rows = [a; R];
+        for (r, p) in rows.iter_mut().enumerate() {
+            *p = a.offset(r as isize * rs);
+        }
+        let mut bp = b;
+        for _ in 0..k / U {
+            for u in 0..U {
+                let bv = V::load(bp.offset(u as isize * bs));
+                for r in 0..R {
+                    let av = V::splat(*rows[r].offset(u as isize * ps));
+                    c[r] = av.fma(bv, c[r]);
+                }
+            }
+            for p in rows.iter_mut() {
+                *p = p.offset(U as isize * ps);
+            }
+            bp = bp.offset(U as isize * bs);
+        }
+        for _ in 0..k % U {
+            let bv = V::load(bp);
+            for r in 0..R {
+                c[r] = V::splat(*rows[r]).fma(bv, c[r]);
+                rows[r] = rows[r].offset(ps);
+            }
+            bp = bp.offset(bs);
+        }
+        c
+    }
+
+    /// Stores (or adds) a half-width tile's R accumulators.
+    #[inline(always)]
+    unsafe fn half_store<V: Vf, const R: usize>(c: [V; R], t: *mut f32, ldt: usize, acc: bool) {
+        for (r, &x) in c.iter().enumerate() {
+            let d = t.add(r * ldt);
+            let x = if acc { x.add(V::load(d)) } else { x };
+            x.store(d);
+        }
+    }
+
+    /// A half-width kernel of one ISA (see [`Micro::half`]): the driver's layouts get their
+    /// strides as constants, as in the full kernels.
+    macro_rules! half_kernel {
+        ($(#[$doc:meta])* $name:ident, $v:ty, $nr:expr, $mr:expr, $unroll:expr, $features:literal) => {
+            $(#[$doc])*
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            #[target_feature(enable = $features)]
+            unsafe fn $name<const R: usize>(
+                k: usize,
+                a: *const f32,
+                rs: isize,
+                ps: isize,
+                b: *const f32,
+                bs: isize,
+                t: *mut f32,
+                ldt: usize,
+                acc: bool,
+            ) {
+                const NR: isize = $nr as isize;
+                const MR: isize = $mr as isize;
+                let c = if bs == NR && ps == 1 {
+                    half_steps::<$v, R, { $unroll }>(k, a, rs, 1, b, NR)
+                } else if bs == NR && rs == 1 && ps == MR {
+                    half_steps::<$v, R, { $unroll }>(k, a, 1, MR, b, NR)
+                } else {
+                    half_steps::<$v, R, { $unroll }>(k, a, rs, ps, b, bs)
+                };
+                half_store(c, t, ldt, acc);
+            }
+        };
+    }
+
+    half_kernel!(
+        /// R rows x the first 8 of the AVX2 tile's 16 columns.
+        avx2_half, Y8, AVX2_NR, AVX2_MR, AVX2_UNROLL, "avx2,fma"
+    );
+    half_kernel!(
+        /// R rows x the first 16 of the AVX-512 tile's 32 columns.
+        avx512_half, Z16, AVX512_NR, AVX512_MR, AVX512_UNROLL, "avx512f,avx512vl,avx2,fma"
+    );
+
     /// The AVX2+FMA family (callers check the CPU first).
     pub fn avx2_micro() -> Micro {
         Micro {
@@ -436,6 +544,7 @@ mod x86 {
             nr: AVX2_NR,
             kernels: rows_table!(avx2, AVX2_MR),
             fused: Some(avx2_fused),
+            half: Some(rows_table!(avx2_half, AVX2_MR)),
         }
     }
 
@@ -446,6 +555,7 @@ mod x86 {
             nr: AVX512_NR,
             kernels: rows_table!(avx512, AVX512_MR),
             fused: Some(avx512_fused),
+            half: Some(rows_table!(avx512_half, AVX512_MR)),
         }
     }
 }

@@ -395,25 +395,55 @@ fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize)
 /// 14x14 Winograd layers, their weights from memory, 33%).
 const NEXT_PANEL_PREFETCH_LINES: usize = 256;
 
-/// Column panels a task must sweep before it packs its in-place A block (see `gemm`).
-const A_PACK_MIN_PANELS: usize = 4;
+/// Column panels a task must sweep before it copies its aliasing A block (see `gemm`).
+const A_COPY_MIN_PANELS: usize = 4;
 
-/// Whether `mr` rows `rs` floats apart share L1 sets enough to evict each other: more than
-/// six of an 8-way set's lines land on one set (4 KiB is the set period). Measured on Zen 4:
-/// rows 4 KiB apart (12 on one set) lose 15% unpacked; 2 or 6 KiB apart (6 per set) lose
-/// nothing, and packing them costs 5%.
+/// Whether `mr` rows `rs` floats apart share L1 sets enough to evict each other: more of
+/// them land on one set than it has ways. Measured on Zen 4 (32 KiB, 8 ways): rows 4 KiB
+/// apart (12 on one set) lose 15% unpacked; 2 or 6 KiB apart (6 per set) lose nothing. On
+/// Zen 5 (48 KiB, 12 ways) 12 rows on one set lose nothing: copying them cost
+/// 1024x128x1024 7% and gained 1024x1024x1024 nothing.
 fn rows_alias(rs: isize, mr: usize) -> bool {
-    const PERIOD: usize = 4096;
-    let bytes = (rs.unsigned_abs() * 4) % PERIOD;
-    // Distinct set offsets the rows cycle through: PERIOD / gcd(bytes, PERIOD) (a zero
+    let (period, ways) = crate::isa::l1d_geometry();
+    rows_per_set(rs, mr, period) > ways
+}
+
+/// How many of `mr` rows `rs` floats apart fall on the fullest L1 set, sets repeating every
+/// `period` bytes.
+fn rows_per_set(rs: isize, mr: usize, period: usize) -> usize {
+    let bytes = (rs.unsigned_abs() * 4) % period;
+    // Distinct set offsets the rows cycle through: period / gcd(bytes, period) (a zero
     // stride offset puts them all on one).
-    let mut g = PERIOD;
+    let mut g = period;
     let mut x = bytes;
     while x != 0 {
         (g, x) = (x, g % x);
     }
-    let distinct = PERIOD / g;
-    mr.div_ceil(distinct.min(mr)) > 6
+    mr.div_ceil((period / g).min(mr))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests set this to take the A copy path on any cache geometry.
+    pub(crate) static FORCE_A_COPY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a test asked the calling thread's products to copy their row-major A blocks.
+fn force_a_copy() -> bool {
+    #[cfg(test)]
+    return FORCE_A_COPY.with(|f| f.get());
+    #[cfg(not(test))]
+    false
+}
+
+/// The row stride, at least `k` floats, at which `mr` copied rows do not alias in L1 (see
+/// [`rows_alias`]).
+fn unaliased_stride(k: usize, mr: usize) -> usize {
+    let mut rs = k.next_multiple_of(16);
+    while rows_alias(rs as isize, mr) {
+        rs += 16;
+    }
+    rs
 }
 
 /// A raw pointer shared by tasks that write disjoint parts (or only read).
@@ -464,12 +494,15 @@ pub unsafe fn gemm(
     // scratch, and read back from cache instead of from a whole packed copy in memory.
     let b_inline = rb == 1 && matches!(g.b, Rhs::Strided(..) | Rhs::Panels(_));
     // A row-major A is read in place, its broadcasts served from `mr` rows a stride apart,
-    // unless that stride maps the rows onto one L1 set (a multiple of 4 KiB): then
-    // a task that sweeps several column panels packs its row block once into its scratch.
-    // (Packing always costs more than it saves at other strides, measured.)
+    // unless that stride puts more of them on one L1 set than it has ways (see
+    // `rows_alias`): then a task that sweeps several column panels copies its row block's
+    // rows once into its scratch at a stride that does not alias. (A row copy is a memcpy;
+    // packing the block into k-major panels gathers the aliasing rows float by float: on
+    // Zen 5, 1024x128x1024 ran 12% faster copied than packed. Copying or packing costs
+    // more than it saves at other strides.)
     let a_inline = k > 0
-        && matches!(g.a, Lhs::Strided(a, _) if a.cs == 1 && rows_alias(a.rs, mr))
-        && npt.min(np) >= A_PACK_MIN_PANELS;
+        && matches!(g.a, Lhs::Strided(a, _) if a.cs == 1 && (rows_alias(a.rs, mr) || force_a_copy()))
+        && npt.min(np) >= A_COPY_MIN_PANELS;
     let b_len = match g.b {
         Rhs::Packed(p) => {
             debug_assert!(p.nr == nr && p.n == g.n && p.k == k);
@@ -581,22 +614,27 @@ pub unsafe fn gemm(
                 }
                 Rhs::Strided(..) | Rhs::Panels(_) => 0,
             };
-            let a_pack_len = if a_inline { (i_hi - i_lo) * k * mr } else { 0 };
+            let a_copy_rs = if a_inline { unaliased_stride(k, mr) } else { 0 };
+            let a_pack_len = (i_hi - i_lo) * mr * a_copy_rs;
             with_scratch(panel_len + a_pack_len, |own| {
                 let (own, apack) = own.split_at_mut(panel_len);
                 let (a0, a_rs, a_ps, a_panel) = match g.a {
                     Lhs::Strided(a, bs) if a_inline => {
+                        // The block's rows, copied whole to a stride that spreads them
+                        // over L1's sets, are read in place like any row-major A.
                         let src = a.offset(bs.at(bi));
-                        for (n, out) in apack.chunks_exact_mut(k * mr).enumerate() {
-                            let i = i_lo + n;
-                            pack_a_panel(src, i * mr, mr.min(g.m - i * mr), k, mr, out);
+                        let (r_lo, r_hi) = (i_lo * mr, (i_hi * mr).min(g.m));
+                        for (r, out) in (r_lo..r_hi).zip(apack.chunks_exact_mut(a_copy_rs)) {
+                            let row = src.ptr.offset(r as isize * src.rs);
+                            std::ptr::copy_nonoverlapping(row, out.as_mut_ptr(), k);
                         }
-                        // Panel i sits at (i - i_lo) panels into the block.
+                        // Row r sits at (r - r_lo) strides into the copy.
+                        let rs = a_copy_rs as isize;
                         (
-                            apack.as_ptr().wrapping_sub(i_lo * k * mr),
+                            apack.as_ptr().wrapping_offset(-(r_lo as isize) * rs),
+                            rs,
                             1,
-                            mr as isize,
-                            (k * mr) as isize,
+                            rs * mr as isize,
                         )
                     }
                     _ => (a0, a_rs, a_ps, a_panel),
@@ -631,7 +669,10 @@ pub unsafe fn gemm(
                         }
                         let rows = mr.min(g.m - i * mr);
                         let apan = a0.wrapping_offset(i as isize * a_panel);
-                        let ker = micro.for_rows(rows);
+                        // (A last panel of at most half the tile's columns gets the
+                        // half-width kernel: 1024x196x256 took 18% longer than 1024x192x256
+                        // with the full one, its 4 columns costing a whole panel.)
+                        let ker = micro.for_tile(rows, cols);
                         if rows == mr && cols == nr {
                             if let Some((c, ldc)) = sink.in_place(bi, i * mr, j * nr) {
                                 ker(k, apan, a_rs, a_ps, bpan, b_step, c, ldc, false);

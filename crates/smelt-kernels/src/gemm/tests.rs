@@ -67,6 +67,16 @@ isa_tests!(every_edge_row_count, |kern: &Kernels| {
     }
 });
 
+isa_tests!(every_edge_column_count, |kern: &Kernels| {
+    // A last column panel of every width (half-width kernels up to nr / 2), beside full and
+    // short row panels.
+    let (mr, nr) = (kern.micro.mr, kern.micro.nr);
+    for cols in 1..=nr {
+        check(kern, 2 * mr + 1 + cols % mr, 2 * nr + cols, 31, true, 1);
+        check(kern, mr, nr + cols, 17, false, 2);
+    }
+});
+
 isa_tests!(odd_sizes, |kern: &Kernels| {
     for &(m, n, k) in &[
         (1, 1, 1),
@@ -169,15 +179,11 @@ isa_tests!(same_result_for_any_thread_count, |kern: &Kernels| {
     }
 });
 
-isa_tests!(aliasing_row_stride_packs_a, |kern: &Kernels| {
-    // k = 1024: A's rows sit 4 KiB apart, so tasks pack their row blocks (rows_alias); the
-    // result must match the oracle and, bit for bit, the pre-packed A's at any thread count.
+isa_tests!(aliasing_row_stride_copies_a, |kern: &Kernels| {
+    // k = 1024: A's rows sit 4 KiB apart. Where they crowd an L1 set (rows_alias), or when
+    // forced here, tasks copy their row blocks to a spread stride; either way the result
+    // must match the oracle and, bit for bit, the pre-packed A's at any thread count.
     let (m, n, k) = (25 * kern.micro.mr + 5, 5 * kern.micro.nr + 7, 1024);
-    // (Tiles of at most six rows never crowd a set: those ISAs read A in place throughout.)
-    assert_eq!(rows_alias(k as isize, kern.micro.mr), kern.micro.mr > 6);
-    for threads in [1, 2] {
-        check(kern, m, n, k, false, threads);
-    }
     let a = rand_vec(m * k, 5);
     let b = rand_vec(k * n, 6);
     let pa = PackedA::new(&kern.micro, m, k, &a, k, 1);
@@ -201,25 +207,37 @@ isa_tests!(aliasing_row_stride_packs_a, |kern: &Kernels| {
         c
     };
     let want = run(Lhs::Packed(&pa), 1);
-    for t in [1, 2, 3] {
-        let got = run(
-            Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
-            t,
-        );
-        assert!(want
-            .iter()
-            .zip(&got)
-            .all(|(x, y)| x.to_bits() == y.to_bits()));
+    for force in [false, true] {
+        super::FORCE_A_COPY.with(|f| f.set(force));
+        for threads in [1, 2] {
+            check(kern, m, n, k, false, threads);
+        }
+        for t in [1, 2, 3] {
+            let got = run(
+                Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
+                t,
+            );
+            assert!(want
+                .iter()
+                .zip(&got)
+                .all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
     }
+    super::FORCE_A_COPY.with(|f| f.set(false));
 });
 
 #[test]
 fn row_strides_that_alias() {
-    // 12 rows: 4 KiB strides put all on one L1 set; 2, 1.5 and 6 KiB spread them enough.
-    assert!(rows_alias(1024, 12));
-    assert!(rows_alias(2048, 12));
-    assert!(!rows_alias(512, 12));
-    assert!(!rows_alias(384, 12));
-    assert!(!rows_alias(1536, 12));
-    assert!(!rows_alias(100, 12));
+    // 12 rows, sets every 4 KiB: 4 and 8 KiB strides put all on one set; 2, 1.5 and 6 KiB
+    // spread them over 2, 8 and 2 sets.
+    assert_eq!(rows_per_set(1024, 12, 4096), 12);
+    assert_eq!(rows_per_set(2048, 12, 4096), 12);
+    assert_eq!(rows_per_set(512, 12, 4096), 6);
+    assert_eq!(rows_per_set(384, 12, 4096), 2);
+    assert_eq!(rows_per_set(1536, 12, 4096), 6);
+    assert_eq!(rows_per_set(100, 12, 4096), 1);
+    let (period, ways) = crate::isa::l1d_geometry();
+    assert_eq!(rows_alias(1024, 12), rows_per_set(1024, 12, period) > ways);
+    assert!(!rows_alias(unaliased_stride(1024, 12) as isize, 12));
+    assert!(unaliased_stride(1000, 12) >= 1000);
 }
