@@ -77,6 +77,20 @@ isa_tests!(every_edge_column_count, |kern: &Kernels| {
     }
 });
 
+isa_tests!(shallow_rows_outer, |kern: &Kernels| {
+    // k <= SHALLOW_K, n >= SHALLOW_MIN_N with B read in place: row panels outer within
+    // chunks of column panels, several chunks (past a_block_bytes of B) and a short last
+    // one, a partial last panel.
+    let (mr, nr) = (kern.micro.mr, kern.micro.nr);
+    let k = 16;
+    let chunk_cols = a_block_bytes() / (k * nr * 4) * nr;
+    let n = (2 * chunk_cols).max(SHALLOW_MIN_N) + 3 * nr + 7;
+    for threads in [1, 2] {
+        check(kern, 3 * mr + 5, n, k, false, threads);
+        check(kern, 2 * mr, SHALLOW_MIN_N + 1, SHALLOW_K, false, threads);
+    }
+});
+
 isa_tests!(odd_sizes, |kern: &Kernels| {
     for &(m, n, k) in &[
         (1, 1, 1),
