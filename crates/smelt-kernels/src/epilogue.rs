@@ -167,6 +167,19 @@ pub struct TileEpi {
     pub col_bias: *const f32,
     /// Activation after the bias.
     pub act1: Act,
+    /// The affine step after `act1`: the tile's first scale (null: none), per row
+    /// (`scale_step` apart) or, where `scale_cols`, per column (unit step).
+    pub scale: *const f32,
+    /// See `scale`.
+    pub scale_step: isize,
+    /// See `scale`.
+    pub scale_cols: bool,
+    /// Likewise the shift after the scale.
+    pub shift: *const f32,
+    /// See `shift`.
+    pub shift_step: isize,
+    /// See `shift`.
+    pub shift_cols: bool,
     /// The tile's first residual element (null: none).
     pub residual: *const f32,
     /// Residual row stride.
@@ -176,12 +189,21 @@ pub struct TileEpi {
 }
 
 impl Fused<'_> {
-    /// The epilogue of the full tile at `(b, i0, j0)` for a fused micro-kernel, or None
-    /// when it has an affine step (finished from scratch instead).
+    /// The epilogue of the full tile at `(b, i0, j0)` for a fused micro-kernel.
     pub fn tile_epi(&self, b: usize, i0: usize, j0: usize) -> Option<TileEpi> {
-        if self.scale.is_some() || self.shift.is_some() {
-            return None;
-        }
+        // A per-row affine operand steps along the rows; a per-column one starts at the
+        // tile's column (unit step, as `finish` reads it).
+        let affine = |v: &Option<(Vector, bool)>| match v {
+            Some((v, true)) => (
+                v.start(b).wrapping_offset(i0 as isize * v.step),
+                v.step,
+                false,
+            ),
+            Some((v, false)) => (v.start(b).wrapping_offset(j0 as isize * v.step), 0, true),
+            None => (std::ptr::null(), 0, false),
+        };
+        let (scale, scale_step, scale_cols) = affine(&self.scale);
+        let (shift, shift_step, shift_cols) = affine(&self.shift);
         // SAFETY (of the pointers' later use): the creator guarantees they cover the
         // product; here they are only offset, with wrapping arithmetic.
         let (row_bias, row_bias_step) = match &self.row_bias {
@@ -203,6 +225,12 @@ impl Fused<'_> {
             row_bias_step,
             col_bias,
             act1: self.act1,
+            scale,
+            scale_step,
+            scale_cols,
+            shift,
+            shift_step,
+            shift_cols,
             residual,
             ldr,
             act2: self.act2,
@@ -228,6 +256,24 @@ impl TileEpi {
             v = v.add(V::load(self.col_bias.add(j)));
         }
         v = act(self.act1, v);
+        if !self.scale.is_null() {
+            v = v.mul(affine_operand(
+                self.scale,
+                self.scale_step,
+                self.scale_cols,
+                r,
+                j,
+            ));
+        }
+        if !self.shift.is_null() {
+            v = v.add(affine_operand(
+                self.shift,
+                self.shift_step,
+                self.shift_cols,
+                r,
+                j,
+            ));
+        }
         if !self.residual.is_null() {
             v = v.add(V::load(self.residual.offset(r * self.ldr).add(j)));
         }
@@ -252,6 +298,17 @@ impl TileEpi {
                 j += LINE;
             }
         }
+    }
+}
+
+/// Row `r`'s affine operand from tile column `j`: the columns' own (`cols`, unit step), or
+/// one value per row (`step` apart).
+#[inline(always)]
+unsafe fn affine_operand<V: Vf>(p: *const f32, step: isize, cols: bool, r: isize, j: usize) -> V {
+    if cols {
+        V::load(p.add(j))
+    } else {
+        V::splat(*p.offset(r * step))
     }
 }
 
@@ -666,7 +723,8 @@ mod tests {
     }
 
     /// Full tiles finished in registers by the fused micro-kernel give the same bits as
-    /// tiles finished from scratch, with B packed or read in place, every activation.
+    /// tiles finished from scratch, with B packed or read in place, every activation, with
+    /// and without an affine step.
     fn register_epilogue_matches_scratch(kern: &Kernels) {
         let (mr, nr) = (kern.micro.mr, kern.micro.nr);
         let (m, n, k) = (2 * mr + 3, 2 * nr + 5, 29);
@@ -689,7 +747,16 @@ mod tests {
             Act::Clip(-0.5, 0.25),
         ] {
             for (act2, with_res, row) in [(Act::None, false, true), (Act::Relu, true, false)] {
-                for packed in [true, false] {
+                for (packed, affine) in [(true, 0), (false, 0), (true, 1), (false, 2)] {
+                    // No affine step; a per-row scale and a per-column shift; the reverse.
+                    let side = |per_row: bool| {
+                        Some((if per_row { vector(&rb) } else { vector(&cb) }, per_row))
+                    };
+                    let (scale, shift) = match affine {
+                        0 => (None, None),
+                        1 => (side(true), side(false)),
+                        _ => (side(false), side(true)),
+                    };
                     let run = |fused: bool| {
                         let mut out = vec![f32::NAN; m * n];
                         let sink = FusedSink {
@@ -698,8 +765,8 @@ mod tests {
                                 row_bias: row.then(|| vector(&rb)),
                                 col_bias: (!row).then(|| vector(&cb)),
                                 act1,
-                                scale: None,
-                                shift: None,
+                                scale,
+                                shift,
                                 residual: with_res.then_some(RowMajor {
                                     ptr: res.as_ptr() as *mut f32,
                                     batch: &[0],
@@ -739,7 +806,7 @@ mod tests {
                         assert_eq!(
                             x.to_bits(),
                             w.to_bits(),
-                            "{} {act1:?}/{act2:?} packed={packed} C[{i}]: {x} vs {w}",
+                            "{} {act1:?}/{act2:?} packed={packed} affine={affine} C[{i}]: {x} vs {w}",
                             kern.isa
                         );
                     }

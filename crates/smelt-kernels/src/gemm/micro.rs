@@ -46,6 +46,7 @@ pub struct Micro {
 
 impl Micro {
     /// The kernel for `rows` rows (1..=mr).
+    #[inline]
     pub fn for_rows(&self, rows: usize) -> MicroFn {
         self.kernels[rows.clamp(1, self.mr) - 1]
     }
@@ -53,6 +54,7 @@ impl Micro {
     /// The kernel for a tile of `rows` rows (1..=mr) of which the first `cols` columns are
     /// wanted: a half-width one when they fit in half the tile and the ISA has one. It
     /// writes at least `cols` of the tile's columns.
+    #[inline]
     pub fn for_tile(&self, rows: usize, cols: usize) -> MicroFn {
         match &self.half {
             Some(half) if 2 * cols <= self.nr => half[rows.clamp(1, self.mr) - 1],
