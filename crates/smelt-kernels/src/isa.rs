@@ -96,55 +96,67 @@ pub fn is_intel() -> bool {
     })
 }
 
-/// The size of one core's L2 cache in bytes, as Linux reports it (512 KiB when unknown),
-/// read once (kernels ask per call; reading sysfs each time cost 40 us a convolution).
-pub fn l2_bytes() -> usize {
-    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BYTES.get_or_init(read_l2_bytes)
+/// One of cpu0's caches as Linux describes it under `/sys/devices/system/cpu/cpu0/cache`.
+struct CacheInfo {
+    level: u32,
+    /// The `type` field: `Data`, `Instruction` or `Unified`.
+    kind: String,
+    bytes: usize,
+    ways: usize,
 }
 
-fn read_l2_bytes() -> usize {
-    let read = |i: usize| -> Option<(u32, usize)> {
-        let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
-        let level = std::fs::read_to_string(format!("{base}/level")).ok()?;
-        let size = std::fs::read_to_string(format!("{base}/size")).ok()?;
-        let size = size.trim();
-        let (num, mult) = match size.strip_suffix('K') {
-            Some(n) => (n, 1 << 10),
-            None => match size.strip_suffix('M') {
-                Some(n) => (n, 1 << 20),
-                None => (size, 1),
-            },
+/// cpu0's caches, read from sysfs once (kernels ask per call: reading the files each time
+/// cost 40 us a convolution). Empty where sysfs does not say.
+fn caches() -> &'static [CacheInfo] {
+    static CACHES: std::sync::OnceLock<Vec<CacheInfo>> = std::sync::OnceLock::new();
+    CACHES.get_or_init(|| {
+        let read = |i: usize| -> Option<CacheInfo> {
+            let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let field = |f: &str| {
+                std::fs::read_to_string(format!("{base}/{f}"))
+                    .ok()
+                    .map(|v| v.trim().to_string())
+            };
+            let size = field("size")?;
+            let (num, mult) = match size.strip_suffix('K') {
+                Some(n) => (n, 1 << 10),
+                None => match size.strip_suffix('M') {
+                    Some(n) => (n, 1 << 20),
+                    None => (size.as_str(), 1),
+                },
+            };
+            Some(CacheInfo {
+                level: field("level")?.parse().ok()?,
+                kind: field("type").unwrap_or_default(),
+                bytes: num.parse::<usize>().ok()?.checked_mul(mult)?,
+                ways: field("ways_of_associativity")
+                    .and_then(|w| w.parse().ok())
+                    .unwrap_or(0),
+            })
         };
-        Some((
-            level.trim().parse().ok()?,
-            num.parse::<usize>().ok()? * mult,
-        ))
-    };
-    (0..8)
-        .filter_map(read)
-        .find(|&(level, _)| level == 2)
-        .map_or(512 << 10, |(_, bytes)| bytes)
+        (0..8).filter_map(read).collect()
+    })
+}
+
+/// The size of one core's L2 cache in bytes, as Linux reports it (512 KiB when unknown).
+pub fn l2_bytes() -> usize {
+    caches()
+        .iter()
+        .find(|c| c.level == 2)
+        .map_or(512 << 10, |c| c.bytes)
 }
 
 /// One core's L1 data cache as `(bytes one way spans, ways)`, the span being the address
 /// period after which lines fall on the same set (4 KiB and 8 ways when unknown).
 pub fn l1d_geometry() -> (usize, usize) {
-    static GEOMETRY: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
-    *GEOMETRY.get_or_init(|| {
-        let read = |i: usize| -> Option<(usize, usize)> {
-            let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
-            let field = |f: &str| std::fs::read_to_string(format!("{base}/{f}")).ok();
-            if field("level")?.trim() != "1" || field("type")?.trim() != "Data" {
-                return None;
-            }
-            let kib: usize = field("size")?.trim().strip_suffix('K')?.parse().ok()?;
-            let ways: usize = field("ways_of_associativity")?.trim().parse().ok()?;
-            let span = (kib << 10).checked_div(ways)?;
-            (span.is_power_of_two() && ways > 0).then_some((span, ways))
-        };
-        (0..8).find_map(read).unwrap_or((4096, 8))
-    })
+    caches()
+        .iter()
+        .find(|c| c.level == 1 && c.kind == "Data")
+        .and_then(|c| {
+            let span = c.bytes.checked_div(c.ways)?;
+            span.is_power_of_two().then_some((span, c.ways))
+        })
+        .unwrap_or((4096, 8))
 }
 
 #[cfg(test)]
