@@ -73,6 +73,12 @@ impl DirectWeights {
     pub fn channels(&self) -> usize {
         self.co
     }
+
+    /// The packed panels: panel `p`'s tap `t` holds its `mr` channels' weights at
+    /// `(p * taps + t) * mr`.
+    pub fn panels(&self) -> &[f32] {
+        self.data.as_slice()
+    }
 }
 
 /// Where each batch's input channel block starts, and the input's steps (channel, row,
@@ -347,6 +353,10 @@ pub unsafe fn direct_conv(
     }
     debug_assert_eq!(w.mr, mr);
     debug_assert_eq!(w.taps, g.k());
+    if crate::strided::applies(kern, g, input.strides[2]) {
+        // Column stride 2 reads the input in place, without the padded phase-split copy.
+        return crate::strided::conv(kern, pool, threads, g, batches, input, w, sink);
+    }
     let pl = PadLayout::new(g, nr);
     let taps = g.k();
     let offs = tap_offsets(g, &pl);
@@ -616,6 +626,13 @@ mod tests {
             (3, 17, 33, 6, 3, 2, 1, 0),
             (2, 11, 9, 3, 7, 2, 1, 3),
             (5, 6, 70, 17, 1, 2, 1, 0),
+            // Stride 2 over wider rows and kernels, dilated rows, more padding than the
+            // kernel needs.
+            (6, 13, 71, 19, 3, 2, 1, 1),
+            (3, 10, 66, 9, 5, 2, 1, 2),
+            (2, 9, 20, 8, 7, 2, 1, 3),
+            (4, 12, 12, 8, 3, 2, 2, 2),
+            (3, 7, 8, 5, 3, 2, 1, 3),
         ] {
             let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
             let ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
@@ -662,37 +679,13 @@ mod tests {
                     &sink,
                 )
             };
-            for b in 0..batches {
-                for o in 0..co {
-                    for y in 0..oh {
-                        for xo in 0..ow {
-                            let mut want = 0f64;
-                            for ci in 0..c {
-                                for i in 0..k {
-                                    for j in 0..k {
-                                        let iy = (y * s + i * d) as isize - p as isize;
-                                        let ix = (xo * s + j * d) as isize - p as isize;
-                                        if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize
-                                        {
-                                            want += wt[o * g.k() + (ci * k + i) * k + j] as f64
-                                                * x[b * c * h * w
-                                                    + ci * h * w
-                                                    + iy as usize * w
-                                                    + ix as usize]
-                                                    as f64;
-                                        }
-                                    }
-                                }
-                            }
-                            let got = out[((b * co + o) * oh + y) * ow + xo] as f64;
-                            assert!(
-                                (got - want).abs() < 1e-4,
-                                "{} {g:?} co {co} ({b},{o},{y},{xo}): {got} vs {want}",
-                                kern.isa
-                            );
-                        }
-                    }
-                }
+            let want = crate::testing::conv_plain(&g, batches, co, &x, &wt);
+            for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (got as f64 - want).abs() < 1e-4,
+                    "{} {g:?} co {co} element {i}: {got} vs {want}",
+                    kern.isa
+                );
             }
         }
     }
@@ -720,79 +713,83 @@ mod tests {
     /// Full tiles finished in registers give the bits of tiles finished from scratch.
     fn fused_matches_scratch(kern: &Kernels) {
         use crate::epilogue::{Act, Fused, FusedSink, RowMajor, Vector};
-        let (c, h, w, co) = (5, 9, 2 * kern.micro.nr + 7, 2 * kern.direct_mr + 3);
-        let g = Conv2d {
-            c,
-            h,
-            w,
-            kh: 3,
-            kw: 3,
-            sh: 1,
-            sw: 1,
-            dh: 1,
-            dw: 1,
-            ph: 1,
-            pw: 1,
-            oh: h,
-            ow: w,
-        };
-        let x = rand_vec(c * h * w, 3);
-        let wt = rand_vec(co * g.k(), 4);
-        let bias = rand_vec(co, 5);
-        let res = rand_vec(co * h * w, 6);
-        let dw = DirectWeights::new(kern, co, g.k(), &wt);
-        let input = DirectInput {
-            x: x.as_ptr(),
-            batch: &[0],
-            strides: [(h * w) as isize, w as isize, 1],
-        };
-        for (act1, with_res) in [(Act::Silu, false), (Act::Relu, true)] {
-            let run = |fused: bool| {
-                let mut out = vec![f32::NAN; co * h * w];
-                let sink = FusedSink {
-                    epi: Fused {
-                        alpha: 1.0,
-                        row_bias: Some(Vector {
-                            ptr: bias.as_ptr(),
-                            batch: &[0],
-                            step: 1,
-                        }),
-                        col_bias: None,
-                        act1,
-                        scale: None,
-                        shift: None,
-                        residual: with_res.then_some(RowMajor {
-                            ptr: res.as_ptr() as *mut f32,
-                            batch: &[0],
-                            rs: (h * w) as isize,
-                        }),
-                        act2: Act::None,
-                        out: RowMajor {
-                            ptr: out.as_mut_ptr(),
-                            batch: &[0],
-                            rs: (h * w) as isize,
-                        },
-                    },
-                    finish: kern.finish,
-                };
-                let pool = crate::pool::global();
-                unsafe {
-                    if fused {
-                        direct_conv(kern, pool, 1, &g, 1, &input, &dw, &sink);
-                    } else {
-                        direct_conv(kern, pool, 1, &g, 1, &input, &dw, &ScratchOnly(&sink));
-                    }
-                }
-                out
+        // Stride 2 takes the in-place path where the ISA has one.
+        for s in [1, 2] {
+            let (c, h, w, co) = (5, 9, 2 * s * kern.micro.nr + 7, 2 * kern.direct_mr + 3);
+            let (oh, ow) = ((h - 1) / s + 1, (w - 1) / s + 1);
+            let g = Conv2d {
+                c,
+                h,
+                w,
+                kh: 3,
+                kw: 3,
+                sh: s,
+                sw: s,
+                dh: 1,
+                dw: 1,
+                ph: 1,
+                pw: 1,
+                oh,
+                ow,
             };
-            let (got, want) = (run(true), run(false));
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(
-                    a.to_bits(),
-                    b.to_bits(),
-                    "{} {act1:?} [{i}]: {a} vs {b}",
-                    kern.isa
-                );
+            let x = rand_vec(c * h * w, 3);
+            let wt = rand_vec(co * g.k(), 4);
+            let bias = rand_vec(co, 5);
+            let res = rand_vec(co * oh * ow, 6);
+            let dw = DirectWeights::new(kern, co, g.k(), &wt);
+            let input = DirectInput {
+                x: x.as_ptr(),
+                batch: &[0],
+                strides: [(h * w) as isize, w as isize, 1],
+            };
+            for (act1, with_res) in [(Act::Silu, false), (Act::Relu, true)] {
+                let run = |fused: bool| {
+                    let mut out = vec![f32::NAN; co * oh * ow];
+                    let sink = FusedSink {
+                        epi: Fused {
+                            alpha: 1.0,
+                            row_bias: Some(Vector {
+                                ptr: bias.as_ptr(),
+                                batch: &[0],
+                                step: 1,
+                            }),
+                            col_bias: None,
+                            act1,
+                            scale: None,
+                            shift: None,
+                            residual: with_res.then_some(RowMajor {
+                                ptr: res.as_ptr() as *mut f32,
+                                batch: &[0],
+                                rs: (oh * ow) as isize,
+                            }),
+                            act2: Act::None,
+                            out: RowMajor {
+                                ptr: out.as_mut_ptr(),
+                                batch: &[0],
+                                rs: (oh * ow) as isize,
+                            },
+                        },
+                        finish: kern.finish,
+                    };
+                    let pool = crate::pool::global();
+                    unsafe {
+                        if fused {
+                            direct_conv(kern, pool, 1, &g, 1, &input, &dw, &sink);
+                        } else {
+                            direct_conv(kern, pool, 1, &g, 1, &input, &dw, &ScratchOnly(&sink));
+                        }
+                    }
+                    out
+                };
+                let (got, want) = (run(true), run(false));
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{} {act1:?} [{i}]: {a} vs {b}",
+                        kern.isa
+                    );
+                }
             }
         }
     }

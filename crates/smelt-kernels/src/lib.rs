@@ -16,6 +16,7 @@ pub mod prepack;
 pub mod program;
 pub mod recurrent;
 pub mod simd;
+pub mod strided;
 #[doc(hidden)]
 pub mod testing;
 pub mod vmath;
@@ -57,6 +58,9 @@ pub struct Kernels {
     pub direct_fused: Option<direct::DirectFusedFn>,
     /// Output channels of the direct kernel's tile (its pixels are `micro.nr`).
     pub direct_mr: usize,
+    /// The column-stride-2 direct tile kernel reading the input in place, where the ISA has
+    /// one (its tile rows are `direct_mr`).
+    pub direct_s2: Option<strided::TileFn>,
     /// Winograd F(4x4, 3x3) transforms: input, output, and tiles per call.
     pub winograd: (winograd::InputFn, winograd::OutputFn, usize),
     /// The Winograd output transform of one tile over a block of `winograd.2` channels.
@@ -94,6 +98,7 @@ impl Kernels {
             direct: direct::portable::direct,
             direct_fused: None,
             direct_mr: gemm::micro::PORTABLE_MR,
+            direct_s2: None,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
             winograd_output_channels: winograd::portable::output_channels,
             finish: epilogue::portable::finish,
@@ -117,6 +122,7 @@ impl Kernels {
                 direct: direct::x86::direct_avx2,
                 direct_fused: Some(direct::x86::direct_avx2_fused),
                 direct_mr: 6,
+                direct_s2: None,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 winograd_output_channels: winograd::x86::output_channels_avx2,
                 finish: epilogue::x86::finish_avx2,
@@ -138,6 +144,7 @@ impl Kernels {
                 direct: direct::x86::direct_avx512,
                 direct_fused: Some(direct::x86::direct_avx512_fused),
                 direct_mr: direct::x86::AVX512_DIRECT_MR,
+                direct_s2: Some(strided::x86::tile_avx512),
                 winograd: (
                     winograd::x86::input_avx512,
                     winograd::x86::output_avx512,

@@ -50,3 +50,40 @@ pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
         })
         .collect()
 }
+
+/// A plain convolution of `batches` contiguous NCHW images `x` with `co x taps` weights
+/// `wt` (zero outside the input), summed in f64: element `((b * co + o) * oh + y) * ow + x`.
+pub fn conv_plain(
+    g: &crate::conv::Conv2d,
+    batches: usize,
+    co: usize,
+    x: &[f32],
+    wt: &[f32],
+) -> Vec<f64> {
+    let (h, w) = (g.h as isize, g.w as isize);
+    let mut out = vec![0f64; batches * co * g.oh * g.ow];
+    for b in 0..batches {
+        for o in 0..co {
+            for y in 0..g.oh {
+                for xo in 0..g.ow {
+                    let mut sum = 0f64;
+                    for ci in 0..g.c {
+                        for i in 0..g.kh {
+                            for j in 0..g.kw {
+                                let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
+                                let ix = (xo * g.sw + j * g.dw) as isize - g.pw as isize;
+                                if iy >= 0 && ix >= 0 && iy < h && ix < w {
+                                    let at = (((b * g.c + ci) as isize * h + iy) * w + ix) as usize;
+                                    sum += wt[((o * g.c + ci) * g.kh + i) * g.kw + j] as f64
+                                        * x[at] as f64;
+                                }
+                            }
+                        }
+                    }
+                    out[((b * co + o) * g.oh + y) * g.ow + xo] = sum;
+                }
+            }
+        }
+    }
+    out
+}
