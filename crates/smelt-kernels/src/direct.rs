@@ -418,6 +418,13 @@ pub unsafe fn direct_conv(
                                 }
                             }
                         }
+                        // A last tile of at most half the pixels takes the half-width
+                        // kernel where the ISA has one (YOLOv8n's and PP-OCR's 80-wide rows
+                        // are 32 + 32 + 16).
+                        let ker = match kern.direct_half {
+                            Some(half) if 2 * cols <= nr => half,
+                            _ => ker,
+                        };
                         ker(taps, offs.as_ptr(), base.add(x0), wp, tile.as_mut_ptr());
                         sink.tile(
                             b,
@@ -600,6 +607,58 @@ pub mod x86 {
         for r in 0..AVX512_DIRECT_MR {
             epi.apply(r, 0, Z16(c0[r]));
             epi.apply(r, 16, Z16(c1[r]));
+        }
+    }
+
+    /// The first 16 of the AVX-512 tile's 32 pixels (see [`super::DirectFn`]; the tile's
+    /// rows keep their 32-float stride), for a row's last tile that narrow.
+    ///
+    /// # Safety
+    /// See [`super::DirectFn`]; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub unsafe fn direct_avx512_half(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+        t: *mut f32,
+    ) {
+        const R: usize = AVX512_DIRECT_MR;
+        let mut c = [_mm512_setzero_ps(); R];
+        for tap in 0..k {
+            let x = _mm512_loadu_ps(base.offset(*offs.add(tap)));
+            let wt = w.add(tap * R);
+            for (r, acc) in c.iter_mut().enumerate() {
+                *acc = _mm512_fmadd_ps(_mm512_set1_ps(*wt.add(r)), x, *acc);
+            }
+        }
+        for (r, &v) in c.iter().enumerate() {
+            _mm512_storeu_ps(t.add(r * 32), v);
+        }
+    }
+
+    /// The first 8 of the AVX2 tile's 16 pixels (see [`direct_avx512_half`]).
+    ///
+    /// # Safety
+    /// See [`super::DirectFn`]; the CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn direct_avx2_half(
+        k: usize,
+        offs: *const isize,
+        base: *const f32,
+        w: *const f32,
+        t: *mut f32,
+    ) {
+        let mut c = [_mm256_setzero_ps(); 6];
+        for tap in 0..k {
+            let x = _mm256_loadu_ps(base.offset(*offs.add(tap)));
+            let wt = w.add(tap * 6);
+            for (r, acc) in c.iter_mut().enumerate() {
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(*wt.add(r)), x, *acc);
+            }
+        }
+        for (r, &v) in c.iter().enumerate() {
+            _mm256_storeu_ps(t.add(r * 16), v);
         }
     }
 

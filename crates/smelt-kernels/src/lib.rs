@@ -56,6 +56,8 @@ pub struct Kernels {
     /// The direct kernel finishing a full tile with its fused epilogue, where the ISA has
     /// one.
     pub direct_fused: Option<direct::DirectFusedFn>,
+    /// The direct kernel over the first half of its tile's pixels, where the ISA has one.
+    pub direct_half: Option<direct::DirectFn>,
     /// Output channels of the direct kernel's tile (its pixels are `micro.nr`).
     pub direct_mr: usize,
     /// The column-stride-2 direct tile kernel reading the input in place, where the ISA has
@@ -97,6 +99,7 @@ impl Kernels {
             pool: pooling::portable::pool,
             direct: direct::portable::direct,
             direct_fused: None,
+            direct_half: None,
             direct_mr: gemm::micro::PORTABLE_MR,
             direct_s2: None,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
@@ -121,6 +124,7 @@ impl Kernels {
                 pool: pooling::x86::pool_avx2,
                 direct: direct::x86::direct_avx2,
                 direct_fused: Some(direct::x86::direct_avx2_fused),
+                direct_half: Some(direct::x86::direct_avx2_half),
                 direct_mr: 6,
                 direct_s2: None,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
@@ -143,6 +147,7 @@ impl Kernels {
                 pool: pooling::x86::pool_avx512,
                 direct: direct::x86::direct_avx512,
                 direct_fused: Some(direct::x86::direct_avx512_fused),
+                direct_half: Some(direct::x86::direct_avx512_half),
                 direct_mr: direct::x86::AVX512_DIRECT_MR,
                 direct_s2: Some(strided::x86::tile_avx512),
                 winograd: (
