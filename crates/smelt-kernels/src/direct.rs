@@ -689,7 +689,7 @@ pub mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gemm::StoreC;
     use crate::isa_tests;
@@ -729,42 +729,43 @@ mod tests {
                 oh,
                 ow,
             };
-            let batches = 2;
-            let x = rand_vec(batches * c * h * w, 1);
-            let wt = rand_vec(co * g.k(), 2);
-            let dw = DirectWeights::new(kern, co, g.k(), &wt);
-            let mut out = vec![f32::NAN; batches * co * oh * ow];
-            let sink = StoreC {
-                c: out.as_mut_ptr(),
-                ldc: oh * ow,
-                batch_stride: co * oh * ow,
-            };
-            let offsets = [0isize, (c * h * w) as isize];
-            let input = DirectInput {
-                x: x.as_ptr(),
-                batch: &offsets,
-                strides: [(h * w) as isize, w as isize, 1],
-            };
-            unsafe {
-                direct_conv(
-                    kern,
-                    crate::pool::global(),
-                    2,
-                    &g,
-                    batches,
-                    &input,
-                    &dw,
-                    &sink,
-                )
-            };
-            let want = crate::testing::conv_plain(&g, batches, co, &x, &wt);
-            for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
-                assert!(
-                    (got as f64 - want).abs() < 1e-4,
-                    "{} {g:?} co {co} element {i}: {got} vs {want}",
-                    kern.isa
-                );
-            }
+            check_conv(kern, &g, co, |input, dw, sink| unsafe {
+                direct_conv(kern, crate::pool::global(), 2, &g, 2, input, dw, sink)
+            });
+        }
+    }
+
+    /// Runs `conv` on two random contiguous images of geometry `g` into `co` channels and
+    /// checks it against a plain sum.
+    pub(crate) fn check_conv(
+        kern: &Kernels,
+        g: &Conv2d,
+        co: usize,
+        conv: impl Fn(&DirectInput, &DirectWeights, &StoreC),
+    ) {
+        let (c, h, w, px) = (g.c, g.h, g.w, g.oh * g.ow);
+        let x = rand_vec(2 * c * h * w, 1);
+        let wt = rand_vec(co * g.k(), 2);
+        let dw = DirectWeights::new(kern, co, g.k(), &wt);
+        let mut out = vec![f32::NAN; 2 * co * px];
+        let sink = StoreC {
+            c: out.as_mut_ptr(),
+            ldc: px,
+            batch_stride: co * px,
+        };
+        let input = DirectInput {
+            x: x.as_ptr(),
+            batch: &[0, (c * h * w) as isize],
+            strides: [(h * w) as isize, w as isize, 1],
+        };
+        conv(&input, &dw, &sink);
+        let want = crate::testing::conv_plain(g, 2, co, &x, &wt);
+        for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
+            assert!(
+                (got as f64 - want).abs() < 1e-4,
+                "{} {g:?} co {co} element {i}: {got} vs {want}",
+                kern.isa
+            );
         }
     }
 

@@ -317,9 +317,7 @@ pub mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemm::StoreC;
     use crate::isa_tests;
-    use crate::testing::rand_vec;
 
     /// Every geometry the path can run (odd and even widths, rows of one to several
     /// segments, row dilation, more padding than the kernel needs, a last channel panel
@@ -354,28 +352,9 @@ mod tests {
                 assert!(kern.direct_s2.is_none(), "{g:?}");
                 continue;
             }
-            let x = rand_vec(2 * c * h * w, 1);
-            let wt = rand_vec(co * g.k(), 2);
-            let dw = DirectWeights::new(kern, co, g.k(), &wt);
-            let mut out = vec![f32::NAN; 2 * co * oh * ow];
-            let sink = StoreC {
-                c: out.as_mut_ptr(),
-                ldc: oh * ow,
-                batch_stride: co * oh * ow,
-            };
-            let input = DirectInput {
-                x: x.as_ptr(),
-                batch: &[0, (c * h * w) as isize],
-                strides: [(h * w) as isize, w as isize, 1],
-            };
-            unsafe { conv(kern, crate::pool::global(), 2, &g, 2, &input, &dw, &sink) };
-            let want = crate::testing::conv_plain(&g, 2, co, &x, &wt);
-            for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
-                assert!(
-                    (got as f64 - want).abs() < 1e-4,
-                    "{g:?} co {co} element {i}: {got} vs {want}"
-                );
-            }
+            crate::direct::tests::check_conv(kern, &g, co, |input, dw, sink| unsafe {
+                conv(kern, crate::pool::global(), 2, &g, 2, input, dw, sink)
+            });
         }
     }
 
