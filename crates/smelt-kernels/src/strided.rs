@@ -146,11 +146,9 @@ pub unsafe fn conv(
     };
     let mr = kern.direct_mr;
     let [cs, rs, _] = input.strides;
-    let segs: Vec<Segment> = segments(g).into_iter().map(|s| plan(g, rs, s)).collect();
-    let starts: Vec<usize> = segments(g)
-        .iter()
-        .map(|&(y, x0, _)| y * g.ow + x0)
-        .collect();
+    let runs = segments(g);
+    let segs: Vec<Segment> = runs.iter().map(|&r| plan(g, rs, r)).collect();
+    let starts: Vec<usize> = runs.iter().map(|&(y, x0, _)| y * g.ow + x0).collect();
     let tiles = segs.len().div_ceil(2);
     let taps = g.k();
     let panels = w.channels().div_ceil(mr);
