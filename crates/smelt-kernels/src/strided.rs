@@ -45,6 +45,8 @@ pub struct Segment {
     pub masks: [u16; 3],
     /// Output pixels in the segment (0: an empty second segment).
     pub n: usize,
+    /// Its first output pixel, `y * ow + x0`.
+    pub first: usize,
 }
 
 /// What the tile kernel needs of the geometry and the input.
@@ -95,11 +97,13 @@ pub fn applies(kern: &Kernels, g: &Conv2d, es: isize) -> bool {
         && g.c >= MIN_CHANNELS
 }
 
-/// The segments of one output image in order: rows, then 16-pixel runs within each.
-fn segments(g: &Conv2d) -> Vec<(usize, usize, usize)> {
+/// The segments of one output image in order, planned over an input with row step `rs`:
+/// rows, then 16-pixel runs within each.
+fn segments(g: &Conv2d, rs: isize) -> Vec<Segment> {
     let per_row = g.ow.div_ceil(SEG);
     (0..g.oh)
         .flat_map(|y| (0..per_row).map(move |s| (y, s * SEG, SEG.min(g.ow - s * SEG))))
+        .map(|r| plan(g, rs, r))
         .collect()
 }
 
@@ -121,6 +125,7 @@ fn plan(g: &Conv2d, rs: isize, (y, x0, n): (usize, usize, usize)) -> Segment {
         iy0,
         masks,
         n,
+        first: y * g.ow + x0,
     }
 }
 
@@ -146,9 +151,7 @@ pub unsafe fn conv(
     };
     let mr = kern.direct_mr;
     let [cs, rs, _] = input.strides;
-    let runs = segments(g);
-    let segs: Vec<Segment> = runs.iter().map(|&r| plan(g, rs, r)).collect();
-    let starts: Vec<usize> = runs.iter().map(|&(y, x0, _)| y * g.ow + x0).collect();
+    let segs = segments(g, rs);
     let tiles = segs.len().div_ceil(2);
     let taps = g.k();
     let panels = w.channels().div_ceil(mr);
@@ -185,7 +188,7 @@ pub unsafe fn conv(
                     segs[2 * ti],
                     segs.get(2 * ti + 1).copied().unwrap_or_default(),
                 ];
-                let first = [starts[2 * ti], starts.get(2 * ti + 1).copied().unwrap_or(0)];
+                let first = [pair[0].first, pair[1].first];
                 let rows = mr.min(w.channels() - p * mr);
                 let epi = |s: usize| {
                     (rows == mr && pair[s].n == SEG)
