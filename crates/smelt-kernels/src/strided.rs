@@ -24,6 +24,12 @@ pub const SEG: usize = 16;
 /// stem ran 1.2-1.4x slower than on the padded copy.)
 pub const MAX_KW: usize = 3;
 
+/// Largest input image, in L2s: the tiles read one row stream per input channel, which the
+/// hardware prefetchers do not follow, and every channel panel reads the whole image again.
+/// A 64-channel 320x320 image (26 MB) took 45-70 ms against 21-22 on the im2col GEMM;
+/// YOLOv8n's 16-channel 160x160 one (1.6 MB) is the one measured faster.
+pub const MAX_INPUT_L2S: usize = 4;
+
 /// Fewest input channels: below, a tile's few taps leave its per-tile setup dominant
 /// (PP-OCRv4's 3 -> 16 channel layer at 640x640 ran 1.2-1.3x slower than on the padded copy).
 pub const MIN_CHANNELS: usize = 8;
@@ -95,6 +101,7 @@ pub fn applies(kern: &Kernels, g: &Conv2d, es: isize) -> bool {
     can_run(kern, g, es)
         && g.ow as f64 / g.ow.next_multiple_of(SEG) as f64 >= MIN_ROW_USE
         && g.c >= MIN_CHANNELS
+        && g.c * g.h * g.w * 4 <= MAX_INPUT_L2S * crate::isa::l2_bytes()
 }
 
 /// The segments of one output image in order, planned over an input with row step `rs`:
