@@ -196,6 +196,29 @@ pub(crate) unsafe fn strided_copy_body<V: crate::simd::Vf>(
             V::evens_odds(a, b).0.store(dst.as_mut_ptr().add(t0));
             t0 += lanes;
         }
+        // The short last run by partial vectors (a padded phase row of a 28-wide output
+        // copied 12 of its 28 floats one at a time: a quarter of a stride-2 layer's time).
+        let n = dst.len() - t0;
+        let have = avail.saturating_sub(2 * t0).min(2 * lanes);
+        if lanes > 1 && n > 0 && n < lanes && have >= 2 * n - 1 {
+            /// The first `m` floats from `p` (all lanes from `LANES` up), zeros after.
+            #[inline(always)]
+            unsafe fn part<V: crate::simd::Vf>(p: *const f32, m: usize) -> V {
+                if m >= V::LANES {
+                    V::load(p)
+                } else if m > 0 {
+                    V::load_part(p, m)
+                } else {
+                    V::splat(0.0)
+                }
+            }
+            let a = part::<V>(src.add(2 * t0), have.min(lanes));
+            let b = part::<V>(src.add(2 * t0 + lanes), have.saturating_sub(lanes));
+            V::evens_odds(a, b)
+                .0
+                .store_part(dst.as_mut_ptr().add(t0), n);
+            t0 += n;
+        }
     }
     for (t, v) in dst.iter_mut().enumerate().skip(t0) {
         *v = *src.offset(t as isize * step);
@@ -564,6 +587,42 @@ mod tests {
     }
 
     isa_tests!(depthwise, depthwise_matches);
+
+    /// A strided copy takes every `step`-th float, reading no further than it may, at every
+    /// length (full vectors, a partial last one, a scalar tail) and readable extent.
+    fn strided_copy_takes_the_samples(kern: &Kernels) {
+        let src = rand_vec(80, 3);
+        for step in [1usize, 2, 3] {
+            for len in 0..=33 {
+                // The last sample's float is the least the source must hold.
+                let least = if len == 0 { 0 } else { (len - 1) * step + 1 };
+                for avail in [least, least + 1, least + 17]
+                    .into_iter()
+                    .filter(|&a| a <= 80)
+                {
+                    let mut got = vec![f32::NAN; len + 3];
+                    unsafe {
+                        (kern.strided_copy)(src.as_ptr(), step as isize, avail, &mut got[..len])
+                    };
+                    for (t, &v) in got[..len].iter().enumerate() {
+                        assert_eq!(
+                            v,
+                            src[t * step],
+                            "{} step {step} len {len} avail {avail} at {t}",
+                            kern.isa
+                        );
+                    }
+                    assert!(
+                        got[len..].iter().all(|v| v.is_nan()),
+                        "{} wrote past {len}",
+                        kern.isa
+                    );
+                }
+            }
+        }
+    }
+
+    isa_tests!(strided_copy, strided_copy_takes_the_samples);
 
     #[test]
     fn in_row_is_the_span_of_columns_inside_the_row() {

@@ -180,15 +180,30 @@ unsafe fn pad_input(
             })
         })
         .collect();
+    // Per phase (the same for every row): the padded columns [lo, hi) inside the input
+    // row, the input column of `lo`, and the floats readable from there to the row's end.
+    let sw = g.sw as isize;
+    let spans: Vec<(usize, usize, usize, isize, usize)> = (0..g.sw)
+        .filter(|&p| phase_used[p])
+        .map(|phase| {
+            // Padded column j * sw + phase is input column (that) - pw.
+            let ix0 = phase as isize - g.pw as isize;
+            let (lo, hi) = crate::conv::in_row(ix0, g.sw, g.w, pl.wph);
+            let first = ix0 + lo as isize * sw;
+            let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
+            (phase, lo, hi, first, avail)
+        })
+        .collect();
+    let rows: Vec<usize> = (0..pl.hp).filter(|&r| row_used[r]).collect();
     let bp = Shared(buf.as_mut_ptr());
     pool.run(threads, batches * g.c, &|t| {
         let _ = &bp;
         let (b, ci) = (t / g.c, t % g.c);
         let src = input.x.offset(input.batch[b] + ci as isize * cs);
-        for phase in (0..g.sw).filter(|&p| phase_used[p]) {
+        for &(phase, lo, hi, first, avail) in &spans {
             let dst =
                 bp.0.add(b * pl.batch + phase * pl.phase + ci * pl.hp * pl.wph);
-            for py in (0..pl.hp).filter(|&r| row_used[r]) {
+            for &py in &rows {
                 let iy = py as isize - g.ph as isize;
                 let row = std::slice::from_raw_parts_mut(dst.add(py * pl.wph), pl.wph);
                 if iy < 0 || iy >= g.h as isize {
@@ -196,20 +211,12 @@ unsafe fn pad_input(
                     continue;
                 }
                 let srow = src.offset(iy * rs);
-                // Padded column j * sw + phase is input column (that) - pw: the columns
-                // j in [lo, hi) are inside the row, the others padding.
-                let sw = g.sw as isize;
-                let ix0 = phase as isize - g.pw as isize;
-                let (lo, hi) = crate::conv::in_row(ix0, g.sw, g.w, pl.wph);
                 row[..lo].fill(0.0);
                 row[hi..].fill(0.0);
-                let first = ix0 + lo as isize * sw;
                 if sw == 1 && es == 1 {
                     row[lo..hi]
                         .copy_from_slice(std::slice::from_raw_parts(srow.offset(first), hi - lo));
                 } else {
-                    // Floats from the row's column `first` to its last element.
-                    let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
                     (kern.strided_copy)(srow.offset(first * es), sw * es, avail, &mut row[lo..hi]);
                 }
             }
@@ -712,36 +719,21 @@ pub(crate) mod tests {
             (4, 12, 12, 8, 3, 2, 2, 2),
             (3, 7, 8, 5, 3, 2, 1, 3),
         ] {
-            let oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
-            let ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
-            let g = Conv2d {
-                c,
-                h,
-                w,
-                kh: k,
-                kw: k,
-                sh: s,
-                sw: s,
-                dh: d,
-                dw: d,
-                ph: p,
-                pw: p,
-                oh,
-                ow,
-            };
-            check_conv(kern, &g, co, |input, dw, sink| unsafe {
+            let g = crate::testing::square_conv(c, h, w, k, s, d, p);
+            check_conv(kern, &g, co, |input, dw, _, sink| unsafe {
                 direct_conv(kern, crate::pool::global(), 2, &g, 2, input, dw, sink)
             });
         }
     }
 
-    /// Runs `conv` on two random contiguous images of geometry `g` into `co` channels and
-    /// checks it against a plain sum.
+    /// Runs `conv` (given the weights packed for the direct kernel and as they are) on two
+    /// random contiguous images of geometry `g` into `co` channels and checks it against a
+    /// plain sum.
     pub(crate) fn check_conv(
         kern: &Kernels,
         g: &Conv2d,
         co: usize,
-        conv: impl Fn(&DirectInput, &DirectWeights, &StoreC),
+        conv: impl Fn(&DirectInput, &DirectWeights, &[f32], &StoreC),
     ) {
         let (c, h, w, px) = (g.c, g.h, g.w, g.oh * g.ow);
         let x = rand_vec(2 * c * h * w, 1);
@@ -758,7 +750,7 @@ pub(crate) mod tests {
             batch: &[0, (c * h * w) as isize],
             strides: [(h * w) as isize, w as isize, 1],
         };
-        conv(&input, &dw, &sink);
+        conv(&input, &dw, &wt, &sink);
         let want = crate::testing::conv_plain(g, 2, co, &x, &wt);
         for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
             assert!(

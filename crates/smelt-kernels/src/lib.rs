@@ -9,6 +9,7 @@ pub mod conv;
 pub mod direct;
 pub mod epilogue;
 pub mod gemm;
+pub mod implicit;
 pub mod isa;
 pub mod pool;
 pub mod pooling;

@@ -360,7 +360,7 @@ mod tests {
                 assert!(kern.direct_s2.is_none(), "{g:?}");
                 continue;
             }
-            crate::direct::tests::check_conv(kern, &g, co, |input, dw, sink| unsafe {
+            crate::direct::tests::check_conv(kern, &g, co, |input, dw, _, sink| unsafe {
                 conv(kern, crate::pool::global(), 2, &g, 2, input, dw, sink)
             });
         }

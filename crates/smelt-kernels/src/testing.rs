@@ -87,3 +87,31 @@ pub fn conv_plain(
     }
     out
 }
+
+/// The geometry of a square-kernel convolution over an `h x w` image of `c` channels:
+/// kernel `k`, stride `s`, dilation `d` and pad `p` on both axes.
+pub fn square_conv(
+    c: usize,
+    h: usize,
+    w: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    p: usize,
+) -> crate::conv::Conv2d {
+    crate::conv::Conv2d {
+        c,
+        h,
+        w,
+        kh: k,
+        kw: k,
+        sh: s,
+        sw: s,
+        dh: d,
+        dw: d,
+        ph: p,
+        pw: p,
+        oh: (h + 2 * p - d * (k - 1) - 1) / s + 1,
+        ow: (w + 2 * p - d * (k - 1) - 1) / s + 1,
+    }
+}

@@ -19,6 +19,7 @@ use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{
     gemm, Batches, Gemm, Lhs, MatRef, Micro, PackedA, PackedB, Rhs, TileSink, Transposed,
 };
+use smelt_kernels::implicit::implicit_conv;
 use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::Kernels;
 use std::borrow::Cow;
@@ -26,6 +27,9 @@ use std::borrow::Cow;
 enum Method {
     /// One GEMM per group: packed weights times the input's im2col view.
     Gemm(Vec<PackedA>),
+    /// One implicit GEMM per group: packed weights times the im2col rows read in place
+    /// from a phase-split padded copy of the input.
+    Implicit(Vec<PackedA>),
     /// One GEMM per group computed transposed, output pixels as its rows: the im2col view's
     /// transpose times the transposed weights (packed once), each tile handed on transposed.
     GemmPixelRows(Vec<PackedB>),
@@ -333,6 +337,14 @@ impl ConvPlan {
                     .map(|g| DirectWeights::new(kern, mg, k, &wv[g * mg * k..(g + 1) * mg * k]))
                     .collect(),
             )
+        } else if smelt_kernels::implicit::applies(&kern.micro, &geom, mg) {
+            Method::Implicit(
+                (0..groups)
+                    .map(|g| {
+                        PackedA::new(&kern.micro, mg, k, &wv[g * mg * k..(g + 1) * mg * k], k, 1)
+                    })
+                    .collect(),
+            )
         } else if pixels_as_rows(&kern.micro, mg, geom.pixels(), k) {
             // B = W^T: element (p, o) of the k x mg matrix at o * k + p.
             Method::GemmPixelRows(
@@ -361,6 +373,7 @@ impl ConvPlan {
             Method::Winograd(_) => kern.name("conv.winograd-f4x4"),
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
+            Method::Implicit(_) => kern.name("conv.implicit-gemm"),
             Method::GemmPixelRows(_) if geom.is_pointwise() => {
                 kern.name("conv.pointwise-gemm-pixel-rows")
             }
@@ -456,6 +469,19 @@ impl ConvPlan {
                     };
                     self.finish_with(mem, ex, gi, |sink| {
                         direct_conv(ex.kern, ex.pool, threads, g, self.images, &input, dw, sink)
+                    });
+                }
+            }
+            Method::Implicit(packed) => {
+                for (gi, pa) in packed.iter().enumerate() {
+                    let offsets = group_offsets(gi);
+                    let input = DirectInput {
+                        x,
+                        batch: &offsets,
+                        strides: [sc, sh, sw],
+                    };
+                    self.finish_with(mem, ex, gi, |sink| {
+                        implicit_conv(ex.kern, ex.pool, threads, g, self.images, &input, pa, sink)
                     });
                 }
             }

@@ -42,6 +42,9 @@ pub struct Micro {
     /// panel that narrow (B's rows are still `nr` wide, or read in place), where the ISA
     /// has them: such a panel then costs half a full one.
     pub half: Option<[MicroFn; MAX_MR]>,
+    /// `offsets[r - 1]` computes `r` rows with B's rows at per-step offsets (see
+    /// [`super::offsets`]).
+    pub offsets: [super::offsets::OffsetsFn; MAX_MR],
 }
 
 impl Micro {
@@ -99,6 +102,8 @@ macro_rules! rows_table {
     }};
 }
 
+pub(crate) use rows_table;
+
 #[allow(clippy::too_many_arguments)]
 unsafe fn portable<const R: usize>(
     k: usize,
@@ -138,11 +143,12 @@ pub fn portable_micro() -> Micro {
         kernels: rows_table!(portable, PORTABLE_MR),
         fused: None,
         half: None,
+        offsets: super::offsets::portable_table(),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::Micro;
     use crate::epilogue::TileEpi;
     use crate::simd::{Vf, Y8, Z16};
@@ -211,10 +217,7 @@ mod x86 {
         epi.prefetch(R, NR);
         if rs == 1 && ps == R as isize {
             let (c0, c1) = avx2_steps::<R>(k, a, 1, R as isize, b, bs);
-            for r in 0..R {
-                epi.apply(r, 0, Y8(c0[r]));
-                epi.apply(r, 8, Y8(c1[r]));
-            }
+            epi.apply_tile(c0.map(Y8), c1.map(Y8));
             return;
         }
         let mut t = [0f32; R * NR];
@@ -352,10 +355,7 @@ mod x86 {
         epi.prefetch(R, NR);
         if rs == 1 && ps == R as isize {
             let (c0, c1) = avx512_steps::<R>(k, a, 1, R as isize, b, bs);
-            for r in 0..R {
-                epi.apply(r, 0, Z16(c0[r]));
-                epi.apply(r, 16, Z16(c1[r]));
-            }
+            epi.apply_tile(c0.map(Z16), c1.map(Z16));
             return;
         }
         let mut t = [0f32; R * NR];
@@ -547,6 +547,7 @@ mod x86 {
             kernels: rows_table!(avx2, AVX2_MR),
             fused: Some(avx2_fused),
             half: Some(rows_table!(avx2_half, AVX2_MR)),
+            offsets: crate::gemm::offsets::avx2_table(),
         }
     }
 
@@ -558,6 +559,7 @@ mod x86 {
             kernels: rows_table!(avx512, AVX512_MR),
             fused: Some(avx512_fused),
             half: Some(rows_table!(avx512_half, AVX512_MR)),
+            offsets: crate::gemm::offsets::avx512_table(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! or the thread count, so results do not depend on how the work was split.
 
 pub mod micro;
+pub mod offsets;
 pub mod pack;
 
 use crate::buf::with_scratch;
@@ -86,6 +87,20 @@ impl PackedA {
     /// Depth.
     pub fn k(&self) -> usize {
         self.k
+    }
+
+    /// Rows per panel (the micro-kernel's tile rows).
+    pub fn mr(&self) -> usize {
+        self.mr
+    }
+
+    /// Row panel `i`: `k x mr` floats, k-major, rows `i * mr ..` (zero past `m`).
+    ///
+    /// # Panics
+    /// When `i` is past the last panel.
+    pub fn panel(&self, i: usize) -> &[f32] {
+        let len = self.k * self.mr;
+        &self.data.as_slice()[i * len..(i + 1) * len]
     }
 
     /// Heap bytes held (none for a stored pack, see [`crate::prepack`]).
