@@ -495,6 +495,48 @@ fn a_tfidf_with_a_huge_max_gram_length_counts_only_the_pools_lengths() {
     }
 }
 
+/// A fuzz finding: an AveragePool over an empty image (a zero dim) of 2^31 - 1 channels
+/// looped over every channel's zero output positions in the oracle (10 s under the fuzzer's
+/// coverage, past its 1 s deadline); an empty output is now computed without a loop.
+#[test]
+fn a_pool_of_an_empty_image_with_huge_channels_is_quick() {
+    let (p, len) = regression("avgpool-empty-image-huge-channels.onnx");
+    for level in [0, 1] {
+        let start = Instant::now();
+        let r = replay(&p, len, level);
+        if let Ok(out) = &r {
+            assert_eq!(
+                out[0].1.tensor().expect("a tensor").len(),
+                0,
+                "level {level}"
+            );
+        }
+        // Well under the fuzz target's second, in a debug build on a loaded machine.
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "level {level}: {r:?}"
+        );
+    }
+}
+
+/// A fuzz finding: a LogSoftmax over [1, 2^31 - 1, 0] (a Reshape of an empty input) made
+/// the fused reduction walk its 2^31 empty rows (a minute; the fuzz target timed out).
+#[test]
+fn a_softmax_of_empty_rows_is_quick() {
+    let (p, len) = regression("logsoftmax-empty-rows-huge-dim.onnx");
+    for level in [0, 1] {
+        let start = Instant::now();
+        let r = replay(&p, len, level);
+        // The model's ConvTranspose lacks its weights: the run ends in that error.
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidModel),
+            "level {level}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(2), "level {level}");
+    }
+}
+
 /// A campaign finding: a ConvTranspose whose strides, dilations and output padding make
 /// its unpadded output extent overflow i64 panicked in the oracle's size arithmetic.
 #[test]

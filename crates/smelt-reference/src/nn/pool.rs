@@ -163,10 +163,13 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     for d in 1..nd {
         col_strides[d] = col_strides[d - 1] * ins[d - 1];
     }
-    let mut y = vec![0f64; n * c * out_sp];
+    let total = crate::layout::check_count(n as u128 * c as u128 * out_sp as u128, 16, &|| {
+        format!("pooling output ({n} x {c} x {outs:?})")
+    })?;
+    let mut y = vec![0f64; total];
     let want_idx = matches!(kind, Kind::Max { .. }) && cx.n_outputs > 1;
     let mut idx = if want_idx {
-        vec![0i64; n * c * out_sp]
+        vec![0i64; total]
     } else {
         Vec::new()
     };
@@ -204,7 +207,10 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         pads_in.push(pad_count);
     }
     wstart.push(windows.len());
-    for nc in 0..n * c {
+    // No planes when there are no output positions: an empty image of 2^31 channels
+    // must not loop over them.
+    let planes = if out_sp == 0 { 0 } else { n * c };
+    for nc in 0..planes {
         let base = nc * in_sp;
         let plane = &xv[base..base + in_sp];
         for o in 0..out_sp {
