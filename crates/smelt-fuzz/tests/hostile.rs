@@ -537,6 +537,21 @@ fn a_softmax_of_empty_rows_is_quick() {
     }
 }
 
+/// A fuzz finding: a ConvTranspose whose kernel_shape has fewer entries than spatial axes
+/// indexed past it in shape inference (a panic); the executors name the mismatch.
+#[test]
+fn a_conv_transpose_kernel_shape_of_the_wrong_rank_is_an_invalid_model() {
+    let (p, len) = regression("conv-transpose-kernel-shape-rank.onnx");
+    for level in [0, 1] {
+        let r = replay(&p, len, level);
+        assert_eq!(
+            r.err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidModel),
+            "level {level}"
+        );
+    }
+}
+
 /// A campaign finding: a ConvTranspose whose strides, dilations and output padding make
 /// its unpadded output extent overflow i64 panicked in the oracle's size arithmetic.
 #[test]

@@ -108,6 +108,10 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
                 }
                 let nd = xs.len() - 2;
                 let kernel = kernel_dims(kernel_shape, &ws[2..]);
+                // A kernel_shape of another rank is the executors' error to report.
+                if kernel.len() != nd {
+                    return None;
+                }
                 let mut out = vec![xs[0].clone(), mul(&ws[1], &Dim::Known(*group as u64))];
                 let same = matches!(auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
                 for i in 0..nd {
