@@ -552,6 +552,18 @@ fn a_conv_transpose_kernel_shape_of_the_wrong_rank_is_an_invalid_model() {
     }
 }
 
+/// A fuzz finding: a Concat of [2^31 - 1, 0] inputs walked its 2^31 empty chunks in the
+/// oracle (a fuzz timeout); an empty output takes nothing.
+#[test]
+fn a_concat_of_empty_inputs_with_a_huge_outer_dim_is_quick() {
+    let (p, len) = regression("concat-empty-huge-outer.onnx");
+    for level in [0, 1] {
+        let start = Instant::now();
+        let _ = replay(&p, len, level);
+        assert!(start.elapsed() < Duration::from_secs(2), "level {level}");
+    }
+}
+
 /// A campaign finding: a ConvTranspose whose strides, dilations and output padding make
 /// its unpadded output extent overflow i64 panicked in the oracle's size arithmetic.
 #[test]

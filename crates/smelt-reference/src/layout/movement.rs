@@ -67,8 +67,10 @@ pub(super) fn concat(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let mut shape = first.shape().to_vec();
     shape[a] = total;
     let data = Data::concat(&ts.iter().map(|t| t.data()).collect::<Vec<_>>())?;
-    let mut idx = Vec::with_capacity(numel(&shape)?);
-    for o in 0..outer {
+    let n = numel(&shape)?;
+    let mut idx = Vec::with_capacity(n);
+    // An empty output takes nothing: no walk over a huge outer extent of empty chunks.
+    for o in 0..if n == 0 { 0 } else { outer } {
         let mut base = 0;
         for t in &ts {
             let chunk = numel(&t.shape()[a..])?;
