@@ -133,6 +133,18 @@ impl PadLayout {
     }
 }
 
+/// Floats of one batch's padded, phase-split copy for tiles `nr` pixels wide (the direct
+/// kernel's `micro.nr`, the im2col panels' 1), counted without overflow: a plan checks it
+/// against the memory limits before a run allocates it.
+pub fn padded_copy_floats(g: &Conv2d, nr: usize) -> u128 {
+    let u = |x: usize| x as u128;
+    let hp = u(g.oh.saturating_sub(1)) * u(g.sh) + u(g.kh.saturating_sub(1)) * u(g.dh) + 1;
+    let wph =
+        (u(g.ow.div_ceil(nr.max(1))) * u(nr) + u(g.kw.saturating_sub(1) * g.dw / g.sw.max(1)) + 1)
+            .next_multiple_of(16);
+    u(g.c) * hp * wph * u(g.sw)
+}
+
 /// Each tap's offset into one batch's padded, phase-split input: tap `(ci, ky, kx)` of
 /// output `(y, x)` reads `offs[tap] + y * sh * wph + x`.
 fn tap_offsets(g: &Conv2d, pl: &PadLayout) -> Vec<isize> {

@@ -84,6 +84,15 @@ pub fn applies(micro: &Micro, g: &Conv2d, m: usize) -> bool {
         && m * g.k() * 4 <= crate::isa::l2_bytes()
 }
 
+/// Floats of one batch's phase-split copy, counted without overflow: a plan checks it
+/// against the memory limits before a run allocates it.
+pub fn copy_floats(g: &Conv2d) -> u128 {
+    let u = |x: usize| x as u128;
+    let wv = u(g.ow) + u(g.kw.saturating_sub(1) * g.dw / g.sw.max(1));
+    let hv = u(g.oh) + u(g.kh.saturating_sub(1) * g.dh / g.sh.max(1));
+    wv * hv * u(g.c) * u(g.sh) * u(g.sw)
+}
+
 /// Fills `buf` with the phase-split padded copies of the input, one (batch, channel) per
 /// task; phases no tap reads are zeroed.
 ///

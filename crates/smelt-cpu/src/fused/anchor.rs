@@ -81,7 +81,7 @@ impl AnchorPlan {
             Op::Nn(NnOp::Conv { .. }) => match ConvPlan::new(c, weights, a, kern, choice.conv) {
                 Some(p) => Path::Conv(p),
                 None => Path::Reference(
-                    "Conv: not a 2-D f32 convolution with constant weights and bias".into(),
+                    "Conv: not a 2-D f32 convolution with constant weights and bias, or its padded input is past the memory limits".into(),
                 ),
             },
             Op::Nn(NnOp::Attention { .. }) => match SdpaPlan::new(c, a, kern) {

@@ -363,6 +363,23 @@ impl ConvPlan {
                     .collect(),
             )
         };
+        // The padded copy the chosen kernel makes of the input: sized by the model's pads,
+        // so checked against the memory limits here (past them, the reference kernel runs
+        // the node) rather than allocated, or aborting, in a run.
+        let padded = !(geom.kh == 1 && geom.kw == 1 && geom.ph == 0 && geom.pw == 0);
+        let copy = match &method {
+            Method::Implicit(_) => smelt_kernels::implicit::copy_floats(&geom),
+            Method::Direct(_) if !in_place_s2 => {
+                smelt_kernels::direct::padded_copy_floats(&geom, kern.micro.nr)
+            }
+            Method::Gemm(_) | Method::GemmPixelRows(_) if padded => {
+                smelt_kernels::direct::padded_copy_floats(&geom, 1)
+            }
+            _ => 0,
+        };
+        let copy_bytes = u64::try_from(copy * 4 * n as u128).unwrap_or(u64::MAX);
+        smelt_ir::limits::check_alloc(copy_bytes, &|| "a convolution's padded input".into())
+            .ok()?;
         let xs: [isize; 4] = match xr.strides.as_slice() {
             &[a, b, d] => [a, b, 0, d],
             s => <[isize; 4]>::try_from(s).ok()?,
