@@ -370,9 +370,45 @@ pub fn storage_bytes(dtype: DType, n: usize) -> Option<u64> {
     (n as u64).checked_mul(size)
 }
 
+/// The product of a shape's dimensions with zeros counted as ones (saturating): how many
+/// iterations loops over an empty tensor's other axes would walk.
+pub fn extent(shape: &[usize]) -> u64 {
+    shape
+        .iter()
+        .fold(1u64, |a, &d| a.saturating_mul((d as u64).max(1)))
+}
+
+/// An error of kind ResourceExhausted when an empty shape's other axes span more elements of
+/// `dtype` than the tensor limit allows a tensor to hold. Such a tensor holds nothing, but
+/// kernels that walk its outer axes would loop for minutes: it is refused like the tensor
+/// its axes describe. Shapes with no zero dimension pass (their size is checked as bytes).
+pub fn check_extent(dtype: DType, shape: &[usize], what: &dyn Fn() -> String) -> Result<()> {
+    if !shape.contains(&0) {
+        return Ok(());
+    }
+    let span = extent(shape);
+    let bytes =
+        storage_bytes(dtype, usize::try_from(span).unwrap_or(usize::MAX)).unwrap_or(u64::MAX);
+    let max = match RunControl::current() {
+        Some(c) => c.limits.max_tensor_bytes,
+        None => Limits::process_default().max_tensor_bytes,
+    };
+    if bytes > max {
+        return Err(err!(
+            ResourceExhausted,
+            "{}: the empty shape {shape:?} spans {span} {dtype} elements in its other axes, \
+             over the tensor limit of {max} bytes",
+            what()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that a tensor of `dtype` and `shape` fits before it is allocated; returns its
-/// element count. Overflowing sizes are errors of kind ResourceExhausted too.
+/// element count. Overflowing sizes are errors of kind ResourceExhausted too, and so are
+/// empty shapes whose other axes span more than a tensor may hold ([`check_extent`]).
 pub fn check_shape(dtype: DType, shape: &[usize], what: &dyn Fn() -> String) -> Result<usize> {
+    check_extent(dtype, shape, what)?;
     let n = crate::numel(shape).map_err(|e| e.context(what()))?;
     let bytes = storage_bytes(dtype, n).ok_or_else(|| {
         err!(
@@ -471,5 +507,32 @@ mod tests {
         assert!(RunControl::current().is_none());
         let e = try_vec(usize::MAX, 0u8, &|| "huge".into()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+    }
+
+    #[test]
+    fn empty_shapes_with_huge_other_axes_are_refused() {
+        let mut l = Limits::for_memory(1 << 20);
+        l.max_tensor_bytes = 1000;
+        let c = Arc::new(RunControl::new(l, None, None));
+        let _g = c.enter();
+        let what = || "t".to_string();
+        // 250 f32 elements fit 1000 bytes: an empty tensor whose other axes span them passes.
+        assert_eq!(check_shape(DType::F32, &[0, 10, 25], &what).unwrap(), 0);
+        assert!(crate::Tensor::zeros(DType::F32, vec![10, 0, 25]).is_ok());
+        for shape in [
+            vec![0, 251],
+            vec![1 << 62, 0],
+            vec![usize::MAX, usize::MAX, 0],
+        ] {
+            let e = check_shape(DType::F32, &shape, &what).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{shape:?}");
+            assert!(e.to_string().contains("empty shape"), "{e}");
+            let e = crate::Tensor::zeros(DType::F32, shape.clone()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{shape:?}");
+        }
+        let t = crate::Tensor::zeros(DType::U8, vec![0]).unwrap();
+        assert!(t.clone().reshape(vec![0, 1000]).is_ok());
+        assert!(t.reshape(vec![1001, 0]).is_err());
+        assert_eq!(extent(&[0, 3, 0, 5]), 15);
     }
 }

@@ -391,11 +391,13 @@ impl Tensor {
         if let Some(bytes) = crate::limits::storage_bytes(dtype, n) {
             crate::limits::check_alloc(bytes, &|| format!("a {dtype} tensor {shape:?}"))?;
         }
+        crate::limits::check_extent(dtype, &shape, &|| format!("a {dtype} tensor"))?;
         Ok(Tensor { dtype, shape, data })
     }
 
     /// A zero-filled tensor, allocated fallibly within the running thread's limits.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
+        crate::limits::check_extent(dtype, &shape, &|| format!("a {dtype} tensor"))?;
         let n = numel(&shape)?;
         Ok(Tensor {
             dtype,
@@ -492,6 +494,7 @@ impl Tensor {
             "cannot reshape {:?} to {shape:?}",
             self.shape
         );
+        crate::limits::check_extent(self.dtype, &shape, &|| "a reshaped tensor".into())?;
         self.shape = shape;
         Ok(self)
     }

@@ -46,6 +46,7 @@ impl<'a> Checker<'a> {
         for (id, b) in plan.buffers.iter().enumerate() {
             let what = || format!("buffer {id} ('{}')", b.name);
             let len = crate::numel(&b.shape).map_err(|e| e.context(what()))?;
+            crate::limits::check_extent(b.dtype, &b.shape, &what)?;
             let bytes = len
                 .checked_mul(b.dtype.storage_size())
                 .filter(|&n| n <= isize::MAX as usize)
