@@ -501,6 +501,13 @@ pub fn applies(g: &Conv2d) -> bool {
     g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1
 }
 
+/// Floats of one image's (or group's) padded input copy, counted without overflow: a plan
+/// checks it against the memory limits before a run allocates it.
+pub fn padded_floats(g: &Conv2d) -> u128 {
+    let (ty, tx) = (g.oh.div_ceil(4) as u128, g.ow.div_ceil(4) as u128);
+    (4 * ty + 2) * (4 * tx + 2) * g.c as u128
+}
+
 /// Runs the convolution of `batches` images (or groups) with transformed weights, handing
 /// each finished output row of each output channel to `sink` as batch `b`, row = channel,
 /// columns = `y * ow ..`.

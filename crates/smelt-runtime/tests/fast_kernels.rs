@@ -531,3 +531,58 @@ fn tiny_images_run_with_pixels_as_rows_on_avx512() {
         );
     }
 }
+
+/// A convolution whose kernel would copy its input padded past the tensor limit (the pads
+/// are the model's: 60 on each side of an 8x8 image) leaves the node to the reference
+/// kernel, with the oracle's result; under the default limits Winograd takes it.
+#[test]
+fn a_padded_copy_past_the_limits_leaves_the_conv_to_the_reference_kernel() {
+    let body = leak(format!(
+        "  %10 \"y\" = {} (%x, %c0)\n  output %10\n",
+        conv("60,60,60,60", "1,1", "1,1", 1, 3)
+    ));
+    let c = Case {
+        name: "3x3 conv padded by 60",
+        shape: vec![1, 64, 8, 8],
+        fixed: &[],
+        consts: vec![vec![32, 64, 3, 3]],
+        body,
+        kernel: "conv.",
+    };
+    let mut rng = Rng(11);
+    let t = text(&c, &mut rng);
+    let x =
+        Tensor::from_f32(c.shape.clone(), (0..64 * 64).map(|_| rng.unit()).collect()).expect("x");
+    let want = outputs(&session(&t, 0, None), &x);
+    // The output (32 x 126 x 126 floats, 2 MB) fits 3 MiB; Winograd's padded copy (64 x
+    // 130 x 130 floats, 4.3 MB) does not.
+    for (max_tensor_bytes, kernel) in [(None, "conv.winograd"), (Some(3 << 20), "reference")] {
+        let mut o = SessionOptions {
+            opt_level: 1,
+            threads: 2,
+            ..Default::default()
+        };
+        if let Some(m) = max_tensor_bytes {
+            o.limits.max_tensor_bytes = m;
+        }
+        let graph = smelt_ir::text::parse_graph(&t).expect("graph");
+        let model = Model {
+            graph,
+            opsets: vec![(String::new(), 19)],
+            ..Default::default()
+        };
+        let s = Session::from_model_with(model, &o).expect("session");
+        let got = outputs(&s, &x);
+        let names = s.last_plan().expect("plan").kernel_names().to_vec();
+        assert!(
+            names.iter().any(|k| k.contains(kernel)),
+            "{max_tensor_bytes:?}: expected {kernel}, got {names:?}"
+        );
+        for (i, (a, b)) in got[0].iter().zip(&want[0]).enumerate() {
+            assert!(
+                (a - b).abs() <= 2e-4 * (1.0 + b.abs()),
+                "at {i}: {a} vs {b}"
+            );
+        }
+    }
+}

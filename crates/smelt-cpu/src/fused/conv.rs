@@ -369,6 +369,7 @@ impl ConvPlan {
         let padded = !(geom.kh == 1 && geom.kw == 1 && geom.ph == 0 && geom.pw == 0);
         let copy = match &method {
             Method::Implicit(_) => smelt_kernels::implicit::copy_floats(&geom),
+            Method::Winograd(_) => winograd::padded_floats(&geom),
             Method::Direct(_) if !in_place_s2 => {
                 smelt_kernels::direct::padded_copy_floats(&geom, kern.micro.nr)
             }
