@@ -69,6 +69,42 @@ pub fn in_row(ix0: isize, step: usize, w: usize, len: usize) -> (usize, usize) {
     ((lo as usize).min(hi), hi)
 }
 
+/// The part of one column phase's padded row that comes from the input: phase columns
+/// `[lo, hi)` (the others are padding), input column `first` at `lo`, and the floats
+/// readable from `first` to the input row's end at column step `es`.
+#[derive(Clone, Copy, Debug)]
+pub struct PhaseSpan {
+    /// First phase column inside the input row.
+    pub lo: usize,
+    /// One past the last phase column inside the input row.
+    pub hi: usize,
+    /// The input column of phase column `lo`.
+    pub first: isize,
+    /// Floats readable from `first` to the input row's end.
+    pub avail: usize,
+}
+
+/// Per column phase `p < g.sw` (padded columns `j * sw + p`, `width` of them per phase), its
+/// span inside the input row, or None when no tap reads the phase; the same for every row.
+pub fn phase_spans(g: &Conv2d, es: isize, width: usize) -> Vec<Option<PhaseSpan>> {
+    (0..g.sw)
+        .map(|p| {
+            (0..g.kw).any(|kx| (kx * g.dw) % g.sw == p).then(|| {
+                let ix0 = p as isize - g.pw as isize;
+                let (lo, hi) = in_row(ix0, g.sw, g.w, width);
+                let first = ix0 + (lo * g.sw) as isize;
+                let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
+                PhaseSpan {
+                    lo,
+                    hi,
+                    first,
+                    avail,
+                }
+            })
+        })
+        .collect()
+}
+
 /// An input image viewed as the `k x pixels` im2col matrix of a convolution, per batch.
 pub struct Im2col<'a> {
     /// Element (0, 0, 0) of batch 0's channel block.

@@ -7,7 +7,7 @@
 //! Each output element is one in-order sum over its taps, whatever the split of the work.
 
 use crate::buf::with_scratch;
-use crate::conv::Conv2d;
+use crate::conv::{Conv2d, PhaseSpan};
 use crate::epilogue::TileEpi;
 use crate::gemm::{MatRef, PanelSource, TileSink};
 use crate::pool::ThreadPool;
@@ -180,9 +180,6 @@ unsafe fn pad_input(
     buf: &mut [f32],
 ) {
     let [cs, rs, es] = input.strides;
-    let phase_used: Vec<bool> = (0..g.sw)
-        .map(|p| (0..g.kw).any(|kx| (kx * g.dw) % g.sw == p))
-        .collect();
     let row_used: Vec<bool> = (0..pl.hp)
         .map(|py| {
             (0..g.kh).any(|ky| {
@@ -192,19 +189,12 @@ unsafe fn pad_input(
             })
         })
         .collect();
-    // Per phase (the same for every row): the padded columns [lo, hi) inside the input
-    // row, the input column of `lo`, and the floats readable from there to the row's end.
     let sw = g.sw as isize;
-    let spans: Vec<(usize, usize, usize, isize, usize)> = (0..g.sw)
-        .filter(|&p| phase_used[p])
-        .map(|phase| {
-            // Padded column j * sw + phase is input column (that) - pw.
-            let ix0 = phase as isize - g.pw as isize;
-            let (lo, hi) = crate::conv::in_row(ix0, g.sw, g.w, pl.wph);
-            let first = ix0 + lo as isize * sw;
-            let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
-            (phase, lo, hi, first, avail)
-        })
+    // The phases some tap reads, each with its span inside the input row.
+    let spans: Vec<(usize, PhaseSpan)> = crate::conv::phase_spans(g, es, pl.wph)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(p, s)| Some((p, s?)))
         .collect();
     let rows: Vec<usize> = (0..pl.hp).filter(|&r| row_used[r]).collect();
     let bp = Shared(buf.as_mut_ptr());
@@ -212,7 +202,16 @@ unsafe fn pad_input(
         let _ = &bp;
         let (b, ci) = (t / g.c, t % g.c);
         let src = input.x.offset(input.batch[b] + ci as isize * cs);
-        for &(phase, lo, hi, first, avail) in &spans {
+        for &(
+            phase,
+            PhaseSpan {
+                lo,
+                hi,
+                first,
+                avail,
+            },
+        ) in &spans
+        {
             let dst =
                 bp.0.add(b * pl.batch + phase * pl.phase + ci * pl.hp * pl.wph);
             for &py in &rows {

@@ -10,7 +10,7 @@
 //! and dropped: a stride-2 3x3 layer at 28x28 computes 29 columns a row.
 
 use crate::buf::with_scratch;
-use crate::conv::{in_row, Conv2d};
+use crate::conv::{phase_spans, Conv2d, PhaseSpan};
 use crate::direct::DirectInput;
 use crate::gemm::{a_block_bytes, Micro, PackedA, TileSink};
 use crate::pool::ThreadPool;
@@ -113,19 +113,7 @@ unsafe fn fill(
     let row_used: Vec<bool> = (0..g.sh)
         .map(|p| (0..g.kh).any(|ky| (ky * g.dh) % g.sh == p))
         .collect();
-    // Per column phase (the same for every row): the phase columns [lo, hi) inside the
-    // input row, the input column of `lo`, and the floats readable from there on.
-    let spans: Vec<Option<(usize, usize, isize, usize)>> = (0..g.sw)
-        .map(|cp| {
-            (0..g.kw).any(|kx| (kx * g.dw) % g.sw == cp).then(|| {
-                let ix0 = cp as isize - g.pw as isize;
-                let (lo, hi) = in_row(ix0, g.sw, g.w, ph.wv);
-                let first = ix0 + (lo * g.sw) as isize;
-                let avail = ((g.w as isize - 1 - first) * es + 1).max(0) as usize;
-                (lo, hi, first, avail)
-            })
-        })
-        .collect();
+    let spans = phase_spans(g, es, ph.wv);
     let out = Shared(buf.as_mut_ptr());
     let (sw, wv) = (g.sw as isize, ph.wv);
     pool.run(threads, batches * g.c, &|t| {
@@ -136,7 +124,16 @@ unsafe fn fill(
             for (cp, span) in spans.iter().enumerate() {
                 let dst = out.0.add(b * ph.batch + ph.plane_at(g, rp, cp, ci));
                 let plane = std::slice::from_raw_parts_mut(dst, ph.plane);
-                let (Some((lo, hi, first, avail)), true) = (*span, rows_read) else {
+                let (
+                    Some(PhaseSpan {
+                        lo,
+                        hi,
+                        first,
+                        avail,
+                    }),
+                    true,
+                ) = (*span, rows_read)
+                else {
                     plane.fill(0.0);
                     continue;
                 };
