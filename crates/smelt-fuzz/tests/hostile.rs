@@ -421,6 +421,8 @@ fn fuzz_regressions_are_errors() {
         ),
         // GRU with hidden_size 2^63 - 1: gates x hidden_size overflowed.
         ("rnn-hidden-size-overflow.onnx", ErrorKind::InvalidModel),
+        // ConvInteger padded by nearly 2^64: the oracle's padded extent overflowed.
+        ("convinteger-pad-overflow.onnx", ErrorKind::InvalidModel),
     ] {
         let p = Path::new(dir).join(file);
         let r = catch_unwind(AssertUnwindSafe(|| {

@@ -4,7 +4,7 @@ use super::super::Inputs;
 use super::{int_values, round_to, saturate_to};
 use smelt_ir::op::quant::QConv;
 use smelt_ir::op::AutoPad;
-use smelt_ir::{bail, ensure, DType, Result, Tensor};
+use smelt_ir::{bail, ensure, err, DType, Result, Tensor};
 
 /// Resolved convolution geometry.
 #[derive(Debug)]
@@ -77,8 +77,13 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
     );
     let input = xs[2..].to_vec();
     let eff: Vec<usize> = (0..nd)
-        .map(|d| (kernel[d].max(1) - 1) * dilations[d] + 1)
-        .collect();
+        .map(|d| {
+            (kernel[d].max(1) - 1)
+                .checked_mul(dilations[d])
+                .and_then(|e| e.checked_add(1))
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| err!(InvalidModel, "the dilated kernel {kernel:?} overflows"))?;
     let (pads_begin, pads_end) = match p.auto_pad {
         AutoPad::NotSet => {
             let pads = spatial_attr(&p.pads, 2 * nd, 0, "pads")?;
@@ -89,7 +94,9 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
             let (mut b, mut e) = (vec![0; nd], vec![0; nd]);
             for d in 0..nd {
                 let out = input[d].div_ceil(strides[d]);
-                let total = ((out.max(1) - 1) * strides[d] + eff[d]).saturating_sub(input[d]);
+                let total = ((out.max(1) - 1) * strides[d])
+                    .saturating_add(eff[d])
+                    .saturating_sub(input[d]);
                 let small = total / 2;
                 if p.auto_pad == AutoPad::SameUpper {
                     (b[d], e[d]) = (small, total - small);
@@ -102,7 +109,10 @@ fn geometry(p: &QConv, xs: &[usize], ws: &[usize]) -> Result<Geometry> {
     };
     let mut output = Vec::with_capacity(nd);
     for d in 0..nd {
-        let padded = input[d] + pads_begin[d] + pads_end[d];
+        let padded = input[d]
+            .checked_add(pads_begin[d])
+            .and_then(|v| v.checked_add(pads_end[d]))
+            .ok_or_else(|| err!(InvalidModel, "the padded input {xs:?} overflows"))?;
         ensure!(
             kernel[d] > 0 && padded >= eff[d],
             InvalidModel,
