@@ -747,3 +747,18 @@ fn an_lstm_initial_state_of_the_wrong_batch_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// A fuzz finding: a MatMul of [2, 4, 65536, 0] by [2, 4, 0, 65536] made the oracle allocate
+/// its 128 GiB output unchecked (an abort); the compiled plan refused it already.
+#[test]
+fn a_matmul_over_an_empty_inner_axis_to_a_huge_output_is_refused() {
+    let (p, len) = regression("matmul-empty-inner-huge-output.onnx");
+    for level in [0, 1] {
+        let e = replay(&p, len, level).err();
+        assert_eq!(
+            e.map(|e| e.kind()),
+            Some(ErrorKind::ResourceExhausted),
+            "level {level}"
+        );
+    }
+}

@@ -380,6 +380,15 @@ fn execute_counted(
         .collect()
 }
 
+/// A zeroed buffer of `dims`' product of elements (`what` names it in errors), allocated
+/// only after the count is checked against the run's limits: an output or scratch sized by
+/// products of dims (a MatMul over an empty inner axis) can be far larger than its inputs.
+pub(crate) fn zeroed<T: Clone + Default>(dims: &[usize], what: &str) -> Result<Vec<T>> {
+    let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    let n = n.ok_or_else(|| err!(ResourceExhausted, "{what}: {dims:?} elements overflow"))?;
+    smelt_ir::limits::try_vec(n, T::default(), &|| what.to_string())
+}
+
 /// Runs one op.
 pub fn run_op(op: &Op, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     match op {

@@ -122,7 +122,6 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
         }
         None => None,
     };
-    let state_len = b * hkv * dk * dv;
     let (mut state, state_dt) = match x.opt_tensor(3)? {
         Some(p) => {
             if p.shape() != [b, hkv, dk, dv] {
@@ -134,11 +133,14 @@ pub(super) fn linear_attention(op: &LlmOp, x: &Inputs) -> Result<Vec<Value>> {
             }
             (float_input(p, "past_state")?.to_f64()?, p.dtype())
         }
-        None => (vec![0.0; state_len], query.dtype()),
+        None => (
+            crate::zeroed(&[b, hkv, dk, dv], "the attention state")?,
+            query.dtype(),
+        ),
     };
     let scale = scale.map_or(1.0 / (dk as f64).sqrt(), |s| s as f64);
     let (q, k, v) = (query.to_f64()?, key.to_f64()?, value.to_f64()?);
-    let mut out = vec![0.0; b * t * hq * dv];
+    let mut out: Vec<f64> = crate::zeroed(&[b, t, hq, dv], "the attention output")?;
     let mut vt_buf = vec![0.0; dv];
     for bi in 0..b {
         for ti in 0..t {
@@ -279,7 +281,7 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
     let kv: Vec<f64> = k.to_f64()?.iter().map(|&a| round_to(dt, a * ss)).collect();
     let vv = v.to_f64()?;
     let sshape = [b, hq, l, s];
-    let mut scores = vec![0.0; b * hq * l * s];
+    let mut scores: Vec<f64> = crate::zeroed(&[b, hq, l, s], "the attention scores")?;
     for bi in 0..b {
         for h in 0..hq {
             let kh = bi * hkv + h / group;
@@ -308,7 +310,7 @@ pub(super) fn flex_attention(op: &LlmOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Val
     if let Some(g) = prob_mod {
         scores = run_mod(cx, g, "prob_mod", cdt, &sshape, &scores)?;
     }
-    let mut out = vec![0.0; b * hq * l * ev];
+    let mut out: Vec<f64> = crate::zeroed(&[b, hq, l, ev], "the attention output")?;
     for bi in 0..b {
         for h in 0..hq {
             let kh = bi * hkv + h / group;

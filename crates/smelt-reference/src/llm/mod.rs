@@ -211,10 +211,10 @@ fn causal_conv(x: &Inputs, activation: ConvActivation) -> Result<Vec<Value>> {
         None => None,
     };
     let xv = input.to_f64()?;
-    let plen = l + k - 1;
-    let mut out = vec![0.0; b * c * l];
-    let mut state = vec![0.0; b * c * (k - 1)];
-    let mut padded = vec![0.0; plen];
+    let plen = l.saturating_add(k - 1);
+    let mut out: Vec<f64> = crate::zeroed(&[b, c, l], "the convolution's output")?;
+    let mut state: Vec<f64> = crate::zeroed(&[b, c, k - 1], "the convolution's state")?;
+    let mut padded: Vec<f64> = crate::zeroed(&[plen], "the padded row")?;
     for bc in 0..b * c {
         let ch = bc % c;
         if let Some(p) = &past {

@@ -213,8 +213,8 @@ pub fn attention(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         s[0]
     };
     let sm_type = softmax_precision.unwrap_or(dt);
-    let mut y = vec![0f64; b * hq * sq * dv];
-    let mut qk_out = vec![0f64; b * hq * sq * t];
+    let mut y: Vec<f64> = crate::zeroed(&[b, hq, sq, dv], "Attention's output")?;
+    let mut qk_out: Vec<f64> = crate::zeroed(&[b, hq, sq, t], "Attention's scores")?;
     // Q and K scaled by sqrt(scale) and rounded to the input type, as the reference does.
     let mut qsc: Vec<f64> = q.v.iter().map(|v| v * sc).collect();
     round_to(dt, &mut qsc)?;

@@ -180,7 +180,7 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
     let mut offs = vec![0usize; ops.len()];
     if kind == Kind::I64 {
         let vals: Vec<Vec<i64>> = ops.iter().map(|o| o.to_i64()).collect::<Result<_>>()?;
-        let mut out = vec![0i64; n_out];
+        let mut out: Vec<i64> = crate::zeroed(&[n_out], "Einsum's output")?;
         for o in out.iter_mut() {
             for _ in 0..n_sum {
                 let mut p = 1i64;
@@ -194,7 +194,7 @@ pub fn einsum(equation: &str, x: &Inputs) -> Result<Vec<Value>> {
         one(Tensor::from_i64(ops[0].dtype(), out_shape, &out)?)
     } else {
         let vals: Vec<Vec<f64>> = ops.iter().map(|o| o.to_f64()).collect::<Result<_>>()?;
-        let mut out = vec![0f64; n_out];
+        let mut out: Vec<f64> = crate::zeroed(&[n_out], "Einsum's output")?;
         for o in out.iter_mut() {
             for _ in 0..n_sum {
                 let mut p = 1f64;
@@ -289,7 +289,7 @@ fn as_matmul(
         };
         let a = permute(av, ops[0].shape(), &perm_of(la, &order_a));
         let b = permute(bv, ops[1].shape(), &perm_of(lb, &order_b));
-        let mut c = vec![0f32; nb * m * n];
+        let mut c: Vec<f32> = crate::zeroed(&[nb, m, n], "Einsum's product")?;
         for i in 0..nb {
             let (ai, bi) = (
                 &a[i * m * k..(i + 1) * m * k],
@@ -313,7 +313,7 @@ fn as_matmul(
     }
     let a = permute(&ops[0].to_f64()?, ops[0].shape(), &perm_of(la, &order_a));
     let b = permute(&ops[1].to_f64()?, ops[1].shape(), &perm_of(lb, &order_b));
-    let mut c = vec![0f64; nb * m * n];
+    let mut c: Vec<f64> = crate::zeroed(&[nb, m, n], "Einsum's product")?;
     for i in 0..nb {
         let (ai, bi) = (
             &a[i * m * k..(i + 1) * m * k],

@@ -105,7 +105,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
     let bmap = index_map(bbatch, &batch);
     let out = match (load(a, kind)?, load(b, kind)?) {
         (Num::F32(av), Num::F32(bv)) => {
-            let mut c = vec![0f32; total];
+            let mut c: Vec<f32> = crate::zeroed(&[total], "MatMul's output")?;
             for (i, cb) in c.chunks_mut((m * n).max(1)).enumerate().take(nb) {
                 let (ao, bo) = (amap[i] * m * k, bmap[i] * k * n);
                 let (a_i, b_i) = (&av[ao..ao + m * k], &bv[bo..bo + k * n]);
@@ -114,7 +114,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
             Num::F32(Cow::Owned(c))
         }
         (Num::F64(av), Num::F64(bv)) => {
-            let mut c = vec![0f64; total];
+            let mut c: Vec<f64> = crate::zeroed(&[total], "MatMul's output")?;
             for i in 0..nb {
                 let (ao, bo) = (amap[i] * m * k, bmap[i] * k * n);
                 dgemm(
@@ -133,7 +133,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Vec<Value>> {
             Num::F64(c)
         }
         (Num::I64(av), Num::I64(bv)) => {
-            let mut c = vec![0i64; total];
+            let mut c: Vec<i64> = crate::zeroed(&[total], "MatMul's output")?;
             for i in 0..nb {
                 let (ao, bo) = (amap[i] * m * k, bmap[i] * k * n);
                 igemm(
@@ -232,7 +232,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
             } else {
                 bv
             };
-            let mut y = vec![0f32; m * n];
+            let mut y: Vec<f32> = crate::zeroed(&[m, n], "Gemm's output")?;
             sgemm(m, n, k, &av, k, &bv, n, &mut y, n, false);
             if *alpha != 1.0 {
                 y.iter_mut().for_each(|v| *v *= alpha);
@@ -250,7 +250,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         (Num::F64(av), Num::F64(bv)) => {
             let av = if *trans_a { transpose2(&av, k, m) } else { av };
             let bv = if *trans_b { transpose2(&bv, n, k) } else { bv };
-            let mut y = vec![0f64; m * n];
+            let mut y: Vec<f64> = crate::zeroed(&[m, n], "Gemm's output")?;
             dgemm(m, n, k, &av, &bv, &mut y);
             let (al, be) = (*alpha as f64, *beta as f64);
             y.iter_mut().for_each(|v| *v *= al);
@@ -265,7 +265,7 @@ pub fn gemm(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         (Num::I64(av), Num::I64(bv)) => {
             let av = if *trans_a { transpose2(&av, k, m) } else { av };
             let bv = if *trans_b { transpose2(&bv, n, k) } else { bv };
-            let mut y = vec![0i64; m * n];
+            let mut y: Vec<i64> = crate::zeroed(&[m, n], "Gemm's output")?;
             igemm(m, n, k, &av, &bv, &mut y);
             ensure!(
                 alpha.fract() == 0.0 && beta.fract() == 0.0,
