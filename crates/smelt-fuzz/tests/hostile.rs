@@ -762,3 +762,58 @@ fn a_matmul_over_an_empty_inner_axis_to_a_huge_output_is_refused() {
         );
     }
 }
+
+/// A fuzz finding: a Gather of bool indices [65536, 4, 5, 6] into [3, 4, 5, 6] data: the
+/// oracle took the bools as indices and listed the 943 million gathered positions (7.5 GB
+/// of usize) before the output's size check. Indices must be integers now, and the list is
+/// sized only after the output shape is checked: with int64 indices the same Gather is
+/// refused at once under a 64 MiB tensor limit.
+#[test]
+fn a_gather_to_a_huge_output_is_refused_before_listing_its_positions() {
+    let (p, len) = regression("gather-bool-indices-huge-output.onnx");
+    for level in [0, 1] {
+        let e = replay(&p, len, level).err();
+        assert_eq!(
+            e.map(|e| e.kind()),
+            Some(ErrorKind::InvalidModel),
+            "level {level}"
+        );
+    }
+    let mut m = hostile::single("Gather", &[3, 4, 5, 6], vec![], &["y"]);
+    let g = m.graph.as_mut().expect("graph");
+    g.node[0].input.push("i".into());
+    g.input.push(hostile::vi("i", 7, Some(&[65536, 4, 5, 6])));
+    let file = write("gather-huge", &m.encode_to_vec());
+    let mut o = opts(0);
+    o.limits.max_tensor_bytes = 64 << 20;
+    let start = Instant::now();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(&file, &o)?;
+        let mut inputs = x_of(&[3, 4, 5, 6]);
+        let ids = Tensor::from_i64_vec(vec![65536, 4, 5, 6], vec![1; 65536 * 120])?;
+        inputs.insert("i".into(), Value::Tensor(ids));
+        s.run(inputs)
+    }))
+    .expect("no panic");
+    assert_eq!(
+        r.err().map(|e| e.kind()),
+        Some(ErrorKind::ResourceExhausted)
+    );
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+/// A fuzz finding: a TfIdfVectorizer over 65,536 rows of 99 tokens with 6 skips counted for
+/// seconds past the run's 1 s deadline (the deadline was checked only between nodes; in
+/// the instrumented build it ran over 10 s). The count checks the deadline as it goes.
+#[test]
+fn a_long_tfidf_count_stops_at_the_deadline() {
+    let (p, len) = regression("tfidf-long-count-past-deadline.onnx");
+    let mut o = opts(0);
+    o.limits.timeout = Some(Duration::from_millis(20));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(&p, &o)?;
+        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+    }))
+    .expect("no panic");
+    assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::DeadlineExceeded));
+}

@@ -8,6 +8,12 @@ use smelt_ir::{bail, ensure, numel, strides, Data, Result, Tensor, Value};
 
 /// Integer indices from an index tensor (any integer type).
 fn indices(t: &Tensor) -> Result<Vec<i64>> {
+    ensure!(
+        t.dtype().is_int(),
+        InvalidModel,
+        "indices must be integers, got {}",
+        t.dtype()
+    );
     t.to_i64().map_err(|e| e.context("indices"))
 }
 
@@ -25,7 +31,7 @@ pub(super) fn gather(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     let mut shape = t.shape()[..a].to_vec();
     shape.extend(it.shape());
     shape.extend(&t.shape()[a + 1..]);
-    let mut idx = Vec::with_capacity(numel(&shape)?);
+    let mut idx = Vec::with_capacity(super::check_size(&shape)?);
     for o in 0..outer {
         for &k in &ids {
             let base = (o * dim + k) * inner;
@@ -286,7 +292,7 @@ pub(super) fn one_hot(x: &Inputs, axis: i64) -> Result<Vec<Value>> {
     super::check_size(&shape)?;
     let outer = numel(&it.shape()[..a])?;
     let inner = numel(&it.shape()[a..])?;
-    let mut idx = Vec::with_capacity(numel(&shape)?);
+    let mut idx = Vec::with_capacity(super::check_size(&shape)?);
     for o in 0..outer {
         for d in 0..depth {
             for i in 0..inner {
@@ -330,7 +336,7 @@ pub(super) fn compress(x: &Inputs, axis: Option<i64>) -> Result<Vec<Value>> {
     let inner = numel(&shape[a + 1..])?;
     let mut out_shape = shape.clone();
     out_shape[a] = keep.len();
-    let mut idx = Vec::with_capacity(numel(&out_shape)?);
+    let mut idx = Vec::with_capacity(super::check_size(&out_shape)?);
     for o in 0..outer {
         for &k in &keep {
             let base = (o * dim + k) * inner;

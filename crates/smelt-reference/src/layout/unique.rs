@@ -108,7 +108,7 @@ pub(super) fn unique(x: &Inputs, cx: &Ctx, axis: Option<i64>, sorted: bool) -> R
     let firsts: Vec<usize> = pos.iter().map(|&g| groups[g].0).collect();
     let mut yshape = shape.clone();
     yshape[a] = firsts.len();
-    let mut idx = Vec::with_capacity(numel(&yshape)?);
+    let mut idx = Vec::with_capacity(super::check_size(&yshape)?);
     for o in 0..outer {
         for &s in &firsts {
             let base = (o * dim + s) * inner;

@@ -311,7 +311,15 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         "TfIdfVectorizer: {rows} row(s) of {c} tokens with {skips} skip(s) and gram lengths \
          {mn}..={mx} take {steps} steps, more than {TFIDF_MAX_STEPS}"
     );
+    let control = smelt_ir::RunControl::current();
+    let mut gram: Vec<Key> = Vec::with_capacity(mx);
     for r in 0..rows {
+        // A long count stops at the run's deadline or cancel, like a run between nodes.
+        if r % 64 == 0 {
+            if let Some(c) = &control {
+                c.check()?;
+            }
+        }
         let row = &keys[r * c..(r + 1) * c];
         for d in 1..=skips {
             let lo = if d == 1 { mn } else { mn.max(2) };
@@ -321,8 +329,9 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
                     if last >= c {
                         break;
                     }
-                    let gram: Vec<Key> = (0..n).map(|k| row[start + k * d].clone()).collect();
-                    if let Some(&col) = map.get(&gram) {
+                    gram.clear();
+                    gram.extend((0..n).map(|k| row[start + k * d].clone()));
+                    if let Some(&col) = map.get(gram.as_slice()) {
                         freq[r * out_size + col] += 1.0;
                     }
                 }
