@@ -102,7 +102,9 @@ impl TensorRef {
             if n != 1 && s != expect {
                 return false;
             }
-            expect *= n as isize;
+            // Saturating: an empty window's other dims may multiply past isize (a fuzz
+            // finding panicked here); past it no stride matches.
+            expect = expect.saturating_mul(n as isize);
         }
         true
     }
@@ -471,5 +473,23 @@ impl KernelPlan {
     /// The buffer behind an id.
     pub fn buffer(&self, id: BufferId) -> &Buffer {
         &self.buffers[id.0 as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguity_of_a_window_whose_dims_multiply_past_isize() {
+        let w = TensorRef {
+            buffer: BufferId(0),
+            offset: 0,
+            shape: vec![0, 1 << 62, 1 << 62],
+            strides: vec![1, 1 << 20, 1],
+        };
+        assert!(!w.is_contiguous());
+        assert_eq!(w.span(), None);
+        assert!(TensorRef::dense(BufferId(0), &[2, 3]).is_contiguous());
     }
 }
