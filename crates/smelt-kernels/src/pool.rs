@@ -3,7 +3,11 @@
 //! A caller splits its work into numbered tasks and calls [`ThreadPool::run`]. It claims
 //! up to `threads - 1` idle workers, does tasks itself until none are left, withdraws any
 //! claim a worker has not picked up yet, and waits only for workers that are still on a
-//! task. Busy workers are never waited for, so two sessions (or two runs) sharing the pool
+//! task. The tasks are dealt in contiguous ranges, one per participant (the caller first,
+//! then the workers in slot order), each with its own counter on its own cache line; a
+//! participant that finishes its range takes what is left of the others'. So a thread
+//! takes its tasks without touching a line another core writes, and the same thread gets
+//! the same range on every run of a plan (its share of the weights stays in its caches). Busy workers are never waited for, so two sessions (or two runs) sharing the pool
 //! divide the workers between them instead of oversubscribing the cores, and nested calls
 //! cannot deadlock. Which thread runs a task never changes what the task computes.
 
@@ -16,27 +20,55 @@ use std::time::{Duration, Instant};
 /// How long an idle worker spins before it sleeps, unless `SMELT_SPIN_US` says otherwise.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(300);
 
-/// A job on its caller's stack: tasks handed out by a counter.
+/// Most task ranges a job is dealt in; participants past it share ranges (modulo).
+const MAX_PARTS: usize = 16;
+
+/// A counter alone on its cache line (two lines: adjacent-line prefetchers pair them).
+#[repr(align(128))]
+#[derive(Default)]
+struct Counter(AtomicUsize);
+
+/// A job on its caller's stack: tasks dealt in `parts` contiguous ranges, each handed out
+/// by its own counter.
 struct Job<'a> {
     f: &'a (dyn Fn(usize) + Sync),
     tasks: usize,
-    next: AtomicUsize,
+    parts: usize,
+    /// Tasks taken from each range (past its length when it is used up).
+    next: [Counter; MAX_PARTS],
     /// Workers that hold a claim on this job (claimed or working).
     holders: AtomicUsize,
     panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 impl Job<'_> {
-    /// Runs tasks until none are left; a panicking task is recorded, not propagated.
-    fn work(&self) {
-        loop {
-            let t = self.next.fetch_add(1, Relaxed);
-            if t >= self.tasks {
-                return;
+    /// Range `q`'s first task and its end (the first `tasks % parts` ranges one longer).
+    fn range(&self, q: usize) -> (usize, usize) {
+        let (len, extra) = (self.tasks / self.parts, self.tasks % self.parts);
+        let start = |q: usize| q * len + q.min(extra);
+        (start(q), start(q + 1))
+    }
+
+    /// Runs participant `me`'s range, then what is left of the others' (the next ranges
+    /// first), until no task is left; a panicking task is recorded, not propagated.
+    fn work(&self, me: usize) {
+        let home = me % self.parts;
+        for q in (home..self.parts).chain(0..home) {
+            let (lo, hi) = self.range(q);
+            let counter = &self.next[q].0;
+            // A range another thread used up is skipped without a write to its line.
+            if counter.load(Relaxed) >= hi - lo {
+                continue;
             }
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| (self.f)(t))) {
-                if let Ok(mut slot) = self.panic.lock() {
-                    slot.get_or_insert(p);
+            loop {
+                let t = lo + counter.fetch_add(1, Relaxed);
+                if t >= hi {
+                    break;
+                }
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| (self.f)(t))) {
+                    if let Ok(mut slot) = self.panic.lock() {
+                        slot.get_or_insert(p);
+                    }
                 }
             }
         }
@@ -50,6 +82,8 @@ type JobPtr = *mut Job<'static>;
 struct Slot {
     /// Null when idle, a job when claimed, [`taken`] while working.
     job: AtomicPtr<Job<'static>>,
+    /// The participant this worker is in the job it was handed (written before the job).
+    part: AtomicUsize,
     sleeping: AtomicBool,
     thread: OnceLock<Thread>,
 }
@@ -78,6 +112,7 @@ impl ThreadPool {
             slots: (0..workers)
                 .map(|_| Slot {
                     job: AtomicPtr::new(std::ptr::null_mut()),
+                    part: AtomicUsize::new(0),
                     sleeping: AtomicBool::new(false),
                     thread: OnceLock::new(),
                 })
@@ -122,7 +157,8 @@ impl ThreadPool {
         let job = Job {
             f,
             tasks,
-            next: AtomicUsize::new(0),
+            parts: (helpers + 1).min(MAX_PARTS),
+            next: Default::default(),
             holders: AtomicUsize::new(0),
             panic: Mutex::new(None),
         };
@@ -134,7 +170,14 @@ impl ThreadPool {
             if claimed == helpers {
                 break;
             }
+            if !slot.job.load(Relaxed).is_null() {
+                continue;
+            }
             job.holders.fetch_add(1, SeqCst);
+            // Read by the worker only after it sees the job (the exchange publishes it). A
+            // caller racing for the same slot may overwrite it: that worker then starts on
+            // another range, which changes nothing but where it starts.
+            slot.part.store(claimed + 1, Relaxed);
             if slot
                 .job
                 .compare_exchange(std::ptr::null_mut(), ptr, SeqCst, Relaxed)
@@ -150,7 +193,7 @@ impl ThreadPool {
                 job.holders.fetch_sub(1, SeqCst);
             }
         }
-        job.work();
+        job.work(0);
         // Withdraw claims no worker picked up yet.
         for slot in &self.shared.slots {
             if slot
@@ -208,7 +251,7 @@ fn worker(sh: &Shared, i: usize) {
         }
         // SAFETY: the claim keeps the job alive until `holders` is decremented below.
         let job = unsafe { &*p };
-        job.work();
+        job.work(slot.part.load(Relaxed));
         slot.job.store(std::ptr::null_mut(), SeqCst);
         job.holders.fetch_sub(1, Release);
     }
@@ -277,6 +320,38 @@ mod tests {
                 });
                 assert!(hits.iter().all(|h| h.load(Relaxed) == 1), "{tasks} tasks");
             }
+        }
+    }
+
+    #[test]
+    fn a_participant_runs_its_own_range_first_then_the_next_ones() {
+        let order = Mutex::new(Vec::new());
+        let f = |t: usize| order.lock().unwrap().push(t);
+        let job = Job {
+            f: &f,
+            tasks: 10,
+            parts: 3,
+            next: Default::default(),
+            holders: AtomicUsize::new(0),
+            panic: Mutex::new(None),
+        };
+        // Ranges 0..4, 4..7, 7..10; participant 5 shares range 2's (modulo).
+        job.work(5);
+        assert_eq!(*order.lock().unwrap(), [7, 8, 9, 0, 1, 2, 3, 4, 5, 6]);
+        // Used-up ranges are skipped.
+        job.work(0);
+        assert_eq!(order.lock().unwrap().len(), 10);
+    }
+
+    #[test]
+    fn more_threads_than_ranges_run_every_task_once() {
+        let pool = ThreadPool::new(MAX_PARTS + 3, Duration::from_micros(50));
+        for tasks in [1, MAX_PARTS - 1, MAX_PARTS + 2, 300] {
+            let hits: Vec<AtomicU64> = (0..tasks).map(|_| AtomicU64::new(0)).collect();
+            pool.run(MAX_PARTS + 4, tasks, &|t| {
+                hits[t].fetch_add(1, Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Relaxed) == 1), "{tasks} tasks");
         }
     }
 

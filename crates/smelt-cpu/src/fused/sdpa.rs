@@ -192,9 +192,9 @@ impl SdpaPlan {
         let tasks = b * h * blocks;
         ex.pool.run(threads, tasks, &|t| {
             let (bh, head, rows) = task(t);
-            // Each thread takes about every `threads`-th task: that one's operands are
-            // fetched while this one computes.
-            let ahead = (t + threads < tasks).then(|| task(t + threads));
+            // The pool deals each thread a contiguous range of tasks: the next one's
+            // operands are fetched while this one computes.
+            let ahead = (t + 1 < tasks).then(|| task(t + 1));
             let next = ahead.as_ref().map(|(_, head, rows)| Next {
                 head,
                 rows: rows.clone(),
