@@ -544,8 +544,13 @@ pub unsafe fn winograd_conv(
     // With several threads and bands, each thread runs whole bands on its own (transforms
     // and products in its own L2, no barrier between the phases); the band count is then a
     // multiple of the threads so they finish together.
-    let own_bands = threads > 1 && !w.tiles_as_rows && ty >= threads;
-    let band = if w.tiles_as_rows {
+    let own_bands = threads > 1 && ty >= threads;
+    let band = if own_bands && w.tiles_as_rows {
+        // Few tiles: one band per thread, each band's products reading all the weights
+        // from its own L2 (phases split among the threads ran no faster than one thread on
+        // a 64-channel 20x20 image, their data crossing cores at every barrier).
+        ty.div_ceil(threads)
+    } else if w.tiles_as_rows {
         ty
     } else if own_bands {
         let bands = ty.div_ceil(cache_band).next_multiple_of(threads);
