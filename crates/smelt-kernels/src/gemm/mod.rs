@@ -510,6 +510,10 @@ pub unsafe fn gemm(
     };
     let (mpt, npt, tasks) = grid(g, mr, nr, threads);
     let (rb, cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
+    // Block `q` of `blocks` over `n` panels starts at `block_start(n, blocks, q)`: blocks of
+    // even size (50 panels in 8 blocks are 6 or 7 each, not seven 7s and a 1, which left
+    // one of two threads 28 panels and the other 22).
+    let block_start = |n: usize, blocks: usize, q: usize| q * (n / blocks) + q.min(n % blocks);
     // A B that needs packing is packed panel by panel inside the tile loop when one task
     // runs every row panel of its columns: each panel is packed once, into this thread's
     // scratch, and read back from cache instead of from a whole packed copy in memory.
@@ -523,7 +527,7 @@ pub unsafe fn gemm(
     // more than it saves at other strides.)
     let a_inline = k > 0
         && matches!(g.a, Lhs::Strided(a, _) if a.cs == 1 && (rows_alias(a.rs, mr) || force_a_copy()))
-        && npt.min(np) >= A_COPY_MIN_PANELS;
+        && np / cb >= A_COPY_MIN_PANELS;
     let b_len = match g.b {
         Rhs::Packed(p) => {
             debug_assert!(p.nr == nr && p.n == g.n && p.k == k);
@@ -619,8 +623,8 @@ pub unsafe fn gemm(
             };
             let mut tile = [0f32; 8 * 64];
             let panel_len = if b_inline { k * nr } else { 0 };
-            let (i_lo, i_hi) = (ib * mpt, ((ib + 1) * mpt).min(mp));
-            let j_end = ((jb + 1) * npt).min(np);
+            let (i_lo, i_hi) = (block_start(mp, rb, ib), block_start(mp, rb, ib + 1));
+            let (j_lo, j_end) = (block_start(np, cb, jb), block_start(np, cb, jb + 1));
             // A packed B panel (weights) comes from memory on its first tile; each tile of
             // the current panel prefetches its share of the next one, when that share is
             // small enough not to stall the tile (MiniLM's 128 x 384 x 1536: 2-3% faster).
@@ -743,7 +747,6 @@ pub unsafe fn gemm(
                         );
                         sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
                     };
-                let j_lo = jb * npt;
                 if rows_outer > 0 {
                     // Chunks of column panels, row panels outer within each.
                     for j0 in (j_lo..j_end).step_by(rows_outer) {
