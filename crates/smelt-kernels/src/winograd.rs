@@ -544,11 +544,15 @@ pub unsafe fn winograd_conv(
     // With several threads and bands, each thread runs whole bands on its own (transforms
     // and products in its own L2, no barrier between the phases); the band count is then a
     // multiple of the threads so they finish together.
-    let own_bands = threads > 1 && ty >= threads;
+    // Few tiles (tiles as rows) get one band per thread only while the transformed
+    // weights, which every band's products read whole, fit in half of L2: a 64-channel
+    // 20x20 layer (0.6 MB) ran no faster on two threads than on one with its phases split
+    // (their data crossing cores at every barrier), 1.5x faster with a band each. Larger
+    // weights are better split by the products' columns (ResNet-50's 256-channel 14x14
+    // layers, 9.4 MB, ran 15% slower with a band each).
+    let weights_in_l2 = P * ci * w.co * 4 <= crate::isa::l2_bytes() / 2;
+    let own_bands = threads > 1 && ty >= threads && (!w.tiles_as_rows || weights_in_l2);
     let band = if own_bands && w.tiles_as_rows {
-        // Few tiles: one band per thread, each band's products reading all the weights
-        // from its own L2 (phases split among the threads ran no faster than one thread on
-        // a 64-channel 20x20 image, their data crossing cores at every barrier).
         ty.div_ceil(threads)
     } else if w.tiles_as_rows {
         ty
