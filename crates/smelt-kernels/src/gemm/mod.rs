@@ -724,6 +724,16 @@ pub unsafe fn gemm(
                         let ker = micro.for_tile(rows, cols);
                         if rows == mr && cols == nr {
                             if let Some((c, ldc)) = sink.in_place(bi, i * mr, j * nr) {
+                                // The tile's rows, fetched while the k loop runs: its
+                                // stores otherwise miss and stall the next tile.
+                                for r in 0..mr {
+                                    let row = c.wrapping_add(r * ldc);
+                                    let mut x = 0;
+                                    while x < nr {
+                                        crate::simd::prefetch_write(row.wrapping_add(x));
+                                        x += 16;
+                                    }
+                                }
                                 ker(k, apan, a_rs, a_ps, bpan, b_step, c, ldc, false);
                                 return;
                             }
