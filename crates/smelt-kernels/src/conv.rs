@@ -215,6 +215,28 @@ pub type DepthwiseFn = unsafe fn(&Conv2d, *const f32, [isize; 2], &[f32], &mut [
 /// can, so it is kept simple).
 pub type StridedCopyFn = unsafe fn(*const f32, isize, usize, &mut [f32]);
 
+/// One row of a padded copy: zeros in `row[..lo]` and `row[hi..]`, and between them the
+/// input floats `src[t * step]` (a unit step copied whole), reading only `src[..avail]`.
+///
+/// # Safety
+/// `src` holds the floats `row[lo..hi]` takes, within `src[..avail]` for a positive step.
+pub(crate) unsafe fn pad_row(
+    copy: StridedCopyFn,
+    row: &mut [f32],
+    (lo, hi): (usize, usize),
+    src: *const f32,
+    step: isize,
+    avail: usize,
+) {
+    row[..lo].fill(0.0);
+    row[hi..].fill(0.0);
+    if step == 1 {
+        row[lo..hi].copy_from_slice(std::slice::from_raw_parts(src, hi - lo));
+    } else {
+        copy(src, step, avail, &mut row[lo..hi]);
+    }
+}
+
 /// See [`StridedCopyFn`], over lanes `V`.
 #[inline(always)]
 pub(crate) unsafe fn strided_copy_body<V: crate::simd::Vf>(

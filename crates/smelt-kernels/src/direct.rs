@@ -221,15 +221,8 @@ unsafe fn pad_input(
                     row.fill(0.0);
                     continue;
                 }
-                let srow = src.offset(iy * rs);
-                row[..lo].fill(0.0);
-                row[hi..].fill(0.0);
-                if sw == 1 && es == 1 {
-                    row[lo..hi]
-                        .copy_from_slice(std::slice::from_raw_parts(srow.offset(first), hi - lo));
-                } else {
-                    (kern.strided_copy)(srow.offset(first * es), sw * es, avail, &mut row[lo..hi]);
-                }
+                let srow = src.offset(iy * rs + first * es);
+                crate::conv::pad_row(kern.strided_copy, row, (lo, hi), srow, sw * es, avail);
             }
         }
     });

@@ -143,10 +143,8 @@ unsafe fn fill(
                         row.fill(0.0);
                         continue;
                     }
-                    row[..lo].fill(0.0);
-                    row[hi..].fill(0.0);
                     let srow = src.offset(iy * rs + first * es);
-                    (kern.strided_copy)(srow, sw * es, avail, &mut row[lo..hi]);
+                    crate::conv::pad_row(kern.strided_copy, row, (lo, hi), srow, sw * es, avail);
                 }
             }
         }

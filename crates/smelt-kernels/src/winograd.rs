@@ -582,7 +582,16 @@ pub unsafe fn winograd_conv(
             // 1. Pad the input, one (batch, channel) plane per task.
             pool.run(threads, batches * ci, &|t| {
                 let _ = &pp;
-                pad_plane(g, input, t / ci, t % ci, 0..hp, wp, pp.0.add(t * plane));
+                pad_plane(
+                    kern.strided_copy,
+                    g,
+                    input,
+                    t / ci,
+                    t % ci,
+                    0..hp,
+                    wp,
+                    pp.0.add(t * plane),
+                );
             });
         }
         // One band of tile rows from `ty0`, on `threads` threads, in `vm`'s buffers, its
@@ -640,7 +649,16 @@ pub unsafe fn winograd_conv(
                     let (vm, lpin) = buf.split_at_mut(v_len + m_len);
                     for p in 0..batches * ci {
                         let dst = lpin.as_mut_ptr().add(p * lplane);
-                        pad_plane(g, input, p / ci, p % ci, rows.clone(), wp, dst);
+                        pad_plane(
+                            kern.strided_copy,
+                            g,
+                            input,
+                            p / ci,
+                            p % ci,
+                            rows.clone(),
+                            wp,
+                            dst,
+                        );
                     }
                     let lp = Shared(lpin.as_mut_ptr());
                     run_band(ty0, 1, vm, lp, rows.start, lplane);
@@ -659,7 +677,9 @@ pub unsafe fn winograd_conv(
 ///
 /// # Safety
 /// The input rows read must be readable; `dst` must hold `rows.len() * wp` floats.
+#[allow(clippy::too_many_arguments)]
 unsafe fn pad_plane(
+    copy: crate::conv::StridedCopyFn,
     g: &Conv2d,
     input: &DirectInput,
     b: usize,
@@ -673,6 +693,12 @@ unsafe fn pad_plane(
     // Padded columns [lo, hi) hold the input row, the others zeros.
     let (lo, hi) = crate::conv::in_row(-(g.pw as isize), 1, g.w, wp);
     let first = lo as isize - g.pw as isize;
+    // The floats a row's copy may read (only a positive step reads by vectors).
+    let avail = if es > 0 {
+        (hi - lo).saturating_sub(1) * es as usize + 1
+    } else {
+        0
+    };
     for (r, py) in rows.enumerate() {
         let iy = py as isize - g.ph as isize;
         let row = std::slice::from_raw_parts_mut(dst.add(r * wp), wp);
@@ -680,16 +706,8 @@ unsafe fn pad_plane(
             row.fill(0.0);
             continue;
         }
-        let srow = src.offset(iy * rs);
-        row[..lo].fill(0.0);
-        row[hi..].fill(0.0);
-        if es == 1 {
-            row[lo..hi].copy_from_slice(std::slice::from_raw_parts(srow.offset(first), hi - lo));
-        } else {
-            for (t, v) in row[lo..hi].iter_mut().enumerate() {
-                *v = *srow.offset((first + t as isize) * es);
-            }
-        }
+        let srow = src.offset(iy * rs + first * es);
+        crate::conv::pad_row(copy, row, (lo, hi), srow, es, avail);
     }
 }
 
