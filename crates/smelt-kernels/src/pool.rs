@@ -7,7 +7,8 @@
 //! then the workers in slot order), each with its own counter on its own cache line; a
 //! participant that finishes its range takes what is left of the others'. So a thread
 //! takes its tasks without touching a line another core writes, and the same thread gets
-//! the same range on every run of a plan (its share of the weights stays in its caches). Busy workers are never waited for, so two sessions (or two runs) sharing the pool
+//! the same range on every run of a plan (its share of the weights stays in its caches).
+//! Busy workers are never waited for, so two sessions (or two runs) sharing the pool
 //! divide the workers between them instead of oversubscribing the cores, and nested calls
 //! cannot deadlock. Which thread runs a task never changes what the task computes.
 
