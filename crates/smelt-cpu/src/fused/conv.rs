@@ -308,9 +308,14 @@ impl ConvPlan {
         // YOLOv8n's 40x40 layers: 35% on Zen 3 with AVX2 and on an Emerald Rapids Xeon with
         // AVX-512). It also wins by 7-20% at 9 tiles (YOLOv8n's 10x10 layers), but those
         // hold the model's largest filters and their transforms are 4x as large (16 MB more
-        // for 1% of the run): not taken.
+        // for 1% of the run): not taken. With AVX2's 16-wide tiles it wins from 16 channels
+        // each way (`--autotune` on a Zen 1 EPYC, one thread: 16 -> 16 channels at 80x80
+        // 22%, 96 -> 16 and 96 -> 24 at 160x160 19-24% (PP-OCRv4's head), 32 -> 24 at
+        // 40x40 26%); the AVX-512 threshold stays where it was measured.
         let tiles = oh.div_ceil(4) * ow.div_ceil(4);
-        let winograd = winograd::applies(&geom) && cg >= 32 && mg >= 32 && tiles >= 16;
+        let min_channels = if kern.micro.nr >= 32 { 32 } else { 16 };
+        let winograd =
+            winograd::applies(&geom) && cg >= min_channels && mg >= min_channels && tiles >= 16;
         // A tuned choice (timed on a machine) overrides the cost model where it applies.
         let chosen = choice.filter(|c| match c {
             ConvAlgorithm::Gemm => true,
