@@ -43,15 +43,33 @@ fn inside(off: isize, w: usize, sw: usize, ow: usize) -> (usize, usize) {
     (lo, hi)
 }
 
-/// `o[t] = max(o[t], s[t])` (a NaN in `s` is skipped; the return says whether one was seen).
+/// `o[t] = max(o[t], s[t])` (a NaN in `s` is skipped; the return says whether one was seen),
+/// by vectors: written as a plain compare-and-select per element, LLVM kept the old value by
+/// a masked store (`vmaskmovps`, microcoded on Zen 1), and ResNet-50's 3x3 max pool ran at
+/// 2.7 GB/s, ten times onnxruntime's time.
+///
+/// # Safety
+/// Call for a lane type inside code compiled for its ISA.
 #[inline(always)]
-fn max_into(o: &mut [f32], s: &[f32]) -> bool {
-    let mut nan = false;
-    for (v, &x) in o.iter_mut().zip(s) {
-        nan |= x.is_nan();
+unsafe fn max_into<V: crate::simd::Vf>(o: &mut [f32], s: &[f32]) -> bool {
+    let n = o.len().min(s.len());
+    let (op, sp) = (o.as_mut_ptr(), s.as_ptr());
+    let mut nan = V::splat(0.0);
+    let mut t = 0;
+    while t + V::LANES <= n {
+        let x = V::load(sp.add(t));
+        nan = V::select(x.nan(), V::splat(1.0), nan);
+        // x86's max: `x > acc ? x : acc`, so a NaN `x` leaves the old value.
+        x.max_or(V::load(op.add(t))).store(op.add(t));
+        t += V::LANES;
+    }
+    let mut seen = nan.hmax() > 0.0;
+    for t in t..n {
+        let (x, v) = (*sp.add(t), &mut *op.add(t));
+        seen |= x.is_nan();
         *v = if x > *v { x } else { *v };
     }
-    nan
+    seen
 }
 
 /// `o[t] += s[t]`.
@@ -190,7 +208,7 @@ macro_rules! pool_body {
                     if es == 1 {
                         let src = std::slice::from_raw_parts(row, w);
                         match avg {
-                            None => nan |= max_into(v, src),
+                            None => nan |= max_into::<V>(v, src),
                             Some(_) => add_into(v, src),
                         }
                     } else {
@@ -241,7 +259,7 @@ macro_rules! pool_body {
                     };
                     match avg {
                         None => {
-                            max_into(o, src);
+                            max_into::<V>(o, src);
                         }
                         Some(_) => add_into(o, src),
                     }
