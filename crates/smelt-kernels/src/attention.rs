@@ -77,6 +77,16 @@ impl Next<'_> {
     }
 }
 
+/// Floats of scratch asked for past the scores and the mask row, unused. Measured on a
+/// Zen 1 EPYC (MiniLM-L3, two threads): without it the pool worker's tasks ran 3x slower
+/// than the caller's, in the P V products reading the scores, at the same addresses (not
+/// denormals, not the task's data, not the stores to O, not the next task's prefetch; a
+/// guard after the last float of 1 KiB did nothing, of 4 KiB half, of 8 KiB all). With it
+/// both threads run at the caller's speed: attention at batch 8 took 22 ms a run, then
+/// 14.5. The cause is not pinned down; the same 8 KiB after every scratch buffer made
+/// YOLOv8n's 20x20 Winograd layers 35% slower, so the slack stays here.
+const SLACK: usize = 2048;
+
 /// Attention of query rows `rows` of one head; O tiles go to `sink` as batch `batch` with
 /// row indices relative to the head. `next`, when given, is prefetched meanwhile.
 ///
@@ -99,7 +109,7 @@ pub unsafe fn attention(
     // Scratch: K^T panels (d x skpad), V panels (sk x vp*nr), the scores of one row panel
     // (mr x skpad; Q and P are read in place) and a mask row.
     let (kt_len, v_len, s_len) = (d * skpad, sk * vp * nr, mr * skpad);
-    with_scratch(kt_len + v_len + s_len + skpad, |buf| {
+    with_scratch(kt_len + v_len + s_len + skpad + SLACK, |buf| {
         let (kt, rest) = buf.split_at_mut(kt_len);
         let (vpan, rest) = rest.split_at_mut(v_len);
         let (s, mrow) = rest.split_at_mut(s_len);
