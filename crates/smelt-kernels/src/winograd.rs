@@ -602,15 +602,32 @@ pub unsafe fn winograd_conv(
     // layers, 9.4 MB, ran 15% slower with a band each).
     let weights_in_l2 = P * ci * w.co * 4 <= crate::isa::l2_bytes() / 2;
     let own_bands = ty >= threads && (!w.tiles_as_rows || weights_in_l2);
-    let band = if own_bands && w.tiles_as_rows {
-        ty.div_ceil(threads)
+    let (band, bands) = if own_bands && w.tiles_as_rows {
+        let band = ty.div_ceil(threads);
+        (band, ty.div_ceil(band))
     } else if w.tiles_as_rows {
-        ty
+        (ty, 1)
     } else if own_bands {
         let bands = ty.div_ceil(cache_band).next_multiple_of(threads);
-        ty.div_ceil(bands)
+        (ty.div_ceil(bands), bands)
     } else {
-        cache_band
+        (cache_band, ty.div_ceil(cache_band))
+    };
+    // Where band `i` starts (`bands` at `ty`). Bands run a thread each are dealt to the
+    // threads in contiguous ranges, so the tile rows are split evenly among the threads
+    // first and each thread's rows then among its bands: YOLOv8n's 40x40 layers, ten tile
+    // rows in five bands of two, left one thread three bands and the other two. Either
+    // way no band is taller than `band` (nested ceilings of ty / threads / per-thread).
+    let even = |n: usize, parts: usize, q: usize| q * (n / parts) + q.min(n % parts);
+    let band_start = |i: usize| {
+        let per = bands / threads;
+        if own_bands && per >= 1 && bands % threads == 0 {
+            let (q, r) = (i / per, i % per);
+            let (lo, hi) = (even(ty, threads, q), even(ty, threads, q + 1));
+            lo + even(hi - lo, per, r)
+        } else {
+            even(ty, bands, i)
+        }
     };
     let tpad = (band * tx).div_ceil(lanes) * lanes;
     let v_len = batches * P * ci * tpad;
@@ -644,56 +661,59 @@ pub unsafe fn winograd_conv(
                 );
             });
         }
-        // One band of tile rows from `ty0`, on `threads` threads, in `vm`'s buffers, its
+        // The band of tile rows `ty0 .. ty1`, on `threads` threads, in `vm`'s buffers, its
         // input padded in `pin` (whose planes start at padded row `row0`, `plane` apart).
-        let run_band = |ty0: usize, threads: usize, vm: &mut [f32], pin: Shared, row0, plane| {
-            let ty1 = (ty0 + band).min(ty);
-            let bt = (ty1 - ty0) * tx;
-            let bpad = bt.div_ceil(lanes) * lanes;
-            // Each of the band's tiles' top-left offset in the padded input and in the
-            // band's output rows (4 tx wide); the padding lanes repeat the last tile.
-            let in_idx: Vec<i32> = (0..bpad)
-                .map(|t| {
-                    let t = ty0 * tx + t.min(bt - 1);
-                    ((4 * (t / tx) - row0) * wp + 4 * (t % tx)) as i32
-                })
-                .collect();
-            let out_idx: Vec<i32> = (0..bpad)
-                .map(|t| {
-                    let t = t.min(bt - 1);
-                    (4 * (t / tx) * out_ld + 4 * (t % tx)) as i32
-                })
-                .collect();
-            // The band's output rows.
-            let (oy0, oy1) = (4 * ty0, (4 * ty1).min(g.oh));
-            let (vbuf, mbuf) = vm.split_at_mut(v_len);
-            winograd_band(
-                kern,
-                pool,
-                threads,
-                g,
-                w,
-                sink,
-                Band {
-                    batches,
-                    plane,
-                    wp,
-                    bt,
-                    bpad,
-                    oy0,
-                    oy1,
-                    out_ld,
-                    in_idx: &in_idx,
-                    out_idx: &out_idx,
-                },
-                (pin, Shared(vbuf.as_mut_ptr()), Shared(mbuf.as_mut_ptr())),
-            );
-        };
+        let run_band =
+            |ty0: usize, ty1: usize, threads, vm: &mut [f32], pin: Shared, row0, plane| {
+                let bt = (ty1 - ty0) * tx;
+                let bpad = bt.div_ceil(lanes) * lanes;
+                // Each of the band's tiles' top-left offset in the padded input and in the
+                // band's output rows (4 tx wide); the padding lanes repeat the last tile.
+                let in_idx: Vec<i32> = (0..bpad)
+                    .map(|t| {
+                        let t = ty0 * tx + t.min(bt - 1);
+                        ((4 * (t / tx) - row0) * wp + 4 * (t % tx)) as i32
+                    })
+                    .collect();
+                let out_idx: Vec<i32> = (0..bpad)
+                    .map(|t| {
+                        let t = t.min(bt - 1);
+                        (4 * (t / tx) * out_ld + 4 * (t % tx)) as i32
+                    })
+                    .collect();
+                // The band's output rows.
+                let (oy0, oy1) = (4 * ty0, (4 * ty1).min(g.oh));
+                let (vbuf, mbuf) = vm.split_at_mut(v_len);
+                winograd_band(
+                    kern,
+                    pool,
+                    threads,
+                    g,
+                    w,
+                    sink,
+                    Band {
+                        batches,
+                        plane,
+                        wp,
+                        bt,
+                        bpad,
+                        oy0,
+                        oy1,
+                        out_ld,
+                        in_idx: &in_idx,
+                        out_idx: &out_idx,
+                    },
+                    (pin, Shared(vbuf.as_mut_ptr()), Shared(mbuf.as_mut_ptr())),
+                );
+            };
         if own_bands {
-            pool.run(threads, ty.div_ceil(band), &|t| {
-                let ty0 = t * band;
+            pool.run(threads, bands, &|t| {
+                let (ty0, ty1) = (band_start(t), band_start(t + 1));
+                if ty0 == ty1 {
+                    return;
+                }
                 // Padded rows 4 ty0 .. 4 ty1 + 2 of every plane: the band's tiles and halo.
-                let rows = 4 * ty0..4 * (ty0 + band).min(ty) + 2;
+                let rows = 4 * ty0..4 * ty1 + 2;
                 let lplane = rows.len() * wp;
                 with_scratch(v_len + m_len + batches * ci * lplane, |buf| {
                     let (vm, lpin) = buf.split_at_mut(v_len + m_len);
@@ -711,12 +731,15 @@ pub unsafe fn winograd_conv(
                         );
                     }
                     let lp = Shared(lpin.as_mut_ptr());
-                    run_band(ty0, 1, vm, lp, rows.start, lplane);
+                    run_band(ty0, ty1, 1, vm, lp, rows.start, lplane);
                 });
             });
         } else {
-            for ty0 in (0..ty).step_by(band) {
-                run_band(ty0, threads, rest, pp, 0, plane);
+            for i in 0..bands {
+                let (ty0, ty1) = (band_start(i), band_start(i + 1));
+                if ty0 < ty1 {
+                    run_band(ty0, ty1, threads, rest, pp, 0, plane);
+                }
             }
         }
     });
