@@ -377,7 +377,7 @@ pub fn a_block_bytes() -> usize {
     *BYTES.get_or_init(|| (crate::isa::l2_bytes() / 4).clamp(64 << 10, 1 << 20))
 }
 
-/// The task grid: `(row panels, column panels)` per task and the task count.
+/// The task grid: `(row blocks, column blocks)` and the task count.
 fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize) {
     let mp = g.m.div_ceil(mr);
     let np = g.n.div_ceil(nr);
@@ -400,7 +400,21 @@ fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize)
             mpt = mpt.div_ceil(2);
         }
     }
-    (mpt, npt, tasks(mpt, npt))
+    let (rb, mut cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
+    // A few tasks the threads do not divide leave threads idle at the end (9 tasks on two
+    // threads run as 5 and 4): then more column blocks, up to a count they divide, where
+    // there are panels for them. Past 16 tasks a thread the rest is under a thirtieth.
+    let per = g.batch * rb;
+    if threads > 1 && per * cb < 16 * threads {
+        let mut c = cb;
+        while !(per * c).is_multiple_of(threads) && c < np {
+            c += 1;
+        }
+        if (per * c).is_multiple_of(threads) {
+            cb = c;
+        }
+    }
+    (rb, cb, per * cb)
 }
 
 /// Cache lines of the next packed B panel one tile may prefetch: more stalls the tile
@@ -508,8 +522,7 @@ pub unsafe fn gemm(
         Lhs::Strided(a, _) if a.cs == 1 => 0,
         Lhs::Strided(..) | Lhs::Panels(_) => g.batch * a_batch_len,
     };
-    let (mpt, npt, tasks) = grid(g, mr, nr, threads);
-    let (rb, cb) = (mp.div_ceil(mpt), np.div_ceil(npt));
+    let (rb, cb, tasks) = grid(g, mr, nr, threads);
     // Block `q` of `blocks` over `n` panels starts at `block_start(n, blocks, q)`: blocks of
     // even size (50 panels in 8 blocks are 6 or 7 each, not seven 7s and a 1, which left
     // one of two threads 28 panels and the other 22).
