@@ -671,6 +671,17 @@ pub unsafe fn gemm(
                 }
                 _ => 0,
             };
+            // A row-major B read in place (a 1x1 convolution's input) is `k` rows a stride
+            // apart, too many streams for the hardware prefetchers: each tile of a column
+            // panel prefetches its share of the next panel's rows (Intel only, where it was
+            // measured: a 2-vCPU Xeon, one thread, ResNet-50's 56x56 1x1 layers 8-29%
+            // faster, a 64 -> 256 channel one alone 0.92-0.97 -> 0.79-0.85 ms).
+            let next_b_rows = match g.b {
+                Rhs::Strided(b, _) if b_inline && b.cs == 1 && crate::isa::is_intel() => {
+                    k.div_ceil(i_hi - i_lo)
+                }
+                _ => 0,
+            };
             let a_copy_rs = if a_inline { unaliased_stride(k, mr) } else { 0 };
             let a_pack_len = (i_hi - i_lo) * mr * a_copy_rs;
             with_scratch(panel_len + a_pack_len, |own| {
@@ -727,6 +738,19 @@ pub unsafe fn gemm(
                             let hi = (lo + next_panel_share).min(k * nr);
                             for o in (lo..hi).step_by(16) {
                                 crate::simd::prefetch_l2(next.add(o));
+                            }
+                        }
+                        if next_b_rows > 0 && j + 1 < j_end {
+                            if let Rhs::Strided(b, bs) = g.b {
+                                // This tile's share of the next column panel's rows, towards L1.
+                                let next = b.offset(bs.at(bi)).ptr.wrapping_add((j + 1) * nr);
+                                let lo = (i - i_lo) * next_b_rows;
+                                for p in lo..(lo + next_b_rows).min(k) {
+                                    let row = next.wrapping_offset(p as isize * b.rs);
+                                    for x in (0..nr).step_by(16) {
+                                        crate::simd::prefetch_read(row.wrapping_add(x));
+                                    }
+                                }
                             }
                         }
                         let rows = mr.min(g.m - i * mr);
