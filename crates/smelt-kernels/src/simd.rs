@@ -282,11 +282,14 @@ pub fn prefetch_l2(p: *const f32) {
 /// Asks for the cache line holding `p` to be loaded for writing (see [`prefetch_read`]).
 #[inline(always)]
 pub fn prefetch_write(p: *const f32) {
+    // `_mm_prefetch::<_MM_HINT_ET0>` compiles to a read prefetch (`prefetcht0`) unless the
+    // whole crate is built with the `prfchw` feature, so PREFETCHW is written out: CPUs
+    // without it (Intel before Broadwell) run its encoding as a NOP.
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching never faults, whatever the address.
+    // SAFETY: prefetching never faults, whatever the address, and touches no register or
+    // flag.
     unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        _mm_prefetch::<_MM_HINT_ET0>(p as *const i8)
+        std::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
