@@ -417,6 +417,15 @@ fn grid(g: &Gemm, mr: usize, nr: usize, threads: usize) -> (usize, usize, usize)
     (rb, cb, per * cb)
 }
 
+/// Whether an `m`-row A packed at run time spreads its rows evenly over its `m / mr`
+/// (rounded up) row panels: when the last of a few panels would hold at most 3 rows. A
+/// 1-row tile costs a whole read of its B panel and waits on its two accumulators' FMA
+/// latency: ResNet-50's 7x7 layers (49 pixel rows: 12, 12, 12, 12, 1) spent 7% of their
+/// time in their 1-row tiles; as 10, 10, 10, 10, 9 rows they take the same five tiles.
+fn even_row_panels(m: usize, mr: usize) -> bool {
+    m.div_ceil(mr) <= 8 && (1..=3).contains(&(m % mr))
+}
+
 /// Cache lines of the next packed B panel one tile may prefetch: more stalls the tile
 /// (ResNet-50's 7x7 layers, 1,800 lines a tile, ran slower). Intel CPUs only: on an
 /// Emerald Rapids Xeon it made MiniLM 2-3% faster, on Zen 5 its prefetches clogged the
@@ -522,6 +531,17 @@ pub unsafe fn gemm(
         Lhs::Strided(a, _) if a.cs == 1 => 0,
         Lhs::Strided(..) | Lhs::Panels(_) => g.batch * a_batch_len,
     };
+    // Where row panel `i` starts: every `mr` rows, or where A is packed here and its last
+    // panel would be a sliver, the rows spread evenly over the same panels (see
+    // `even_row_panels`). Packed, each panel still takes `mr` rows' room.
+    let even = a_len > 0 && even_row_panels(g.m, mr);
+    let row0 = move |i: usize| {
+        if even {
+            i * (g.m / mp) + i.min(g.m % mp)
+        } else {
+            (i * mr).min(g.m)
+        }
+    };
     let (rb, cb, tasks) = grid(g, mr, nr, threads);
     // Block `q` of `blocks` over `n` panels starts at `block_start(n, blocks, q)`: blocks of
     // even size (50 panels in 8 blocks are 6 or 7 each, not seven 7s and a 1, which left
@@ -573,12 +593,12 @@ pub unsafe fn gemm(
                         ap.0.add(bi * a_batch_len + i * k * mr),
                         k * mr,
                     );
-                    let rows = mr.min(g.m - i * mr);
+                    let rows = row0(i + 1) - row0(i);
                     match g.a {
                         Lhs::Strided(a, bs) => {
-                            pack_a_panel(a.offset(bs.at(bi)), i * mr, rows, k, mr, out)
+                            pack_a_panel(a.offset(bs.at(bi)), row0(i), rows, k, mr, out)
                         }
-                        Lhs::Panels(src) => src.pack(bi, i * mr, rows, k, mr, out),
+                        Lhs::Panels(src) => src.pack(bi, row0(i), rows, k, mr, out),
                         Lhs::Packed(_) | Lhs::PackedEach(_) => {}
                     }
                 } else {
@@ -753,14 +773,14 @@ pub unsafe fn gemm(
                                 }
                             }
                         }
-                        let rows = mr.min(g.m - i * mr);
+                        let rows = row0(i + 1) - row0(i);
                         let apan = a0.wrapping_offset(i as isize * a_panel);
                         // (A last panel of at most half the tile's columns gets the
                         // half-width kernel: 1024x196x256 took 18% longer than 1024x192x256
                         // with the full one, its 4 columns costing a whole panel.)
                         let ker = micro.for_tile(rows, cols);
                         if rows == mr && cols == nr {
-                            if let Some((c, ldc)) = sink.in_place(bi, i * mr, j * nr) {
+                            if let Some((c, ldc)) = sink.in_place(bi, row0(i), j * nr) {
                                 // The tile's rows, fetched while the k loop runs: its
                                 // stores otherwise miss and stall the next tile.
                                 for r in 0..mr {
@@ -775,7 +795,7 @@ pub unsafe fn gemm(
                                 return;
                             }
                             if let Some(fused) = micro.fused {
-                                if let Some(epi) = sink.fused(bi, i * mr, j * nr) {
+                                if let Some(epi) = sink.fused(bi, row0(i), j * nr) {
                                     fused(k, apan, a_rs, a_ps, bpan, b_step, &epi);
                                     return;
                                 }
@@ -792,7 +812,7 @@ pub unsafe fn gemm(
                             nr,
                             false,
                         );
-                        sink.tile(bi, i * mr, j * nr, rows, cols, &mut tile[..rows * nr], nr);
+                        sink.tile(bi, row0(i), j * nr, rows, cols, &mut tile[..rows * nr], nr);
                     };
                 if rows_outer > 0 {
                     // Chunks of column panels, row panels outer within each.

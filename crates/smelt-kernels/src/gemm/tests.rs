@@ -162,6 +162,56 @@ isa_tests!(strided_and_batched, |kern: &Kernels| {
     }
 });
 
+isa_tests!(sliver_row_panels_spread_evenly, |kern: &Kernels| {
+    // A packed at run time (read transposed) whose last row panel would hold 1 to 3 rows:
+    // the rows are spread over the same panels (49 pixel rows: 10, 10, 10, 10, 9 on
+    // AVX-512), and every element still matches the plain sum, at 1 and 2 threads.
+    let mr = kern.micro.mr;
+    for m in [mr + 1, 2 * mr + 2, 4 * mr + 1, 4 * mr + 3, 8 * mr + 1] {
+        assert!(even_row_panels(m, mr) || m.div_ceil(mr) > 8, "{m} rows");
+        let (n, k) = (45, 37);
+        let at = rand_vec(k * m, 11 + m as u64);
+        let b = rand_vec(k * n, 12);
+        for threads in [1, 2] {
+            let mut c = vec![f32::NAN; m * n];
+            let g = Gemm {
+                batch: 1,
+                m,
+                n,
+                k,
+                a: Lhs::Strided(
+                    MatRef {
+                        ptr: at.as_ptr(),
+                        rs: 1,
+                        cs: m as isize,
+                    },
+                    Batches::Stride(0),
+                ),
+                b: Rhs::Strided(MatRef::rows(b.as_ptr(), n), Batches::Stride(0)),
+            };
+            let sink = StoreC {
+                c: c.as_mut_ptr(),
+                ldc: n,
+                batch_stride: 0,
+            };
+            unsafe { gemm(kern, crate::pool::global(), threads, &g, &sink) };
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|p| at[p * m + i] as f64 * b[p * n + j] as f64)
+                        .sum();
+                    let got = c[i * n + j] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-5 * (1.0 + want.abs()) * 8.0,
+                        "{} {m} rows, t={threads}: C[{i},{j}] = {got}, want {want}",
+                        kern.isa
+                    );
+                }
+            }
+        }
+    }
+});
+
 isa_tests!(same_result_for_any_thread_count, |kern: &Kernels| {
     let (m, n, k) = (77, 301, 129);
     let a = rand_vec(m * k, 3);
