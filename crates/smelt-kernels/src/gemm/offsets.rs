@@ -25,6 +25,7 @@ unsafe fn steps<V: Vf, const R: usize, const MR: usize>(
     offs: *const isize,
 ) -> ([V; R], [V; R]) {
     const UNROLL: usize = 4;
+    const AHEAD: usize = 16;
     let mut c0 = [V::splat(0.0); R];
     let mut c1 = [V::splat(0.0); R];
     let (mut ap, mut op) = (a, offs);
@@ -46,8 +47,17 @@ unsafe fn steps<V: Vf, const R: usize, const MR: usize>(
             c1[r] = av.fma(b1, c1[r]);
         }
     }
+    // B's rows sit wherever their taps put them, a pattern the hardware prefetchers do
+    // not follow: each step asks for the lines of the row `AHEAD` steps on (of the last
+    // row, near the end). A 128 -> 128 channel 3x3 stride-2 56x56 layer on a 2-vCPU Xeon,
+    // one thread: 1.83 -> 1.70 ms (8 to 32 steps on gave the same); YOLOv8n 14.66 -> 14.36.
+    let last = offs.add(k.saturating_sub(1));
     for _ in 0..k / UNROLL {
         for u in 0..UNROLL {
+            let row = b.offset(*op.wrapping_add(u + AHEAD).min(last));
+            crate::simd::prefetch_read(row);
+            crate::simd::prefetch_read(row.add(V::LANES));
+            crate::simd::prefetch_read(row.add(2 * V::LANES - 1));
             step(b, ap.add(u * MR), op.add(u), &mut c0, &mut c1);
         }
         ap = ap.add(UNROLL * MR);
