@@ -162,6 +162,18 @@ isa_tests!(strided_and_batched, |kern: &Kernels| {
     }
 });
 
+/// One product of batch 1 into a fresh row-major C (NaN where nothing was stored).
+fn product(kern: &Kernels, threads: usize, g: &Gemm) -> Vec<f32> {
+    let mut c = vec![f32::NAN; g.m * g.n];
+    let sink = StoreC {
+        c: c.as_mut_ptr(),
+        ldc: g.n,
+        batch_stride: 0,
+    };
+    unsafe { gemm(kern, crate::pool::global(), threads, g, &sink) };
+    c
+}
+
 isa_tests!(sliver_row_panels_spread_evenly, |kern: &Kernels| {
     // A packed at run time (read transposed) whose last row panel would hold 1 to 3 rows:
     // the rows are spread over the same panels (49 pixel rows: 10, 10, 10, 10, 9 on
@@ -173,7 +185,6 @@ isa_tests!(sliver_row_panels_spread_evenly, |kern: &Kernels| {
         let at = rand_vec(k * m, 11 + m as u64);
         let b = rand_vec(k * n, 12);
         for threads in [1, 2] {
-            let mut c = vec![f32::NAN; m * n];
             let g = Gemm {
                 batch: 1,
                 m,
@@ -189,12 +200,7 @@ isa_tests!(sliver_row_panels_spread_evenly, |kern: &Kernels| {
                 ),
                 b: Rhs::Strided(MatRef::rows(b.as_ptr(), n), Batches::Stride(0)),
             };
-            let sink = StoreC {
-                c: c.as_mut_ptr(),
-                ldc: n,
-                batch_stride: 0,
-            };
-            unsafe { gemm(kern, crate::pool::global(), threads, &g, &sink) };
+            let c = product(kern, threads, &g);
             for i in 0..m {
                 for j in 0..n {
                     let want: f64 = (0..k)
@@ -217,7 +223,6 @@ isa_tests!(same_result_for_any_thread_count, |kern: &Kernels| {
     let a = rand_vec(m * k, 3);
     let b = rand_vec(k * n, 4);
     let run = |threads: usize| {
-        let mut c = vec![0f32; m * n];
         let g = Gemm {
             batch: 1,
             m,
@@ -226,13 +231,7 @@ isa_tests!(same_result_for_any_thread_count, |kern: &Kernels| {
             a: Lhs::Strided(MatRef::rows(a.as_ptr(), k), Batches::Stride(0)),
             b: Rhs::Strided(MatRef::rows(b.as_ptr(), n), Batches::Stride(0)),
         };
-        let sink = StoreC {
-            c: c.as_mut_ptr(),
-            ldc: n,
-            batch_stride: 0,
-        };
-        unsafe { gemm(kern, crate::pool::global(), threads, &g, &sink) };
-        c
+        product(kern, threads, &g)
     };
     let one = run(1);
     for t in [2, 3, 8] {
