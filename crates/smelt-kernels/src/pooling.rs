@@ -1,7 +1,8 @@
 //! 2-D max and average pooling of one channel, separably: each output row first reduces
-//! its window's input rows into one row (unit-stride vector passes), then each column tap
-//! reduces a unit-stride slice of that row (a stride-2 row is split into its even and odd
-//! columns once). The passes per output row are `kh + kw` instead of `kh * kw` strided ones.
+//! its window's input rows into one padded row (a vector pass down the rows, one store per
+//! vector), then each vector of outputs reduces its column taps from that row (unit-stride
+//! loads, a stride of 2 the even lanes of two loads). The work per output row is `kh + kw`
+//! vector steps per vector instead of `kh * kw` strided ones.
 
 use crate::conv::Conv2d;
 
@@ -25,59 +26,6 @@ fn span(o: usize, k: usize, s: usize, d: usize, p: usize, n: usize, pe: usize) -
         }
     }
     (real, pads)
-}
-
-/// The output columns `[lo, hi)` whose tap at column offset `off` lies inside a row of `w`.
-fn inside(off: isize, w: usize, sw: usize, ow: usize) -> (usize, usize) {
-    let lo = if off >= 0 {
-        0
-    } else {
-        ((-off) as usize).div_ceil(sw)
-    }
-    .min(ow);
-    let hi = if (w as isize) > off {
-        ((w as isize - off - 1) as usize / sw + 1).clamp(lo, ow)
-    } else {
-        lo
-    };
-    (lo, hi)
-}
-
-/// `o[t] = max(o[t], s[t])` (a NaN in `s` is skipped; the return says whether one was seen),
-/// by vectors: written as a plain compare-and-select per element, LLVM kept the old value by
-/// a masked store (`vmaskmovps`, microcoded on Zen 1), and ResNet-50's 3x3 max pool ran at
-/// 2.7 GB/s, ten times onnxruntime's time.
-///
-/// # Safety
-/// Call for a lane type inside code compiled for its ISA.
-#[inline(always)]
-unsafe fn max_into<V: crate::simd::Vf>(o: &mut [f32], s: &[f32]) -> bool {
-    let n = o.len().min(s.len());
-    let (op, sp) = (o.as_mut_ptr(), s.as_ptr());
-    let mut nan = V::splat(0.0);
-    let mut t = 0;
-    while t + V::LANES <= n {
-        let x = V::load(sp.add(t));
-        nan = V::select(x.nan(), V::splat(1.0), nan);
-        // x86's max: `x > acc ? x : acc`, so a NaN `x` leaves the old value.
-        x.max_or(V::load(op.add(t))).store(op.add(t));
-        t += V::LANES;
-    }
-    let mut seen = nan.hmax() > 0.0;
-    for t in t..n {
-        let (x, v) = (*sp.add(t), &mut *op.add(t));
-        seen |= x.is_nan();
-        *v = if x > *v { x } else { *v };
-    }
-    seen
-}
-
-/// `o[t] += s[t]`.
-#[inline(always)]
-fn add_into(o: &mut [f32], s: &[f32]) {
-    for (v, &x) in o.iter_mut().zip(s) {
-        *v += x;
-    }
 }
 
 /// Output row `y` of a max pool computed tap by tap, letting a NaN win (the rare path).
@@ -177,9 +125,7 @@ macro_rules! pool_body {
             st: [isize; 2],
             out: &mut [f32],
         ) {
-            use super::{
-                add_into, exact_max_row, inside, max_into, span, whole_plane, whole_plane_body,
-            };
+            use super::{exact_max_row, span, whole_plane, whole_plane_body};
             let [rs, es] = st;
             let w = g.w;
             let init = if avg.is_some() {
@@ -191,78 +137,130 @@ macro_rules! pool_body {
                 out[0] = whole_plane_body::<V>(g, avg.is_some(), x, rs);
                 return;
             }
-            // The window's rows reduced (w), and its even and odd columns (stride 2).
-            let mut buf = crate::buf::take_scratch(2 * w + 2);
-            let (v, eo) = buf.as_mut_slice().split_at_mut(w);
-            let (evens, odds) = eo.split_at_mut(w.div_ceil(2) + 1);
+            // The window's rows reduced into one row, between `pw` leading and enough
+            // trailing pad values (`init`) that every column tap of every output vector
+            // reads inside it: the column taps then need no bounds.
+            let lanes = V::LANES;
+            let len =
+                (g.ow.next_multiple_of(lanes) * g.sw + (g.kw - 1) * g.dw + 2 * lanes).max(g.pw + w);
+            let mut buf = crate::buf::take_scratch(len);
+            buf.as_mut_slice().fill(init);
+            let vp = buf.as_mut_slice().as_mut_ptr();
+            let v = vp.add(g.pw);
             for y in 0..g.oh {
                 let o = &mut out[y * g.ow..(y + 1) * g.ow];
-                v.fill(init);
-                let mut nan = false;
-                for i in 0..g.kh {
-                    let iy = (y * g.sh + i * g.dh) as isize - g.ph as isize;
-                    if iy < 0 || iy >= g.h as isize {
-                        continue;
-                    }
-                    let row = x.offset(iy * rs);
-                    if es == 1 {
-                        let src = std::slice::from_raw_parts(row, w);
-                        match avg {
-                            None => nan |= max_into::<V>(v, src),
-                            Some(_) => add_into(v, src),
-                        }
-                    } else {
-                        for (t, a) in v.iter_mut().enumerate() {
-                            let b = *row.offset(t as isize * es);
-                            match avg {
-                                None => {
-                                    nan |= b.is_nan();
-                                    *a = if b > *a { b } else { *a };
-                                }
-                                Some(_) => *a += b,
+                // The window's rows inside the input: `count` rows `step` apart from `first`.
+                let top = (y * g.sh) as isize - g.ph as isize;
+                let i_lo = if top < 0 { (-top) as usize } else { 0 }
+                    .div_ceil(g.dh)
+                    .min(g.kh);
+                let i_hi = if (g.h as isize) > top {
+                    ((g.h as isize - top - 1) as usize / g.dh + 1).clamp(i_lo, g.kh)
+                } else {
+                    i_lo
+                };
+                let count = i_hi - i_lo;
+                let step = g.dh as isize * rs;
+                let first = x.wrapping_offset((top + (i_lo * g.dh) as isize) * rs);
+                let mut nan = V::splat(0.0);
+                if es == 1 {
+                    // Vector by vector down the window's rows, one store each; two
+                    // vectors at a time, so two accumulator chains overlap.
+                    let mut t = 0;
+                    while t + 2 * lanes <= w {
+                        let (mut a0, mut a1) = (V::splat(init), V::splat(init));
+                        for i in 0..count as isize {
+                            let row = first.offset(i * step).add(t);
+                            let (r0, r1) = (V::load(row), V::load(row.add(lanes)));
+                            if avg.is_some() {
+                                a0 = a0.add(r0);
+                                a1 = a1.add(r1);
+                            } else {
+                                nan = V::select(r0.nan(), V::splat(1.0), nan);
+                                nan = V::select(r1.nan(), V::splat(1.0), nan);
+                                // x86's max: `r > a ? r : a`, a NaN `r` keeps `a`.
+                                a0 = r0.max_or(a0);
+                                a1 = r1.max_or(a1);
                             }
                         }
+                        a0.store(v.add(t));
+                        a1.store(v.add(t + lanes));
+                        t += 2 * lanes;
+                    }
+                    while t < w {
+                        let n = (w - t).min(lanes);
+                        let mut acc = V::splat(init);
+                        for i in 0..count as isize {
+                            let row = first.offset(i * step);
+                            let r = if n == lanes {
+                                V::load(row.add(t))
+                            } else {
+                                V::load_part(row.add(t), n)
+                            };
+                            if avg.is_some() {
+                                acc = acc.add(r);
+                            } else {
+                                nan = V::select(r.nan(), V::splat(1.0), nan);
+                                acc = r.max_or(acc);
+                            }
+                        }
+                        if n == lanes {
+                            acc.store(v.add(t));
+                        } else {
+                            acc.store_part(v.add(t), n);
+                        }
+                        t += lanes;
+                    }
+                } else {
+                    let mut seen = false;
+                    for t in 0..w {
+                        let mut a = init;
+                        for i in 0..count as isize {
+                            let b = *first.offset(i * step + t as isize * es);
+                            seen |= b.is_nan();
+                            a = if avg.is_some() {
+                                a + b
+                            } else if b > a {
+                                b
+                            } else {
+                                a
+                            };
+                        }
+                        *v.add(t) = a;
+                    }
+                    if seen {
+                        nan = V::splat(1.0);
                     }
                 }
-                if nan {
+                if avg.is_none() && nan.hmax() > 0.0 {
                     exact_max_row(g, x, st, y, o);
                     continue;
                 }
-                o.fill(init);
-                if g.sw == 2 && w > 0 {
-                    strided_copy_body::<V>(v.as_ptr(), 2, w, &mut evens[..w.div_ceil(2)]);
-                    strided_copy_body::<V>(v.as_ptr().add(1), 2, w - 1, &mut odds[..w / 2]);
-                }
-                for j in 0..g.kw {
-                    let off = (j * g.dw) as isize - g.pw as isize;
-                    let (lo, hi) = inside(off, w, g.sw, g.ow);
-                    if hi == lo {
-                        continue;
+                // Each column tap over a vector of outputs: unit-stride loads, stride 2 the
+                // even lanes of two, other strides gathered.
+                let mut x0 = 0;
+                while x0 < g.ow {
+                    let mut acc = V::splat(init);
+                    for j in 0..g.kw {
+                        let base = vp.add(x0 * g.sw + j * g.dw) as *const f32;
+                        let tap = match g.sw {
+                            1 => V::load(base),
+                            2 => V::evens_odds(V::load(base), V::load(base.add(lanes))).0,
+                            sw => V::gather(base, sw as isize),
+                        };
+                        acc = if avg.is_some() {
+                            acc.add(tap)
+                        } else {
+                            tap.max_or(acc)
+                        };
                     }
-                    let o = &mut o[lo..hi];
-                    // Column of v under output column lo: inside the row by `inside`.
-                    let first = ((lo * g.sw) as isize + off) as usize;
-                    let src: &[f32] = match g.sw {
-                        1 => &v[first..first + o.len()],
-                        2 if first % 2 == 0 => &evens[first / 2..first / 2 + o.len()],
-                        2 => &odds[first / 2..first / 2 + o.len()],
-                        sw => {
-                            for (t, a) in o.iter_mut().enumerate() {
-                                let b = v[first + t * sw];
-                                match avg {
-                                    None => *a = if b > *a { b } else { *a },
-                                    Some(_) => *a += b,
-                                }
-                            }
-                            continue;
-                        }
-                    };
-                    match avg {
-                        None => {
-                            max_into::<V>(o, src);
-                        }
-                        Some(_) => add_into(o, src),
+                    let n = (g.ow - x0).min(lanes);
+                    if n == lanes {
+                        acc.store(o.as_mut_ptr().add(x0));
+                    } else {
+                        acc.store_part(o.as_mut_ptr().add(x0), n);
                     }
+                    x0 += lanes;
                 }
                 if let Some(count_pads) = avg {
                     let (ry, py) = span(y, g.kh, g.sh, g.dh, g.ph, g.h, pad_end[0]);
@@ -285,7 +283,6 @@ macro_rules! pool_body {
 /// The portable pooling kernel.
 pub mod portable {
     use super::Conv2d;
-    use crate::conv::strided_copy_body;
     pool_body!();
 
     /// See [`super::PoolFn`].
@@ -308,7 +305,6 @@ pub mod portable {
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use super::Conv2d;
-    use crate::conv::strided_copy_body;
     pool_body!();
 
     /// See [`super::PoolFn`] (AVX2+FMA CPUs only).
@@ -363,6 +359,8 @@ mod tests {
         (7, 7, 7, 1, 1, 0, 0),
         (4, 70, 3, 1, 1, 1, 0),
         (5, 71, 3, 2, 1, 1, 1),
+        (5, 112, 3, 2, 1, 1, 0),
+        (6, 50, 3, 3, 2, 1, 1),
     ];
 
     fn pool_matches(kern: &Kernels) {
@@ -383,49 +381,53 @@ mod tests {
                 oh: out_of(h),
                 ow: out_of(w),
             };
-            let mut x = rand_vec(h * w, 7);
-            for nan_at in [None, Some(0), Some(h * w / 2)] {
-                if let Some(i) = nan_at {
-                    x[i] = f32::NAN;
-                }
-                for avg in [None, Some(false), Some(true)] {
-                    let mut out = vec![0.5f32; g.pixels()];
-                    unsafe { (kern.pool)(&g, [p, p], avg, x.as_ptr(), [w as isize, 1], &mut out) };
-                    for y in 0..g.oh {
-                        for xo in 0..g.ow {
-                            let (mut best, mut sum, mut real, mut all, mut nan) =
-                                (f32::NEG_INFINITY, 0.0f64, 0, 0, false);
-                            for i in 0..k {
-                                for j in 0..k {
-                                    let iy = (y * s + i * d) as isize - p as isize;
-                                    let ix = (xo * s + j * d) as isize - p as isize;
-                                    if iy < (h + p) as isize && ix < (w + p) as isize {
-                                        all += 1;
-                                    }
-                                    if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize {
-                                        let v = x[iy as usize * w + ix as usize];
-                                        nan |= v.is_nan();
-                                        best = best.max(v);
-                                        sum += v as f64;
-                                        real += 1;
+            for es in [1, 2] {
+                let mut x = rand_vec(h * w * es, 7);
+                for nan_at in [None, Some(0), Some(h * w / 2 * es)] {
+                    if let Some(i) = nan_at {
+                        x[i] = f32::NAN;
+                    }
+                    for avg in [None, Some(false), Some(true)] {
+                        let mut out = vec![0.5f32; g.pixels()];
+                        let st = [(w * es) as isize, es as isize];
+                        unsafe { (kern.pool)(&g, [p, p], avg, x.as_ptr(), st, &mut out) };
+                        for y in 0..g.oh {
+                            for xo in 0..g.ow {
+                                let (mut best, mut sum, mut real, mut all, mut nan) =
+                                    (f32::NEG_INFINITY, 0.0f64, 0, 0, false);
+                                for i in 0..k {
+                                    for j in 0..k {
+                                        let iy = (y * s + i * d) as isize - p as isize;
+                                        let ix = (xo * s + j * d) as isize - p as isize;
+                                        if iy < (h + p) as isize && ix < (w + p) as isize {
+                                            all += 1;
+                                        }
+                                        if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize
+                                        {
+                                            let v = x[(iy as usize * w + ix as usize) * es];
+                                            nan |= v.is_nan();
+                                            best = best.max(v);
+                                            sum += v as f64;
+                                            real += 1;
+                                        }
                                     }
                                 }
-                            }
-                            let got = out[y * g.ow + xo];
-                            let want = match avg {
-                                None if nan => f32::NAN,
-                                None => best,
-                                Some(false) => (sum / real as f64) as f32,
-                                Some(true) => (sum / all as f64) as f32,
-                            };
-                            let same = (got.is_nan() && want.is_nan())
-                                || got == want
-                                || (got - want).abs() < 1e-5;
-                            assert!(
+                                let got = out[y * g.ow + xo];
+                                let want = match avg {
+                                    None if nan => f32::NAN,
+                                    None => best,
+                                    Some(false) => (sum / real as f64) as f32,
+                                    Some(true) => (sum / all as f64) as f32,
+                                };
+                                let same = (got.is_nan() && want.is_nan())
+                                    || got == want
+                                    || (got - want).abs() < 1e-5;
+                                assert!(
                                 same,
-                                "{} {avg:?} {g:?} nan {nan_at:?} ({y},{xo}): {got} vs {want}",
+                                "{} {avg:?} {g:?} es {es} nan {nan_at:?} ({y},{xo}): {got} vs {want}",
                                 kern.isa
                             );
+                            }
                         }
                     }
                 }

@@ -7,7 +7,7 @@
 //! each window of the epilogue is mapped once to an offset per batch, a row step and a
 //! column step ([`Win`]).
 
-use super::access::{load_chunk, store_chunk};
+use super::access::{load_chunk, store_chunk, Elem};
 use super::interp::with_values;
 use super::Mem;
 use smelt_ir::kernel::check::{self as validate, Checker, Use};
@@ -144,6 +144,20 @@ impl Epilogue {
             stores,
             parallel: validate::race_free(&load_refs, &dsts),
         }))
+    }
+
+    /// Where row `i` of batch `b` starts when the epilogue only stores the anchor's values,
+    /// once, into an f32 window whose columns are contiguous: a kernel may write the row
+    /// there itself instead of handing it to [`Epilogue::apply`].
+    pub(crate) fn plain_row(&self, mem: &Mem, b: usize, i: usize) -> Option<*mut f32> {
+        let only_stores = self.order.iter().all(|&o| self.ops[o] == ScalarOp::Acc);
+        match self.stores.as_slice() {
+            [(_, w)] if only_stores && w.cs == 1 && matches!(mem.elems[w.slot], Elem::F32) => {
+                let off = w.batch[b] + i as isize * w.rs;
+                Some((mem.ptrs[w.slot] as *mut f32).wrapping_offset(off))
+            }
+            _ => None,
+        }
     }
 
     /// Applies the epilogue to rows `i0 .. i0 + rows`, columns `j0 .. j0 + cols` of batch

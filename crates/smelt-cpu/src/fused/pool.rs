@@ -165,19 +165,67 @@ impl PoolPlan {
         // per-task setup and the epilogue's call are paid per block, not per channel.
         let per_task = (PLANE_BLOCK / px.max(1)).clamp(1, self.channels.max(1));
         let blocks = self.channels.div_ceil(per_task);
+        let direct = self.direct(mem);
         ex.pool.run(threads, self.images * blocks, &|t| {
             let (img, c0) = (t / blocks, (t % blocks) * per_task);
             let chans = per_task.min(self.channels - c0);
+            let x = |c: usize| {
+                (mem.ptrs[self.x_slot] as *const f32)
+                    .offset(self.x_offset + img as isize * sn + (c0 + c) as isize * sc)
+            };
+            if direct {
+                // Each plane straight into its output plane.
+                for c in 0..chans {
+                    // (`direct` found every plane.)
+                    let Some(out) = self.epi.plain_row(mem, img, c0 + c) else {
+                        return;
+                    };
+                    let plane = std::slice::from_raw_parts_mut(out, px);
+                    (ex.kern.pool)(&self.geom, self.pad_end, self.avg, x(c), [sh, sw], plane);
+                }
+                return;
+            }
             with_scratch(px * chans, |planes| {
                 for (c, plane) in planes.chunks_exact_mut(px.max(1)).take(chans).enumerate() {
-                    let x = (mem.ptrs[self.x_slot] as *const f32)
-                        .offset(self.x_offset + img as isize * sn + (c0 + c) as isize * sc);
-                    (ex.kern.pool)(&self.geom, self.pad_end, self.avg, x, [sh, sw], plane);
+                    (ex.kern.pool)(&self.geom, self.pad_end, self.avg, x(c), [sh, sw], plane);
                 }
                 self.epi
                     .apply(ex.kern, mem, img, c0, chans, 0, px, planes.as_ptr(), px);
             });
         });
+    }
+
+    /// Whether the planes may be pooled straight into the output: the epilogue only stores
+    /// them, each plane contiguous, and the output's planes lie apart from the input.
+    ///
+    /// # Safety
+    /// As for [`PoolPlan::run`].
+    unsafe fn direct(&self, mem: &Mem) -> bool {
+        let px = self.geom.pixels();
+        if self.xs.iter().any(|&s| s < 0) || self.images * self.channels == 0 {
+            return false;
+        }
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for img in 0..self.images {
+            for c in 0..self.channels {
+                let Some(p) = self.epi.plain_row(mem, img, c) else {
+                    return false;
+                };
+                lo = lo.min(p as usize);
+                hi = hi.max(p as usize + 4 * px);
+            }
+        }
+        let g = &self.geom;
+        let extents = [self.images, self.channels, g.h, g.w];
+        let span: isize = self
+            .xs
+            .iter()
+            .zip(extents)
+            .map(|(&s, e)| s * (e.max(1) as isize - 1))
+            .sum();
+        let x_lo = (mem.ptrs[self.x_slot] as *const f32).wrapping_offset(self.x_offset) as usize;
+        let x_hi = x_lo + 4 * (span as usize + 1);
+        x_hi <= lo || hi <= x_lo
     }
 }
 
