@@ -58,6 +58,22 @@ impl Plan {
         }
     }
 
+    /// Makes one arena ready for a run (allocated, its pages mapped) when none is pooled,
+    /// so the next run does not pay for it: a caller may do this on another thread while
+    /// it prepares the run's inputs.
+    pub fn prepare_arena(&self) {
+        let Execution::Kernels(cpu) = &self.execution else {
+            return;
+        };
+        if self.arenas.lock().map(|a| !a.is_empty()).unwrap_or(true) {
+            return;
+        }
+        let arena = Arena::new(cpu.plan().memory.arena_bytes);
+        if let Ok(mut pool) = self.arenas.lock() {
+            pool.push(arena);
+        }
+    }
+
     /// The optimized graph. In a plan lowered to kernels the weights' contents live in the
     /// kernel plan, and the graph's constants are left empty.
     pub fn graph(&self) -> &Graph {
