@@ -10,8 +10,26 @@ use crate::conv::Conv2d;
 /// count in the divisor). Taps at `(y * sh + i * dh - ph, x * sw + j * dw - pw)` that fall
 /// in the input are real; those in the padding (up to `pad_end` past the input) count for
 /// `count_pads`; those beyond (ceil mode) do not count at all. A max with no real tap is
-/// -inf, an average with nothing to count NaN; a NaN tap makes the max NaN.
+/// -inf, an average with nothing to count NaN; a NaN tap makes the max NaN. The geometry
+/// must pass [`fits`] (a global pool, one window over the whole input, always does).
 pub type PoolFn = unsafe fn(&Conv2d, [usize; 2], Option<bool>, *const f32, [isize; 2], &mut [f32]);
+
+/// Floats of the padded row a kernel of `lanes` lanes reduces each output row's window into:
+/// room for every column tap of every output vector (see `pool_body`).
+fn padded_row(g: &Conv2d, lanes: usize) -> Option<usize> {
+    let taps = g.ow.checked_next_multiple_of(lanes)?.checked_mul(g.sw)?;
+    let reach = (g.kw.checked_sub(1)?).checked_mul(g.dw)?;
+    let len = taps.checked_add(reach)?.checked_add(2 * lanes)?;
+    Some(len.max(g.pw.checked_add(g.w)?))
+}
+
+/// Whether the pooling kernels take `g` with scratch in proportion to its input row: its
+/// padded row (at the widest lanes) at most four input rows and a few vectors. A window,
+/// pad or stride far wider than the input (a degenerate pool a model can still declare)
+/// would otherwise ask for scratch of that width; callers run such pools elsewhere.
+pub fn fits(g: &Conv2d) -> bool {
+    padded_row(g, 16).is_some_and(|len| len <= 4 * g.w + 1024)
+}
 
 /// Of one axis's taps for output position `o` (kernel `k`, stride `s`, dilation `d`, lead
 /// pad `p`, input size `n`, trailing pad `pe`): how many are real and how many in padding.
@@ -141,8 +159,10 @@ macro_rules! pool_body {
             // trailing pad values (`init`) that every column tap of every output vector
             // reads inside it: the column taps then need no bounds.
             let lanes = V::LANES;
-            let len =
-                (g.ow.next_multiple_of(lanes) * g.sw + (g.kw - 1) * g.dw + 2 * lanes).max(g.pw + w);
+            // Callers check `fits`, which bounds this length at the widest lanes.
+            let len = super::padded_row(g, lanes)
+                .filter(|_| super::fits(g))
+                .expect("pooling geometry checked by `fits`");
             let mut buf = crate::buf::take_scratch(len);
             buf.as_mut_slice().fill(init);
             let vp = buf.as_mut_slice().as_mut_ptr();
@@ -477,6 +497,32 @@ mod tests {
             x[at(2, 5)] = f32::NAN;
             assert!(run(&x, None).is_nan(), "{}", kern.isa);
         }
+    }
+
+    /// A window or stride far wider than the input does not fit the kernels' scratch row;
+    /// a global pool does.
+    #[test]
+    fn degenerate_windows_do_not_fit() {
+        let g = |kw: usize, sw: usize, dw: usize, pw: usize, ow: usize| Conv2d {
+            c: 1,
+            h: 4,
+            w: 8,
+            kh: 1,
+            kw,
+            sh: 1,
+            sw,
+            dh: 1,
+            dw,
+            ph: 0,
+            pw,
+            oh: 4,
+            ow,
+        };
+        assert!(fits(&g(3, 2, 1, 1, 4)));
+        assert!(fits(&g(8, 1, 1, 0, 1)));
+        assert!(!fits(&g(3, 1, 1 << 30, 1 << 30, 8)));
+        assert!(!fits(&g(1, 1 << 40, 1, 0, 1)));
+        assert!(!fits(&g(3, 1, usize::MAX / 2, 0, 1)));
     }
 
     isa_tests!(pooling, pool_matches);

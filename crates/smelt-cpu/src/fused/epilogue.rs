@@ -146,15 +146,17 @@ impl Epilogue {
         }))
     }
 
-    /// Where row `i` of batch `b` starts when the epilogue only stores the anchor's values,
-    /// once, into an f32 window whose columns are contiguous: a kernel may write the row
-    /// there itself instead of handing it to [`Epilogue::apply`].
-    pub(crate) fn plain_row(&self, mem: &Mem, b: usize, i: usize) -> Option<*mut f32> {
+    /// The rows the anchor's values land in when the epilogue only stores them, once, into
+    /// an f32 window whose columns are contiguous: a kernel may then write each row there
+    /// itself instead of handing it to [`Epilogue::apply`].
+    pub(crate) fn plain_rows(&self, mem: &Mem) -> Option<PlainRows<'_>> {
         let only_stores = self.order.iter().all(|&o| self.ops[o] == ScalarOp::Acc);
         match self.stores.as_slice() {
             [(_, w)] if only_stores && w.cs == 1 && matches!(mem.elems[w.slot], Elem::F32) => {
-                let off = w.batch[b] + i as isize * w.rs;
-                Some((mem.ptrs[w.slot] as *mut f32).wrapping_offset(off))
+                Some(PlainRows {
+                    base: mem.ptrs[w.slot] as *mut f32,
+                    win: w,
+                })
             }
             _ => None,
         }
@@ -229,6 +231,24 @@ impl Epilogue {
                 }
             }
         });
+    }
+}
+
+/// The rows of an anchor's result in the one f32 window a store-only epilogue writes (see
+/// [`Epilogue::plain_rows`]).
+pub(crate) struct PlainRows<'a> {
+    base: *mut f32,
+    win: &'a Win,
+}
+
+// SAFETY: as for `Mem`: threads share the rows only to write disjoint ones.
+unsafe impl Sync for PlainRows<'_> {}
+
+impl PlainRows<'_> {
+    /// Where row `i` of batch `b` starts (its columns contiguous after it).
+    pub(crate) fn row(&self, b: usize, i: usize) -> *mut f32 {
+        let off = self.win.batch[b] + i as isize * self.win.rs;
+        self.base.wrapping_offset(off)
     }
 }
 

@@ -1,7 +1,7 @@
 //! 2-D max and average pooling anchors: one plane per task on the kernel table's pooling
 //! kernel, then the epilogue on the plane while it is in cache.
 
-use super::epilogue::{Epilogue, Layout};
+use super::epilogue::{Epilogue, Layout, PlainRows};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::Anchor;
@@ -133,6 +133,9 @@ impl PoolPlan {
             oh,
             ow,
         };
+        if !smelt_kernels::pooling::fits(&geom) {
+            return None;
+        }
         let layout = Layout {
             batch_base: (0..n).map(|b| vec![b, 0, 0, 0]).collect(),
             row: vec![(1, ch)],
@@ -173,14 +176,10 @@ impl PoolPlan {
                 (mem.ptrs[self.x_slot] as *const f32)
                     .offset(self.x_offset + img as isize * sn + (c0 + c) as isize * sc)
             };
-            if direct {
+            if let Some(rows) = &direct {
                 // Each plane straight into its output plane.
                 for c in 0..chans {
-                    // (`direct` found every plane.)
-                    let Some(out) = self.epi.plain_row(mem, img, c0 + c) else {
-                        return;
-                    };
-                    let plane = std::slice::from_raw_parts_mut(out, px);
+                    let plane = std::slice::from_raw_parts_mut(rows.row(img, c0 + c), px);
                     (ex.kern.pool)(&self.geom, self.pad_end, self.avg, x(c), [sh, sw], plane);
                 }
                 return;
@@ -195,24 +194,23 @@ impl PoolPlan {
         });
     }
 
-    /// Whether the planes may be pooled straight into the output: the epilogue only stores
-    /// them, each plane contiguous, and the output's planes lie apart from the input.
+    /// The output's planes, when the planes may be pooled straight into them: the epilogue
+    /// only stores them, each plane contiguous, and they lie apart from the input.
     ///
     /// # Safety
     /// As for [`PoolPlan::run`].
-    unsafe fn direct(&self, mem: &Mem) -> bool {
+    unsafe fn direct<'a>(&'a self, mem: &Mem) -> Option<PlainRows<'a>> {
         let px = self.geom.pixels();
         if self.xs.iter().any(|&s| s < 0) || self.images * self.channels == 0 {
-            return false;
+            return None;
         }
+        let rows = self.epi.plain_rows(mem)?;
         let (mut lo, mut hi) = (usize::MAX, 0);
         for img in 0..self.images {
             for c in 0..self.channels {
-                let Some(p) = self.epi.plain_row(mem, img, c) else {
-                    return false;
-                };
-                lo = lo.min(p as usize);
-                hi = hi.max(p as usize + 4 * px);
+                let p = rows.row(img, c) as usize;
+                lo = lo.min(p);
+                hi = hi.max(p + 4 * px);
             }
         }
         let g = &self.geom;
@@ -225,7 +223,7 @@ impl PoolPlan {
             .sum();
         let x_lo = (mem.ptrs[self.x_slot] as *const f32).wrapping_offset(self.x_offset) as usize;
         let x_hi = x_lo + 4 * (span as usize + 1);
-        x_hi <= lo || hi <= x_lo
+        (x_hi <= lo || hi <= x_lo).then_some(rows)
     }
 }
 
