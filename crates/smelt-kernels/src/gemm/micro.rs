@@ -36,8 +36,14 @@ pub struct Micro {
     pub nr: usize,
     /// `kernels[r - 1]` computes `r` rows.
     pub kernels: [MicroFn; MAX_MR],
+    /// `warm[r - 1]` computes `r` rows from a packed B panel a previous tile of this thread
+    /// just read (still in its caches): without the k loop's B prefetches, where the ISA's
+    /// kernels issue them (see [`Micro::for_warm_tile`]); otherwise the same as `kernels`.
+    pub warm: [MicroFn; MAX_MR],
     /// The full tile with its epilogue fused, where the ISA has one.
     pub fused: Option<FusedFn>,
+    /// [`Micro::fused`] for a warm B panel, as `warm` is for `kernels`.
+    pub fused_warm: Option<FusedFn>,
     /// `half[r - 1]` computes `r` rows of only the first `nr / 2` columns, for a last column
     /// panel that narrow (B's rows are still `nr` wide, or read in place), where the ISA
     /// has them: such a panel then costs half a full one.
@@ -62,6 +68,16 @@ impl Micro {
         match &self.half {
             Some(half) if 2 * cols <= self.nr => half[rows.clamp(1, self.mr) - 1],
             _ => self.for_rows(rows),
+        }
+    }
+
+    /// [`Micro::for_tile`] for a packed B panel still in this thread's caches from its
+    /// previous tile. (The half-width kernels prefetch nothing.)
+    #[inline]
+    pub fn for_warm_tile(&self, rows: usize, cols: usize) -> MicroFn {
+        match &self.half {
+            Some(half) if 2 * cols <= self.nr => half[rows.clamp(1, self.mr) - 1],
+            _ => self.warm[rows.clamp(1, self.mr) - 1],
         }
     }
 }
@@ -141,7 +157,9 @@ pub fn portable_micro() -> Micro {
         mr: PORTABLE_MR,
         nr: PORTABLE_NR,
         kernels: rows_table!(portable, PORTABLE_MR),
+        warm: rows_table!(portable, PORTABLE_MR),
         fused: None,
+        fused_warm: None,
         half: None,
         offsets: super::offsets::portable_table(),
     }
@@ -333,10 +351,45 @@ pub(crate) mod x86 {
         ldt: usize,
         acc: bool,
     ) {
+        avx512_tile::<R, true>(k, a, rs, ps, b, bs, t, ldt, acc)
+    }
+
+    /// [`avx512`] for a warm B panel: no B prefetches (see [`super::Micro::warm`]).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    unsafe fn avx512_warm<const R: usize>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+        t: *mut f32,
+        ldt: usize,
+        acc: bool,
+    ) {
+        avx512_tile::<R, false>(k, a, rs, ps, b, bs, t, ldt, acc)
+    }
+
+    /// The AVX-512 tile, its packed B prefetched ahead when `PF_B`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn avx512_tile<const R: usize, const PF_B: bool>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+        t: *mut f32,
+        ldt: usize,
+        acc: bool,
+    ) {
         // As for AVX2: the packed layout's strides as constants keep A's broadcasts
         // immediate offsets of one pointer, so the loop issues no address arithmetic beside
         // its FMAs (runtime strides cost one add per row per step).
-        let (c0, c1) = avx512_dispatch::<R>(k, a, rs, ps, b, bs);
+        let (c0, c1) = avx512_dispatch::<R, PF_B>(k, a, rs, ps, b, bs);
         for r in 0..R {
             let d = t.add(r * ldt);
             let (mut x0, mut x1) = (c0[r], c1[r]);
@@ -360,6 +413,34 @@ pub(crate) mod x86 {
         bs: isize,
         epi: &TileEpi,
     ) {
+        avx512_fused_tile::<true>(k, a, rs, ps, b, bs, epi)
+    }
+
+    /// [`avx512_fused`] for a warm B panel (see [`super::Micro::fused_warm`]).
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    unsafe fn avx512_fused_warm(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+        epi: &TileEpi,
+    ) {
+        avx512_fused_tile::<false>(k, a, rs, ps, b, bs, epi)
+    }
+
+    /// The fused AVX-512 tile, its packed B prefetched ahead when `PF_B`.
+    #[inline(always)]
+    unsafe fn avx512_fused_tile<const PF_B: bool>(
+        k: usize,
+        a: *const f32,
+        rs: isize,
+        ps: isize,
+        b: *const f32,
+        bs: isize,
+        epi: &TileEpi,
+    ) {
         // A packed A's k loop runs here, its accumulators finished straight from registers.
         // Other layouts' loops run in the plain kernel into a tile in L1 that the epilogue
         // reads back: inlined beside the epilogue, their row pointers and accumulators
@@ -368,12 +449,14 @@ pub(crate) mod x86 {
         const NR: usize = AVX512_NR;
         epi.prefetch(R, NR);
         if rs == 1 && ps == R as isize {
-            let (c0, c1) = avx512_steps::<R>(k, a, 1, R as isize, b, bs);
+            let (c0, c1) = avx512_steps::<R, PF_B>(k, a, 1, R as isize, b, bs);
             epi.apply_tile(c0.map(Z16), c1.map(Z16));
             return;
         }
         let mut t = [0f32; R * NR];
-        avx512::<R>(k, a, rs, ps, b, bs, t.as_mut_ptr(), NR, false);
+        // (A call, not inlined: see above.)
+        let plain = if PF_B { avx512::<R> } else { avx512_warm::<R> };
+        plain(k, a, rs, ps, b, bs, t.as_mut_ptr(), NR, false);
         for r in 0..R {
             let row = t.as_ptr().add(r * NR);
             epi.apply(r, 0, Z16::load(row));
@@ -413,7 +496,7 @@ pub(crate) mod x86 {
     /// an add per row per step): packed A or row-major A beside a packed B, and packed A
     /// beside a row-major B read in place.
     #[inline(always)]
-    unsafe fn avx512_dispatch<const R: usize>(
+    unsafe fn avx512_dispatch<const R: usize, const PF_B: bool>(
         k: usize,
         a: *const f32,
         rs: isize,
@@ -425,22 +508,22 @@ pub(crate) mod x86 {
         const MR: isize = AVX512_MR as isize;
         if bs == NR {
             if rs == 1 && ps == MR {
-                avx512_steps::<R>(k, a, 1, MR, b, NR)
+                avx512_steps::<R, PF_B>(k, a, 1, MR, b, NR)
             } else if ps == 1 {
-                avx512_steps::<R>(k, a, rs, 1, b, NR)
+                avx512_steps::<R, PF_B>(k, a, rs, 1, b, NR)
             } else {
-                avx512_steps::<R>(k, a, rs, ps, b, NR)
+                avx512_steps::<R, PF_B>(k, a, rs, ps, b, NR)
             }
         } else if rs == 1 && ps == MR {
-            avx512_steps::<R>(k, a, 1, MR, b, bs)
+            avx512_steps::<R, PF_B>(k, a, 1, MR, b, bs)
         } else {
-            avx512_steps::<R>(k, a, rs, ps, b, bs)
+            avx512_steps::<R, PF_B>(k, a, rs, ps, b, bs)
         }
     }
 
     /// The k loop of the AVX-512 kernel: R rows x 32 columns accumulated in 2R registers.
     #[inline(always)]
-    unsafe fn avx512_steps<const R: usize>(
+    unsafe fn avx512_steps<const R: usize, const PF_B: bool>(
         k: usize,
         a: *const f32,
         rs: isize,
@@ -457,7 +540,7 @@ pub(crate) mod x86 {
         let mut bp = b;
         // A packed B (its panel contiguous) is prefetched ahead, a line per 16 floats:
         // into L1 12 KiB ahead, or on Intel into L2 48 KiB ahead (see B_PREFETCH_L2_AHEAD).
-        let prefetch = bs == AVX512_NR as isize;
+        let prefetch = PF_B && bs == AVX512_NR as isize;
         let to_l2 = crate::isa::is_intel();
         // So is a packed A (each step's R floats side by side).
         let prefetch_a = rs == 1 && ps == R as isize;
@@ -603,19 +686,33 @@ pub(crate) mod x86 {
             mr: AVX2_MR,
             nr: AVX2_NR,
             kernels: rows_table!(avx2, AVX2_MR),
+            warm: rows_table!(avx2, AVX2_MR),
             fused: Some(avx2_fused),
+            fused_warm: Some(avx2_fused),
             half: Some(rows_table!(avx2_half, AVX2_MR)),
             offsets: crate::gemm::offsets::avx2_table(),
         }
     }
 
-    /// The AVX-512 family (callers check the CPU first).
+    /// The AVX-512 family (callers check the CPU first). Its warm kernels skip the B
+    /// prefetches on Intel CPUs, where that was measured (see [`B_PREFETCH_L2_AHEAD`]).
     pub fn avx512_micro() -> Micro {
+        let intel = crate::isa::is_intel();
         Micro {
             mr: AVX512_MR,
             nr: AVX512_NR,
             kernels: rows_table!(avx512, AVX512_MR),
+            warm: if intel {
+                rows_table!(avx512_warm, AVX512_MR)
+            } else {
+                rows_table!(avx512, AVX512_MR)
+            },
             fused: Some(avx512_fused),
+            fused_warm: Some(if intel {
+                avx512_fused_warm
+            } else {
+                avx512_fused
+            }),
             half: Some(rows_table!(avx512_half, AVX512_MR)),
             offsets: crate::gemm::offsets::avx512_table(),
         }

@@ -304,3 +304,43 @@ fn row_strides_that_alias() {
     assert!(!rows_alias(unaliased_stride(1024, 12) as isize, 12));
     assert!(unaliased_stride(1000, 12) >= 1000);
 }
+
+isa_tests!(warm_kernels_match_the_plain_ones, |kern: &Kernels| {
+    // A warm kernel (no B prefetches) computes every row count bit for bit like the plain
+    // one, on a packed A and B and on a row-major B read in place, storing and accumulating.
+    let (mr, nr) = (kern.micro.mr, kern.micro.nr);
+    let k = 37;
+    let a = rand_vec(k * mr, 21);
+    let b = rand_vec(k * nr * 2, 22);
+    for rows in 1..=mr {
+        for (bs, acc) in [(nr, false), (2 * nr, false), (nr, true)] {
+            let run = |f: micro::MicroFn| {
+                let mut t = rand_vec(mr * nr, 23);
+                // SAFETY: A holds k steps of mr floats, B k rows `bs` apart of nr floats,
+                // the tile mr rows of nr.
+                unsafe {
+                    f(
+                        k,
+                        a.as_ptr(),
+                        1,
+                        mr as isize,
+                        b.as_ptr(),
+                        bs as isize,
+                        t.as_mut_ptr(),
+                        nr,
+                        acc,
+                    )
+                };
+                t
+            };
+            let want = run(kern.micro.for_rows(rows));
+            let got = run(kern.micro.warm[rows - 1]);
+            assert_eq!(
+                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "{} rows={rows} bs={bs} acc={acc}",
+                kern.isa
+            );
+        }
+    }
+});
