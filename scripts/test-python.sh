@@ -63,6 +63,10 @@ WHEEL="$(ls "$TARGET"/wheels/smelt-*.whl | head -n1)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$WHEEL"
 
 # ---------------------------------------------------------------- pytest
+# The artifact tests write .smelt files with the command line (a no-op after scripts/test.sh).
+log "the command line, for the artifact tests"
+cargo build --release --locked -p smelt-cli
+export SMELT_CLI="${SMELT_CLI:-$TARGET/release/smelt}"
 log "pytest"
 # From the repository root with the pytest script (not `python -m`), so that python/smelt
 # (the sources, without the native module) does not shadow the installed package.

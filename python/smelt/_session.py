@@ -211,8 +211,10 @@ class ModelMetadata:
 class InferenceSession:
     """A model compiled by smelt, with onnxruntime's InferenceSession API.
 
-    ``path_or_bytes`` is an ONNX file path or the model's bytes. ``run`` may be called from
-    many threads at once; it releases the GIL while the model runs."""
+    ``path_or_bytes`` is an ONNX file path or the model's bytes, or the path of an artifact
+    from ``smelt compile MODEL -o model.smelt`` (loaded as compiled, no passes run; it runs
+    at the shapes it was compiled for). ``run`` may be called from many threads at once; it
+    releases the GIL while the model runs."""
 
     def __init__(
         self,

@@ -133,10 +133,10 @@ def _python() -> str:
 
 
 def compile(*args: Any, **kwargs: Any) -> None:
-    """The ahead-of-time artifact (``smelt compile MODEL -o model.smelt``): not available
-    yet, as the artifact format is still being built. smelt.InferenceSession compiles at
-    load (the JIT path) meanwhile."""
+    """Writing an ahead-of-time artifact from Python: not available yet. Compile with the
+    command line (``smelt compile MODEL -o model.smelt``) and load the file with
+    ``smelt.InferenceSession("model.smelt")``."""
     raise NotImplementedError(
-        "smelt.compile writes smelt's ahead-of-time artifact (.smelt), whose format is not "
-        "done yet; use smelt.InferenceSession(path), which compiles the model at load"
+        "smelt.compile: write the artifact with the command line (smelt compile MODEL -o "
+        "model.smelt); smelt.InferenceSession loads the .smelt file"
     )

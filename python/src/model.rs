@@ -116,6 +116,40 @@ fn shape_of(t: Option<&TypeProto>) -> Vec<DimInfo> {
         .collect()
 }
 
+/// The path `src` names when it is a compiled artifact (told by its magic), not ONNX.
+pub fn artifact_path(src: &Bound<'_, PyAny>) -> Option<PathBuf> {
+    if src.cast::<pyo3::types::PyBytes>().is_ok() {
+        return None;
+    }
+    let path: PathBuf = src.extract().ok()?;
+    smelt_runtime::artifact::is_artifact(&path).then_some(path)
+}
+
+/// A session input's or output's name, ONNX type string and dims, as the ONNX path lists them.
+pub fn arg_of(io: &smelt_runtime::IoInfo) -> ArgInfo {
+    use smelt_ir::{Dim, ValueType};
+    let (ty, shape) = match &io.ty {
+        Some(ValueType::Tensor { dtype, shape }) => (
+            format!("tensor({})", elem_name(dtype.onnx_code())),
+            shape
+                .iter()
+                .flatten()
+                .map(|d| match d {
+                    Dim::Known(n) => DimInfo::Size(i64::try_from(*n).unwrap_or(i64::MAX)),
+                    Dim::Sym(e) => DimInfo::Name(e.to_string()),
+                    Dim::Unknown => DimInfo::Unknown,
+                })
+                .collect(),
+        ),
+        _ => ("undefined".into(), Vec::new()),
+    };
+    ArgInfo {
+        name: io.name.clone(),
+        ty,
+        shape,
+    }
+}
+
 /// Reads the model file or takes the bytes, decodes and imports it.
 pub fn load(src: &Bound<'_, PyAny>) -> PyResult<Loaded> {
     let (bytes, base): (Vec<u8>, Option<PathBuf>) = if let Ok(b) =

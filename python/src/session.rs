@@ -115,6 +115,65 @@ impl PySession {
     }
 }
 
+/// `options` with `threads` (0: the default) and the concrete input `shapes`.
+fn options_with(
+    mut options: SessionOptions,
+    threads: usize,
+    shapes: HashMap<String, Vec<usize>>,
+) -> PyResult<SessionOptions> {
+    if threads > 0 {
+        options.threads = threads;
+    }
+    let mut input_shapes = InputShapes::new();
+    for (name, dims) in shapes {
+        input_shapes.insert(&name, dims).map_err(to_py)?;
+    }
+    options.input_shapes = input_shapes;
+    Ok(options)
+}
+
+impl PySession {
+    /// A session of a compiled artifact (`smelt compile`): it runs at the shapes it was
+    /// compiled for, its signature taken from the artifact (no ONNX metadata).
+    fn from_artifact(
+        py: Python<'_>,
+        path: &std::path::Path,
+        threads: usize,
+        shapes: Option<HashMap<String, Vec<usize>>>,
+        profile: bool,
+    ) -> PyResult<Self> {
+        let options = options_with(
+            SessionOptions::default(),
+            threads,
+            shapes.unwrap_or_default(),
+        )?;
+        let inner = py
+            .detach(|| {
+                no_panic("loading the artifact", || {
+                    Session::load_with(path, &options)
+                })
+            })
+            .map_err(to_py)?;
+        let sig = inner.inputs();
+        let args = |v: &[IoInfo]| v.iter().map(crate::model::arg_of).collect::<Vec<_>>();
+        let outputs = inner.outputs();
+        Ok(PySession {
+            meta: Meta {
+                producer_name: "smelt".into(),
+                description: format!("smelt artifact {}", path.display()),
+                ..Meta::default()
+            },
+            inputs: args(&sig),
+            outputs: args(&outputs),
+            output_names: outputs.into_iter().map(|o| o.name).collect(),
+            sig,
+            inner,
+            profile: profile.then(|| Mutex::new(Vec::new())),
+            created: Instant::now(),
+        })
+    }
+}
+
 #[pymethods]
 impl PySession {
     /// Loads `model` (a path or bytes) and compiles it. `shapes` maps input names to
@@ -133,24 +192,20 @@ impl PySession {
         max_plans: usize,
         profile: bool,
     ) -> PyResult<Self> {
+        if let Some(path) = crate::model::artifact_path(model) {
+            return PySession::from_artifact(py, &path, threads, shapes, profile);
+        }
         let loaded = crate::model::load(model)?;
         let mut shapes = shapes.unwrap_or_default();
         for (name, dims) in fixed_by(&loaded.inputs, &free_dims.unwrap_or_default()) {
             shapes.entry(name).or_insert(dims);
         }
-        let mut options = SessionOptions {
+        let options = SessionOptions {
             opt_level,
             max_plans: max_plans.max(1),
             ..Default::default()
         };
-        if threads > 0 {
-            options.threads = threads;
-        }
-        let mut input_shapes = InputShapes::new();
-        for (name, dims) in shapes {
-            input_shapes.insert(&name, dims).map_err(to_py)?;
-        }
-        options.input_shapes = input_shapes;
+        let options = options_with(options, threads, shapes)?;
         let model = loaded.model;
         let inner = py
             .detach(|| {
