@@ -65,19 +65,24 @@ impl Micro {
     /// writes at least `cols` of the tile's columns.
     #[inline]
     pub fn for_tile(&self, rows: usize, cols: usize) -> MicroFn {
-        match &self.half {
-            Some(half) if 2 * cols <= self.nr => half[rows.clamp(1, self.mr) - 1],
-            _ => self.for_rows(rows),
-        }
+        self.tile_kernel(&self.kernels, rows, cols)
     }
 
     /// [`Micro::for_tile`] for a packed B panel still in this thread's caches from its
     /// previous tile. (The half-width kernels prefetch nothing.)
     #[inline]
     pub fn for_warm_tile(&self, rows: usize, cols: usize) -> MicroFn {
+        self.tile_kernel(&self.warm, rows, cols)
+    }
+
+    /// The half-width kernel for `rows` when `cols` fit in half the tile and the ISA has
+    /// one, else `full`'s.
+    #[inline]
+    fn tile_kernel(&self, full: &[MicroFn; MAX_MR], rows: usize, cols: usize) -> MicroFn {
+        let r = rows.clamp(1, self.mr) - 1;
         match &self.half {
-            Some(half) if 2 * cols <= self.nr => half[rows.clamp(1, self.mr) - 1],
-            _ => self.warm[rows.clamp(1, self.mr) - 1],
+            Some(half) if 2 * cols <= self.nr => half[r],
+            _ => full[r],
         }
     }
 }
