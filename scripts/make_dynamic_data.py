@@ -12,6 +12,8 @@ written to DATA/dynamic/<case>/:
   The two cases feed the one model 16000 and 8000.
 - yolov8n-nms: the models suite's YOLOv8n (320x320) followed by NonMaxSuppression over its
   boxes and class scores; nms: that NonMaxSuppression alone, on the detector's output.
+- gru-b1, gru-b8: one GRU layer (seq 128, input 256, hidden 256, linear_before_reset as
+  PyTorch exports it), batch 1 and 8; rnn-b8: one tanh RNN layer, the same sizes, batch 8.
 """
 import argparse
 import os
@@ -51,6 +53,24 @@ def lstm_model(seq, batch, inp, hidden):
         [helper.make_tensor_value_info("y", f, [seq, 1, batch, hidden]),
          helper.make_tensor_value_info("y_h", f, [1, batch, hidden]),
          helper.make_tensor_value_info("y_c", f, [1, batch, hidden])],
+        inits))
+
+
+def rnn_model(op, seq, batch, inp, hidden, **attrs):
+    """One GRU or RNN layer with its weights as initializers."""
+    g = {"GRU": 3, "RNN": 1}[op]
+    inits = [
+        numpy_helper.from_array(weight((1, g * hidden, inp), hidden), "W"),
+        numpy_helper.from_array(weight((1, g * hidden, hidden), hidden), "R"),
+        numpy_helper.from_array(weight((1, 2 * g * hidden), hidden), "B"),
+    ]
+    node = helper.make_node(op, ["x", "W", "R", "B"], ["y", "y_h"], hidden_size=hidden, **attrs)
+    f = TensorProto.FLOAT
+    return model_of(helper.make_graph(
+        [node], op.lower(),
+        [helper.make_tensor_value_info("x", f, [seq, batch, inp])],
+        [helper.make_tensor_value_info("y", f, [seq, 1, batch, hidden]),
+         helper.make_tensor_value_info("y_h", f, [1, batch, hidden])],
         inits))
 
 
@@ -188,6 +208,12 @@ def main():
     raw = onnxruntime.InferenceSession(yolo.SerializeToString(), providers=["CPUExecutionProvider"])
     detections = raw.run(None, {det.graph.input[0].name: image})[0]
     write_case(work, "nms", nms, {nms.graph.input[0].name: detections})
+    for batch in (1, 8):
+        write_case(work, f"gru-b{batch}",
+                   rnn_model("GRU", 128, batch, 256, 256, linear_before_reset=1),
+                   {"x": rng.standard_normal((128, batch, 256)).astype(np.float32)})
+    write_case(work, "rnn-b8", rnn_model("RNN", 128, 8, 256, 256),
+               {"x": rng.standard_normal((128, 8, 256)).astype(np.float32)})
     with open(os.path.join(work, "VERSION"), "w") as fh:
         fh.write(f"onnx {onnx.__version__} onnxruntime {onnxruntime.__version__}\n")
     shutil.rmtree(out, ignore_errors=True)

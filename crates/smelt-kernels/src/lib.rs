@@ -70,8 +70,10 @@ pub struct Kernels {
     pub winograd_output_channels: winograd::OutputChannelsFn,
     /// One channel of max or average pooling.
     pub pool: pooling::PoolFn,
-    /// One LSTM step's gates over a block of batch rows.
-    pub lstm_cell: recurrent::LstmCellFn,
+    /// One recurrent step's gate math over a block of batch rows and hidden units.
+    pub recurrent_cell: recurrent::cell::CellFn,
+    /// A recurrent step's products for a few batch rows, several gates at once.
+    pub recurrent_gates: recurrent::gates::GatesFn,
 }
 
 impl Kernels {
@@ -106,7 +108,8 @@ impl Kernels {
             winograd: (winograd::portable::input, winograd::portable::output, 1),
             winograd_output_channels: winograd::portable::output_channels,
             finish: epilogue::portable::finish,
-            lstm_cell: recurrent::cell_portable,
+            recurrent_cell: recurrent::cell::cell_portable,
+            recurrent_gates: recurrent::gates::gates_portable,
         };
         match isa {
             Isa::Portable => portable,
@@ -131,7 +134,8 @@ impl Kernels {
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 winograd_output_channels: winograd::x86::output_channels_avx2,
                 finish: epilogue::x86::finish_avx2,
-                lstm_cell: recurrent::x86::cell_avx2,
+                recurrent_cell: recurrent::cell::x86::cell_avx2,
+                recurrent_gates: recurrent::gates::x86::gates_avx2,
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Kernels {
@@ -158,7 +162,8 @@ impl Kernels {
                 ),
                 winograd_output_channels: winograd::x86::output_channels_avx512,
                 finish: epilogue::x86::finish_avx512,
-                lstm_cell: recurrent::x86::cell_avx512,
+                recurrent_cell: recurrent::cell::x86::cell_avx512,
+                recurrent_gates: recurrent::gates::x86::gates_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => portable,

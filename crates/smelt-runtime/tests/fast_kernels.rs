@@ -191,6 +191,30 @@ fn cases() -> Vec<Case> {
             kernel: "lstm",
         },
         Case {
+            name: "gru, linear before reset, reverse, initial state",
+            shape: vec![6, 4, 7],
+            fixed: &[],
+            consts: vec![vec![1, 33, 7], vec![1, 33, 11], vec![1, 66], vec![1, 4, 11]],
+            body: "  %10 \"y\", %11 \"yh\" = recurrent.Gru {\"activations\":[\"Sigmoid\",\"Tanh\"],\"batch_major\":false,\"clip\":null,\"direction\":\"Reverse\",\"hidden_size\":11,\"linear_before_reset\":true} (%x, %c0, %c1, %c2, _, %c3)\n  output %10\n  output %11\n",
+            kernel: "gru",
+        },
+        Case {
+            name: "gru, reset before the product, bidirectional, batch-major, clip",
+            shape: vec![3, 5, 6],
+            fixed: &[],
+            consts: vec![vec![2, 60, 6], vec![2, 60, 20], vec![2, 120]],
+            body: "  %10 \"y\", %11 \"yh\" = recurrent.Gru {\"activations\":[\"Sigmoid\",\"Tanh\",\"Sigmoid\",\"Tanh\"],\"batch_major\":true,\"clip\":0.8,\"direction\":\"Bidirectional\",\"hidden_size\":20,\"linear_before_reset\":false} (%x, %c0, %c1, %c2)\n  output %10\n  output %11\n",
+            kernel: "gru",
+        },
+        Case {
+            name: "rnn, relu, only the last state wanted",
+            shape: vec![9, 2, 5],
+            fixed: &[],
+            consts: vec![vec![1, 40, 5], vec![1, 40, 40], vec![1, 80]],
+            body: "  %10 \"y\", %11 \"yh\" = recurrent.Rnn {\"activations\":[\"Relu\"],\"batch_major\":false,\"clip\":null,\"direction\":\"Forward\",\"hidden_size\":40} (%x, %c0, %c1, %c2)\n  output %11\n",
+            kernel: "rnn",
+        },
+        Case {
             // Edge tiles in both directions; full O tiles are written in place and scaled.
             name: "attention, additive mask broadcast over heads and queries",
             shape: vec![2, 3, 37, 40],

@@ -108,7 +108,7 @@ enum Prepared {
     Single,
     Gather(Box<GatherPlan>),
     Concat(ConcatPlan),
-    Lstm(Box<recurrent::LstmPlan>),
+    Recurrent(Box<recurrent::RecurrentPlan>),
 }
 
 /// Every buffer's storage during one run (plus one slot for an anchor's result).
@@ -339,7 +339,7 @@ impl CpuPlan {
             },
             (GroupBody::Anchor(a), Prepared::Anchor(ap)) => ap.run(cx, a)?,
             (GroupBody::Single(s), Prepared::Single) => single::run(cx, s)?,
-            (GroupBody::Single(s), Prepared::Lstm(l)) => l.run(cx, s)?,
+            (GroupBody::Single(s), Prepared::Recurrent(l)) => l.run(cx, s)?,
             // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(_), Prepared::Gather(g)) => unsafe { g.run(&cx.mem)? },
             // SAFETY: validated by CpuPlan::new against these buffers.
@@ -398,7 +398,7 @@ fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
         Prepared::Copy => "copy".into(),
         Prepared::Gather(_) => "gather.rows".into(),
         Prepared::Concat(_) => "concat.copy".into(),
-        Prepared::Lstm(_) => kern.name("lstm"),
+        Prepared::Recurrent(l) => kern.name(l.kernel()),
         Prepared::Single => match body {
             GroupBody::Single(s) => format!("reference ({}: runs whole)", s.op.name()),
             _ => "reference".into(),
@@ -444,8 +444,8 @@ fn prepare(
         }
         GroupBody::Single(s) => {
             single::check(c, s)?;
-            if let Some(l) = recurrent::LstmPlan::new(c, weights, s, kern) {
-                Prepared::Lstm(Box::new(l))
+            if let Some(l) = recurrent::RecurrentPlan::new(c, weights, s, kern) {
+                Prepared::Recurrent(Box::new(l))
             } else if let Some(g) = GatherPlan::new(c, s) {
                 Prepared::Gather(Box::new(g))
             } else if let Some(k) = ConcatPlan::new(c, s) {

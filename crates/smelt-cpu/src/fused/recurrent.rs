@@ -1,7 +1,8 @@
-//! LSTM layers on the fast kernels (`smelt_kernels::recurrent`): f32, the default
-//! activations, no input-forget coupling, W and R (and B, P) weights, packed once per plan.
-//! Anything else, and a run whose sequence lengths differ from the input's length, runs on
-//! the reference kernel.
+//! Recurrent layers on the fast kernels (`smelt_kernels::recurrent`): LSTM (no
+//! input-forget coupling), GRU and simple RNN with their default activations (an RNN's
+//! tanh, ReLU or sigmoid, the same in both directions), f32, W and R (and B, P) packed once
+//! per plan when they are weights. Anything else, and a run whose sequence lengths differ
+//! from the input's length, runs on the reference kernel.
 
 use super::single::{gather, scatter};
 use super::RunCx;
@@ -10,42 +11,103 @@ use smelt_ir::kernel::{BufferKind, Single, TensorRef};
 use smelt_ir::op::recurrent::{Activation, RnnDirection};
 use smelt_ir::op::RecurrentOp;
 use smelt_ir::{DType, Op, Result, Tensor};
-use smelt_kernels::recurrent::{lstm_direction, Lstm, LstmWeights};
+use smelt_kernels::recurrent::cell::Act;
+use smelt_kernels::recurrent::{run_direction, Kind, Layer, Weights};
 use smelt_kernels::Kernels;
 
-/// An LSTM layer with its weights packed.
-pub(crate) struct LstmPlan {
-    l: Lstm,
+/// A recurrent layer with its weights packed.
+pub(crate) struct RecurrentPlan {
+    l: Layer,
     dirs: usize,
     direction: RnnDirection,
     /// One per direction, when W, R, B and P are weights (else packed each run).
-    packed: Option<Vec<LstmWeights>>,
+    packed: Option<Vec<Weights>>,
 }
 
-impl LstmPlan {
-    /// The plan of `s` when the fast kernels can run it.
-    pub(crate) fn new(
-        c: &Checker,
-        weights: &[Tensor],
-        s: &Single,
-        kern: &Kernels,
-    ) -> Option<LstmPlan> {
-        let Op::Recurrent(RecurrentOp::Lstm {
+/// The fast kernels' kind of `op`, its direction and layout, when they can run it.
+fn kind_of(op: &Op) -> Option<(Kind, RnnDirection, bool, Option<f32>)> {
+    use Activation::{Relu, Sigmoid, Tanh};
+    let Op::Recurrent(r) = op else {
+        return None;
+    };
+    let (kind, direction, batch_major, activations, clip, defaults): (_, _, _, _, _, &[_]) = match r
+    {
+        RecurrentOp::Lstm {
             direction,
             batch_major,
             activations,
             clip,
             input_forget: false,
             ..
-        }) = &s.op
-        else {
-            return None;
-        };
-        let dirs = direction.count();
-        let defaults = [Activation::Sigmoid, Activation::Tanh, Activation::Tanh];
-        if activations.len() != 3 * dirs || activations.chunks(3).any(|a| a != defaults) {
-            return None;
+        } => (
+            Kind::Lstm,
+            direction,
+            batch_major,
+            activations,
+            clip,
+            &[Sigmoid, Tanh, Tanh],
+        ),
+        RecurrentOp::Lstm { .. } => return None,
+        RecurrentOp::Gru {
+            direction,
+            batch_major,
+            activations,
+            clip,
+            linear_before_reset,
+            ..
+        } => {
+            let kind = Kind::Gru {
+                linear_before_reset: *linear_before_reset,
+            };
+            (
+                kind,
+                direction,
+                batch_major,
+                activations,
+                clip,
+                &[Sigmoid, Tanh],
+            )
         }
+        RecurrentOp::Rnn {
+            direction,
+            batch_major,
+            activations,
+            clip,
+            ..
+        } => {
+            let act = match activations.first()? {
+                Tanh => Act::Tanh,
+                Relu => Act::Relu,
+                Sigmoid => Act::Sigmoid,
+                _ => return None,
+            };
+            let first = activations[..1].to_vec();
+            let kind = Kind::Rnn(act);
+            // Every direction's activation is the first one's.
+            let same = activations.iter().all(|a| *a == first[0]);
+            if !same || activations.len() != direction.count() {
+                return None;
+            }
+            return Some((kind, *direction, *batch_major, *clip));
+        }
+    };
+    let n = defaults.len();
+    if activations.len() != n * direction.count() || activations.chunks(n).any(|a| a != defaults) {
+        return None;
+    }
+    Some((kind, *direction, *batch_major, *clip))
+}
+
+impl RecurrentPlan {
+    /// The plan of `s` when the fast kernels can run it.
+    pub(crate) fn new(
+        c: &Checker,
+        weights: &[Tensor],
+        s: &Single,
+        kern: &Kernels,
+    ) -> Option<RecurrentPlan> {
+        let (kind, direction, batch_major, clip) = kind_of(&s.op)?;
+        let dirs = direction.count();
         // Every operand f32; W, R, B, P read whole from the weights when they are ones.
         let f32_in = |i: usize| match s.inputs.get(i) {
             Some(Some(r)) => c.plan.buffer(r.buffer).dtype == DType::F32,
@@ -67,7 +129,7 @@ impl LstmPlan {
             false => (x.shape[0], x.shape[1], x.shape[2]),
             true => (x.shape[1], x.shape[0], x.shape[2]),
         };
-        let g = 4 * h;
+        let g = kind.gates() * h;
         let shape_of = |i: usize| {
             s.inputs
                 .get(i)
@@ -78,7 +140,7 @@ impl LstmPlan {
             && *ws == [dirs, g, input]
             && *rs == [dirs, g, h]
             && shape_of(3).is_none_or(|b| b == [dirs, 2 * g])
-            && shape_of(7).is_none_or(|p| p == [dirs, 3 * h]);
+            && shape_of(7).is_none_or(|p| kind == Kind::Lstm && p == [dirs, 3 * h]);
         if !fits {
             return None;
         }
@@ -97,21 +159,22 @@ impl LstmPlan {
             let (w, r, b, p) = (weight(1)??, weight(2)??, weight(3)?, weight(7)?);
             Some(
                 (0..dirs)
-                    .map(|d| LstmWeights::pack(kern, d, (input, h), w, r, b, p))
+                    .map(|d| Weights::pack(kern, kind, d, (input, h), w, r, b, p))
                     .collect(),
             )
         })();
-        Some(LstmPlan {
-            l: Lstm {
+        Some(RecurrentPlan {
+            l: Layer {
+                kind,
                 seq,
                 batch,
                 input,
                 hidden: h,
-                batch_major: *batch_major,
+                batch_major,
                 clip: clip.unwrap_or(f32::INFINITY),
             },
             dirs,
-            direction: *direction,
+            direction,
             packed,
         })
     }
@@ -137,13 +200,21 @@ impl LstmPlan {
                 *slot = Some(all);
             }
         }
-        let x = match &s.inputs[0] {
-            Some(r) => gather(cx, r)?,
-            None => smelt_ir::bail!(Internal, "an LSTM without X"),
+        let Some(xr) = &s.inputs[0] else {
+            smelt_ir::bail!(Internal, "a recurrent layer without X");
         };
-        let x = x
-            .as_f32()
-            .ok_or_else(|| smelt_ir::err!(Internal, "LSTM input X is not f32"))?;
+        // X read in place when dense, else gathered.
+        let x_copy;
+        let x = match dense_f32(cx, xr) {
+            // SAFETY: a validated, dense f32 window of X's shape.
+            Some(p) => unsafe { std::slice::from_raw_parts(p, xr.shape.iter().product()) },
+            None => {
+                x_copy = gather(cx, xr)?;
+                x_copy
+                    .as_f32()
+                    .ok_or_else(|| smelt_ir::err!(Internal, "recurrent input X is not f32"))?
+            }
+        };
         // States per direction, [batch, h] each (zero when not given).
         let state = |all: Option<Vec<f64>>| -> Vec<Vec<f32>> {
             let all = all.unwrap_or_else(|| vec![0.0; dirs * batch * h]);
@@ -179,12 +250,13 @@ impl LstmPlan {
                 let (w, r) = (operand(cx, 1)?, operand(cx, 2)?);
                 let (b, p) = (operand(cx, 3)?, operand(cx, 7)?);
                 let (Some(w), Some(r)) = (w, r) else {
-                    smelt_ir::bail!(Internal, "an LSTM without W or R");
+                    smelt_ir::bail!(Internal, "a recurrent layer without W or R");
                 };
                 packed_now = (0..dirs)
                     .map(|d| {
-                        LstmWeights::pack(
+                        Weights::pack(
                             cx.ex.kern,
+                            l.kind,
                             d,
                             (l.input, h),
                             &w,
@@ -199,19 +271,39 @@ impl LstmPlan {
         };
         // The kernel's scratch, the input projections of every step (seq x batch x 4h), is
         // no plan buffer: it must fit the limits like one.
-        let scratch = [l.seq, batch, 4, h]
+        let scratch = [l.seq, batch, l.kind.gates(), h]
             .iter()
             .try_fold(4u64, |a, &d| a.checked_mul(d as u64))
             .unwrap_or(u64::MAX);
-        smelt_ir::limits::check_alloc(scratch, &|| "LSTM input projections".into())?;
-        let want_y = matches!(s.outputs.first(), Some(Some(_)));
-        let mut y = vec![0f32; if want_y { l.seq * dirs * batch * h } else { 0 }];
+        smelt_ir::limits::check_alloc(scratch, &|| "recurrent input projections".into())?;
+        let yr = s.outputs.first().and_then(|r| r.as_ref());
+        let want_y = yr.is_some();
+        // Y written in place when its window is dense and (with a second direction, whose
+        // projection reads X after the first wrote Y) not X's buffer; else into a copy.
+        let y_len = l.seq * dirs * batch * h;
+        let y_place = yr
+            .filter(|y| dirs == 1 || y.buffer != xr.buffer)
+            .and_then(|y| dense_f32(cx, y));
+        let mut y_copy = vec![
+            0f32;
+            if want_y && y_place.is_none() {
+                y_len
+            } else {
+                0
+            }
+        ];
+        let y: &mut [f32] = match y_place {
+            // SAFETY: a validated, writable, dense f32 window of Y's shape, which nothing
+            // else reads or writes during this op.
+            Some(p) => unsafe { std::slice::from_raw_parts_mut(p, y_len) },
+            None => &mut y_copy,
+        };
         for d in 0..dirs {
             let reverse = self.direction == RnnDirection::Reverse || d == 1;
             // SAFETY: x is dense [seq, batch, input] (or batch-major), y covers every step
             // of every direction, the weights were packed with this plan's kernels.
             unsafe {
-                lstm_direction(
+                run_direction(
                     cx.ex.kern,
                     cx.ex.pool,
                     cx.ex.threads,
@@ -244,7 +336,7 @@ impl LstmPlan {
             o
         };
         let outs = [
-            (0, shape_y, y),
+            (0, shape_y, y_copy),
             (1, state_shape.clone(), flat(&hs)),
             (2, state_shape, flat(&cs)),
         ];
@@ -252,11 +344,23 @@ impl LstmPlan {
             let Some(Some(r)) = s.outputs.get(slot) else {
                 continue;
             };
+            if slot == 0 && y_place.is_some() {
+                continue;
+            }
             let r: &TensorRef = r;
             let t = Tensor::from_f32(shape, data)?;
-            scatter(cx, &t, r).map_err(|e| e.context(format!("LSTM output {slot}")))?;
+            scatter(cx, &t, r).map_err(|e| e.context(format!("recurrent output {slot}")))?;
         }
         Ok(())
+    }
+
+    /// The kernel's name: `lstm`, `gru` or `rnn`.
+    pub(crate) fn kernel(&self) -> &'static str {
+        match self.l.kind {
+            Kind::Lstm => "lstm",
+            Kind::Gru { .. } => "gru",
+            Kind::Rnn(_) => "rnn",
+        }
     }
 
     /// Where state row `(d, b)` starts in the layout's `[dirs, batch, h]` or
@@ -268,4 +372,11 @@ impl LstmPlan {
             true => (b * self.dirs + d) * h,
         }
     }
+}
+
+/// Where a dense f32 window's first element lives, or None for another type or layout.
+fn dense_f32(cx: &RunCx, r: &TensorRef) -> Option<*mut f32> {
+    let dense = cx.plan.buffer(r.buffer).dtype == DType::F32 && r.is_contiguous();
+    // The window was validated against its buffer: its elements lie inside it.
+    dense.then(|| (cx.mem.ptrs[r.buffer.0 as usize] as *mut f32).wrapping_add(r.offset))
 }
