@@ -1,5 +1,7 @@
-//! Sampling and signal ops: GridSample, AffineGrid, RoiAlign, Det, DFT, the window
-//! functions and the mel filter bank. Sizes given as inputs must be constants.
+//! Sampling and signal ops: GridSample, AffineGrid, RoiAlign, Det, DFT, STFT, the window
+//! functions and the mel filter bank; and the feature ops of ai.onnx.ml and text
+//! (LabelEncoder, Binarizer, ArrayFeatureExtractor, TreeEnsemble, TfIdfVectorizer). Sizes
+//! given as inputs must be constants.
 
 use super::dims::{add_int, div_int};
 use super::{axis, tensor_type, typed, In, Outs};
@@ -77,10 +79,76 @@ pub(super) fn infer(op: &MiscOp, x: &In) -> Result<Option<Outs>> {
                 ],
             ))]))
         }
+        Stft { onesided } => one(stft(x, *onesided)),
+        // [C] or [N, C] counted into [out] or [N, out], out the largest n-gram index + 1.
+        TfIdfVectorizer { ngram_indexes, .. } => {
+            let out = ngram_indexes.iter().max().map_or(0, |&m| m.max(-1) + 1) as u64;
+            let shape = x.shape(0).and_then(|s| match s.len() {
+                1 => Some(vec![Dim::Known(out)]),
+                2 => Some(vec![s[0].clone(), Dim::Known(out)]),
+                _ => None,
+            });
+            Ok(Some(vec![typed(Some(smelt_ir::DType::F32), shape)]))
+        }
+        // X [..., C] at indices Y: [..., |Y|] ([1, |Y|] for a 1-D X).
+        ArrayFeatureExtractor => one(match (x.shape(0), x.shape(1)) {
+            (Some(xs), Some(ys)) if !xs.is_empty() => {
+                let count = ys.iter().try_fold(1u64, |a, d| match d {
+                    Dim::Known(n) => a.checked_mul(*n),
+                    _ => None,
+                });
+                count.map(|n| {
+                    let mut o = if xs.len() == 1 {
+                        vec![Dim::Known(1)]
+                    } else {
+                        xs[..xs.len() - 1].to_vec()
+                    };
+                    o.push(Dim::Known(n));
+                    o
+                })
+            }
+            _ => None,
+        }),
+        // X [N, F]: [N, n_targets].
+        TreeEnsemble(spec) => one(x.shape(0).and_then(|s| {
+            let targets = u64::try_from(spec.n_targets).ok()?;
+            (s.len() == 2).then(|| vec![s[0].clone(), Dim::Known(targets)])
+        })),
         LabelEncoder { values, .. } => Ok(Some(vec![typed(Some(values.dtype()), x.shape(0))])),
         Binarizer { .. } => one(x.shape(0)),
         _ => super::training::infer(op, x).unwrap_or(Ok(None)),
     }
+}
+
+/// STFT's output `[batch, frames, bins, 2]` from the signal `[batch, length, 1|2]`, the
+/// constant frame step and frame length (or the window's length, or the signal's).
+fn stft(x: &In, onesided: bool) -> Option<Vec<Dim>> {
+    // Both constants asked for first: each is recorded as a shape operand when asked.
+    let step = x.ints(1);
+    let frame_length = x.has(3).then(|| x.ints(3));
+    let s = x.shape(0)?;
+    let known = |d: &Dim| match d {
+        Dim::Known(n) => Some(*n),
+        _ => None,
+    };
+    let (batch, len) = (s.first()?.clone(), known(s.get(1)?)?);
+    let step = u64::try_from(*step?.first()?).ok().filter(|&n| n > 0)?;
+    let frame = match frame_length {
+        Some(v) => u64::try_from(*v?.first()?).ok()?,
+        None if x.has(2) => known(x.shape(2)?.first()?)?,
+        None => len,
+    };
+    if s.len() != 3 || frame == 0 || frame > len {
+        return None;
+    }
+    let bins = if onesided { frame / 2 + 1 } else { frame };
+    let frames = (len - frame) / step + 1;
+    Some(vec![
+        batch,
+        Dim::Known(frames),
+        Dim::Known(bins),
+        Dim::Known(2),
+    ])
 }
 
 /// DFT's output: the transformed axis has `dft_length` (or the input's) points, half plus

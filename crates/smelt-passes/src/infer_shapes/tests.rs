@@ -259,3 +259,31 @@ fn declarations_inference_cannot_confirm_are_dropped_and_contradictions_fail() {
         assert!(e.to_string().contains("node relu2 (Relu)"), "{e}");
     }
 }
+
+#[test]
+fn stft_and_feature_extractor_shapes() {
+    golden(
+        &InferShapes,
+        &no_eval(),
+        r#"graph "g" {
+  input %0 "x": f32[b,64,1]
+  input %1 "t": f32[3,10]
+  input %2 "i": i64[1,4]
+  const %3 "step" = {"dtype":"I64","shape":[],"data":{"I64":[8]}}
+  const %4 "len" = {"dtype":"I64","shape":[],"data":{"I64":[16]}}
+  %5 "s" = misc.Stft {"onesided":true} (%0, %3, _, %4) # "stft"
+  %6 "f" = misc.ArrayFeatureExtractor (%1, %2) # "afe"
+  output %5, %6
+}"#,
+        r#"graph "g" {
+  input %0 "x": f32[b,64,1]
+  input %1 "t": f32[3,10]
+  input %2 "i": i64[1,4]
+  const %3 "step" = {"dtype":"I64","shape":[],"data":{"I64":[8]}}
+  const %4 "len" = {"dtype":"I64","shape":[],"data":{"I64":[16]}}
+  %5 "s": f32[b,7,9,2] = misc.Stft {"onesided":true} (%0, %3, _, %4) # "stft"
+  %6 "f": f32[3,4] = misc.ArrayFeatureExtractor (%1, %2) # "afe"
+  output %5, %6
+}"#,
+    );
+}
