@@ -100,3 +100,36 @@ fn run_profile_writes_a_chrome_trace_with_node_names() {
         .all(|e| e["ph"] == "X" && e["args"]["onnx_nodes"].is_array()));
     let _ = std::fs::remove_file(trace);
 }
+
+#[test]
+fn explain_with_inputs_reports_the_cost_around_the_kernels() {
+    let json = tmp("per-call.json");
+    let (code, out, err) = smelt(&[
+        "explain",
+        &example(),
+        "--shape",
+        "x=1x16",
+        "--random-inputs",
+        "--json",
+        json.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("per call (") && out.contains("around them"),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("json");
+    let c = &v["per_call"];
+    assert!(c["calls"].as_u64().is_some_and(|n| n >= 5), "{c}");
+    let (wall, kernels) = (c["wall_us"].as_f64(), c["kernels_us"].as_f64());
+    assert!(
+        wall.is_some_and(|w| w > 0.0) && kernels.is_some_and(|k| k > 0.0),
+        "{c}"
+    );
+    assert!(
+        c["around_kernels_us"].as_f64().is_some_and(|a| a >= 0.0),
+        "{c}"
+    );
+    let _ = std::fs::remove_file(json);
+}

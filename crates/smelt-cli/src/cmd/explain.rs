@@ -4,8 +4,10 @@
 use crate::inputs::parse_shapes;
 use serde_json::Value as Json;
 use smelt_ir::Result;
+use smelt_ir::Value;
 use smelt_runtime::explain::{explain_json, group_shape};
 use smelt_runtime::{Plan, Session};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,16 +35,24 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let mut options = a.compile.options()?;
     options.input_shapes = parse_shapes(&a.inputs.shape)?;
     let session = Session::load_with(&a.model, &options)?;
+    let mut cost = None;
     if a.inputs.random_inputs || !a.inputs.input.is_empty() {
         let inputs =
             crate::inputs::build_inputs(&session.inputs(), &a.inputs, &options.input_shapes)?;
-        session
-            .run(inputs)
-            .map_err(|e| e.context(a.model.display().to_string()))?;
+        cost = Some(
+            CallCost::measure(&session, &inputs)
+                .map_err(|e| e.context(a.model.display().to_string()))?,
+        );
     }
     let plan = session_plan(&session, &options, &a.model)?;
-    let report = explain_json(&a.model.display().to_string(), &session, &plan);
+    let mut report = explain_json(&a.model.display().to_string(), &session, &plan);
+    if let Some(c) = &cost {
+        report["per_call"] = c.json();
+    }
     print_text(&report, &plan, a.buffers);
+    if let Some(c) = &cost {
+        c.print();
+    }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| smelt_ir::err!(Internal, "cannot encode the explanation: {e}"))?;
@@ -50,6 +60,68 @@ pub fn main(a: Args) -> Result<ExitCode> {
             .map_err(|e| smelt_ir::err!(Io, "cannot write {}: {e}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What one call of `Session::run` costs at the given inputs, and how much of it is spent
+/// around the kernels (input checks, plan lookup, arena, outputs) rather than in them.
+struct CallCost {
+    /// Calls timed (of each kind).
+    calls: usize,
+    /// Median wall time of a plain call, ns.
+    wall_ns: u64,
+    /// Median sum of the kernels' times in a profiled call, ns.
+    kernels_ns: u64,
+}
+
+impl CallCost {
+    /// Runs the model once (compiling what it needs), then times plain and profiled calls
+    /// for about 0.2 s each (5 to 2,000 calls), the inputs cloned outside the timed part.
+    fn measure(session: &Session, inputs: &HashMap<String, Value>) -> Result<CallCost> {
+        use std::time::{Duration, Instant};
+        session.run(inputs.clone())?;
+        let budget = Duration::from_millis(200);
+        let (mut walls, mut kernels) = (Vec::new(), Vec::new());
+        let start = Instant::now();
+        while walls.len() < 5 || (walls.len() < 2000 && start.elapsed() < budget) {
+            let x = inputs.clone();
+            let t = Instant::now();
+            session.run(x)?;
+            walls.push(t.elapsed().as_nanos() as u64);
+        }
+        for _ in 0..walls.len() {
+            let (_, events) = session.run_profiled(inputs.clone())?;
+            kernels.push(events.iter().map(|e| e.dur_ns).sum::<u64>());
+        }
+        let median = |v: &mut Vec<u64>| {
+            v.sort_unstable();
+            v[v.len() / 2]
+        };
+        Ok(CallCost {
+            calls: walls.len(),
+            wall_ns: median(&mut walls),
+            kernels_ns: median(&mut kernels),
+        })
+    }
+
+    fn json(&self) -> Json {
+        serde_json::json!({
+            "calls": self.calls,
+            "wall_us": self.wall_ns as f64 / 1e3,
+            "kernels_us": self.kernels_ns as f64 / 1e3,
+            "around_kernels_us": self.wall_ns.saturating_sub(self.kernels_ns) as f64 / 1e3,
+        })
+    }
+
+    fn print(&self) {
+        let us = |ns: u64| ns as f64 / 1e3;
+        outln!(
+            "per call ({} calls, medians): {:.2} us, of which kernels {:.2} us and around them (input checks, plan lookup, arena, outputs) {:.2} us",
+            self.calls,
+            us(self.wall_ns),
+            us(self.kernels_ns),
+            us(self.wall_ns.saturating_sub(self.kernels_ns))
+        );
+    }
 }
 
 /// The plan a command works on: the one the session compiled at load (it checked the
