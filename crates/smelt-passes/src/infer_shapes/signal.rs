@@ -82,7 +82,12 @@ pub(super) fn infer(op: &MiscOp, x: &In) -> Result<Option<Outs>> {
         Stft { onesided } => one(stft(x, *onesided)),
         // [C] or [N, C] counted into [out] or [N, out], out the largest n-gram index + 1.
         TfIdfVectorizer { ngram_indexes, .. } => {
-            let out = ngram_indexes.iter().max().map_or(0, |&m| m.max(-1) + 1) as u64;
+            ensure!(
+                ngram_indexes.iter().all(|&i| (0..1 << 24).contains(&i)),
+                InvalidModel,
+                "TfIdfVectorizer: ngram indexes must lie in [0, 2^24)"
+            );
+            let out = ngram_indexes.iter().max().map_or(0, |&m| m as u64 + 1);
             let shape = x.shape(0).and_then(|s| match s.len() {
                 1 => Some(vec![Dim::Known(out)]),
                 2 => Some(vec![s[0].clone(), Dim::Known(out)]),
