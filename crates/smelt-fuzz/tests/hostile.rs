@@ -826,3 +826,16 @@ fn a_long_tfidf_count_stops_at_the_deadline() {
     .expect("no panic");
     assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::DeadlineExceeded));
 }
+
+/// A campaign finding (a timeout): an inverse one-sided DFT over 65,536 points, whose
+/// 131,070-point lines the oracle summed directly, O(n^2) each (minutes); lengths that are
+/// not powers of two now go through Bluestein's chirp-z.
+#[test]
+fn a_long_dft_of_an_odd_length_is_fast() {
+    let (p, len) = regression("dft-irfft-huge-batch.onnx");
+    for level in [0, 1] {
+        let start = Instant::now();
+        let _ = replay(&p, len, level);
+        assert!(start.elapsed() < Duration::from_secs(60), "level {level}");
+    }
+}
