@@ -191,6 +191,15 @@ fn cases() -> Vec<Case> {
             kernel: "lstm",
         },
         Case {
+            // The oracle's zero final states (as onnxruntime gives), not the initial ones.
+            name: "lstm, empty sequence, initial states",
+            shape: vec![0, 2, 5],
+            fixed: &[],
+            consts: vec![vec![1, 24, 5], vec![1, 24, 6], vec![1, 48], vec![1, 2, 6], vec![1, 2, 6]],
+            body: "  %10 \"y\", %11 \"yh\", %12 \"yc\" = recurrent.Lstm {\"activations\":[\"Sigmoid\",\"Tanh\",\"Tanh\"],\"batch_major\":false,\"clip\":null,\"direction\":\"Forward\",\"hidden_size\":6,\"input_forget\":false} (%x, %c0, %c1, %c2, _, %c3, %c4)\n  output %10\n  output %11\n  output %12\n",
+            kernel: "lstm",
+        },
+        Case {
             name: "gru, linear before reset, reverse, initial state",
             shape: vec![6, 4, 7],
             fixed: &[],

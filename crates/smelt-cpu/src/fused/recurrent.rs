@@ -183,6 +183,10 @@ impl RecurrentPlan {
     pub(crate) fn run(&self, cx: &mut RunCx, s: &Single) -> Result<()> {
         let l = &self.l;
         let (batch, h, dirs) = (l.batch, l.hidden, self.dirs);
+        // An empty sequence: the oracle's zero final states (as onnxruntime gives).
+        if l.seq == 0 {
+            return super::single::run(cx, s);
+        }
         if let Some(Some(r)) = s.inputs.get(4) {
             if gather(cx, r)?.to_i64()?.iter().any(|&n| n != l.seq as i64) {
                 return super::single::run(cx, s);
@@ -281,8 +285,12 @@ impl RecurrentPlan {
         // Y written in place when its window is dense and (with a second direction, whose
         // projection reads X after the first wrote Y) not X's buffer; else into a copy.
         let y_len = l.seq * dirs * batch * h;
+        let shape_y = match l.batch_major {
+            false => vec![l.seq, dirs, batch, h],
+            true => vec![batch, l.seq, dirs, h],
+        };
         let y_place = yr
-            .filter(|y| dirs == 1 || y.buffer != xr.buffer)
+            .filter(|y| y.shape == shape_y && (dirs == 1 || y.buffer != xr.buffer))
             .and_then(|y| dense_f32(cx, y));
         let mut y_copy = vec![
             0f32;
@@ -317,10 +325,6 @@ impl RecurrentPlan {
                 )
             };
         }
-        let shape_y = match l.batch_major {
-            false => vec![l.seq, dirs, batch, h],
-            true => vec![batch, l.seq, dirs, h],
-        };
         let state_shape = match l.batch_major {
             false => vec![dirs, batch, h],
             true => vec![batch, dirs, h],

@@ -62,7 +62,8 @@ unsafe fn block<V: Vf, const R: usize, const G: usize, const NV: usize>(
     }
 }
 
-/// `R` rows of any number of gates, `G` panels per pass.
+/// `R` rows of any number of gates, up to `G` panels per pass (the last pass takes what is
+/// left: GRU's three gates in one pass of 3, or of 2 then 1).
 #[inline(always)]
 unsafe fn rows<V: Vf, const R: usize, const G: usize, const NV: usize>(
     k: usize,
@@ -75,17 +76,17 @@ unsafe fn rows<V: Vf, const R: usize, const G: usize, const NV: usize>(
 ) {
     let mut g0 = 0;
     while g0 < gates {
-        let left = gates - g0;
+        let n = (gates - g0).min(G);
         let mut bs = [std::ptr::null(); 4];
-        bs[..left.min(4)].copy_from_slice(&b[g0..g0 + left.min(4)]);
+        bs[..n].copy_from_slice(&b[g0..g0 + n]);
         let o = out.add(g0 * out_gs);
-        if left >= G {
-            block::<V, R, G, NV>(k, a, a_rs, &bs, o, out_gs);
-            g0 += G;
-        } else {
-            block::<V, R, 1, NV>(k, a, a_rs, &bs, o, out_gs);
-            g0 += 1;
+        match n {
+            4 => block::<V, R, 4, NV>(k, a, a_rs, &bs, o, out_gs),
+            3 => block::<V, R, 3, NV>(k, a, a_rs, &bs, o, out_gs),
+            2 => block::<V, R, 2, NV>(k, a, a_rs, &bs, o, out_gs),
+            _ => block::<V, R, 1, NV>(k, a, a_rs, &bs, o, out_gs),
         }
+        g0 += n;
     }
 }
 

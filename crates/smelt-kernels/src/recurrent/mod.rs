@@ -138,9 +138,10 @@ unsafe impl Sync for Shared {}
 struct Rows(Shared, usize);
 
 impl Rows {
-    /// Unit `u` of row `b`.
-    unsafe fn at(self, b: usize, u: usize) -> *mut f32 {
-        self.0 .0.add(b * self.1 + u)
+    /// Unit `u` of row `b` (wrapping: the rows of an unused, empty buffer are formed but
+    /// never read).
+    fn at(self, b: usize, u: usize) -> *mut f32 {
+        self.0 .0.wrapping_add(b * self.1 + u)
     }
 }
 
