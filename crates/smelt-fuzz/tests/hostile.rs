@@ -839,3 +839,16 @@ fn a_long_dft_of_an_odd_length_is_fast() {
         assert!(start.elapsed() < Duration::from_secs(60), "level {level}");
     }
 }
+
+/// A campaign finding (a slow unit): a Cast from float8 of 3.4 million elements, whose
+/// random input was encoded and output decoded code by code with `powi`, every value
+/// searched over all codes; both now go through per-type tables.
+#[test]
+fn a_cast_of_millions_of_float8_values_is_fast() {
+    let (p, len) = regression("cast-fp8-millions.onnx");
+    for level in [0, 1] {
+        let start = Instant::now();
+        let _ = replay(&p, len, level);
+        assert!(start.elapsed() < Duration::from_secs(20), "level {level}");
+    }
+}

@@ -61,8 +61,54 @@ fn format(d: DType) -> Option<Format> {
     })
 }
 
-/// Decodes one code of a float8/float4/e8m0 type to f32.
+/// The decoded values of a float8/float4/e8m0 type's 256 codes, and its largest finite
+/// positive code, computed once per type: a cast of millions of elements decoded each
+/// code with `powi` and searched all codes to encode each value (seconds).
+struct Table {
+    vals: [f32; 256],
+    max_code: u8,
+    max_val: f32,
+}
+
+fn table(d: DType) -> Option<&'static Table> {
+    use std::sync::OnceLock;
+    static TABLES: [OnceLock<Table>; 6] = [const { OnceLock::new() }; 6];
+    let i = match d {
+        DType::F8E4M3FN => 0,
+        DType::F8E4M3FNUZ => 1,
+        DType::F8E5M2 => 2,
+        DType::F8E5M2FNUZ => 3,
+        DType::F4E2M1 => 4,
+        DType::F8E8M0 => 5,
+        _ => return None,
+    };
+    Some(TABLES[i].get_or_init(|| {
+        let vals: [f32; 256] = std::array::from_fn(|c| decode_code(d, c as u8));
+        let (mut max_code, mut max_val) = (0u8, 0f32);
+        if let Some(f) = format(d) {
+            // Positive codes (no sign bit), in increasing order of value.
+            let n_pos = 1usize << (f.exp_bits + f.man_bits);
+            for (c, &v) in vals[..n_pos].iter().enumerate() {
+                if v.is_finite() && v >= max_val {
+                    (max_code, max_val) = (c as u8, v);
+                }
+            }
+        }
+        Table {
+            vals,
+            max_code,
+            max_val,
+        }
+    }))
+}
+
+/// Decodes one code of a float8/float4/e8m0 type to f32 (NaN for another type).
 pub fn decode(d: DType, code: u8) -> f32 {
+    table(d).map_or(f32::NAN, |t| t.vals[code as usize])
+}
+
+/// [`decode`] from the format's definition.
+fn decode_code(d: DType, code: u8) -> f32 {
     if d == DType::F8E8M0 {
         return if code == 0xff {
             f32::NAN
@@ -121,21 +167,10 @@ pub fn encode(d: DType, x: f32, saturate: bool) -> u8 {
     }
     let neg = x.is_sign_negative();
     let a = x.abs();
-    // Positive codes in increasing order of value: walk all codes without the sign bit.
-    let n_pos = sign_bit as u16;
-    let mut best: u8 = 0;
-    let mut prev_val = 0f32;
-    let mut max_code = 0u8;
-    let mut max_val = 0f32;
-    for c in 0..n_pos {
-        let v = decode(d, c as u8);
-        if v.is_finite() && v >= max_val {
-            max_val = v;
-            max_code = c as u8;
-        }
-    }
+    let t = table(d).expect("a float8/float4 type has a table");
+    let (max_code, max_val) = (t.max_code, t.max_val);
     if a > max_val {
-        let step = max_val - decode(d, max_code - 1);
+        let step = max_val - t.vals[max_code as usize - 1];
         let rounds_to_max = a.is_finite() && a < max_val + step / 2.0;
         let code = if saturate || rounds_to_max {
             max_code
@@ -152,25 +187,21 @@ pub fn encode(d: DType, x: f32, saturate: bool) -> u8 {
             code
         };
     }
-    for c in 0..=max_code {
-        let v = decode(d, c);
-        if v >= a {
-            if c == 0 {
-                best = 0;
-            } else {
-                let lo = prev_val;
-                let dl = a - lo;
-                let dh = v - a;
-                best = if dl < dh || (dl == dh && (c - 1) % 2 == 0) {
-                    c - 1
-                } else {
-                    c
-                };
-            }
-            break;
+    // The first positive code whose value reaches `a` (values increase with the code),
+    // then the nearer of it and the one below, ties to the even code.
+    let pos = &t.vals[..=max_code as usize];
+    let c = pos.partition_point(|&v| v < a);
+    let best = if c == 0 {
+        0
+    } else {
+        let (lo, hi) = (pos[c - 1], pos[c]);
+        let (dl, dh) = (a - lo, hi - a);
+        if dl < dh || (dl == dh && (c - 1) % 2 == 0) {
+            (c - 1) as u8
+        } else {
+            c as u8
         }
-        prev_val = v;
-    }
+    };
     if best == 0 && (f.uz || !neg) {
         return 0;
     }
