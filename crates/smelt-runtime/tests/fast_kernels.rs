@@ -159,6 +159,15 @@ fn cases() -> Vec<Case> {
             kernel: "conv.",
         },
         Case {
+            // Small 1-D convolutions (a voice model's front end) run on the fast kernels too.
+            name: "1-D conv, one input channel, stride 4, + bias + relu",
+            shape: vec![1, 1, 512],
+            fixed: &[],
+            consts: vec![vec![16, 1, 8], vec![16]],
+            body: "  %10 \"y\" = nn.Conv {\"auto_pad\":\"NotSet\",\"dilations\":[1],\"group\":1,\"kernel_shape\":[8],\"pads\":[0,0],\"strides\":[4]} (%x, %c0, %c1)\n  %11 \"r\" = elementwise.Relu (%10)\n  output %11\n",
+            kernel: "conv.",
+        },
+        Case {
             name: "1-D conv, dilated, grouped",
             shape: vec![1, 32, 1000],
             fixed: &[],

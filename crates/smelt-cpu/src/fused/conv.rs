@@ -150,9 +150,6 @@ fn pixels_as_rows(micro: &Micro, m: usize, px: usize, k: usize) -> bool {
         && use_of(px, m) >= 1.15 * use_of(m, px)
 }
 
-/// Multiply-adds below which a 1-D convolution stays on the reference kernel.
-const SMALL_1D_MACS: usize = 1 << 20;
-
 impl ConvPlan {
     /// Plans an f32 1-D or 2-D Conv anchor whose weights (and bias) are constants, or None.
     pub(crate) fn new(
@@ -209,12 +206,6 @@ impl ConvPlan {
         let [_, _, oh, ow] = <[usize; 4]>::try_from(lift(&a.shape)).ok()?;
         let groups = usize::try_from(*group).ok()?;
         if groups == 0 || ch != cg * groups || m % groups != 0 || kh == 0 || kw == 0 {
-            return None;
-        }
-        // A small 1-D convolution is cheaper on the reference kernel than the setup of the
-        // fast ones over a single row (measured on a voice model's 16K and 127K
-        // multiply-add layers: 2-6x).
-        if rank == 3 && n * m * ow * cg * kw < SMALL_1D_MACS {
             return None;
         }
         let at = |v: &[i64], i: usize| {
