@@ -189,10 +189,24 @@ fn dft(x: &In, onesided: bool, inverse: bool, attr: Option<i64>) -> Result<Optio
     } else {
         s[a].clone()
     };
-    if onesided && inverse {
-        return Ok(None);
-    }
     let mut o = s;
+    if onesided && inverse {
+        // A one-sided spectrum back to a real signal: `dft_length` points, by default
+        // 2 (n - 1), one channel.
+        o[a] = if x.has(1) {
+            n
+        } else {
+            match &o[a] {
+                Dim::Known(m) => match m.checked_sub(1).and_then(|m| m.checked_mul(2)) {
+                    Some(len) if len > 0 => Dim::Known(len),
+                    _ => return Ok(None),
+                },
+                _ => return Ok(None),
+            }
+        };
+        o[r - 1] = Dim::Known(1);
+        return Ok(Some(o));
+    }
     o[a] = if onesided {
         add_int(&div_int(&n, 2, false), 1)
     } else {

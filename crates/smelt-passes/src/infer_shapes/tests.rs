@@ -261,7 +261,7 @@ fn declarations_inference_cannot_confirm_are_dropped_and_contradictions_fail() {
 }
 
 #[test]
-fn stft_and_feature_extractor_shapes() {
+fn stft_irfft_and_feature_extractor_shapes() {
     golden(
         &InferShapes,
         &no_eval(),
@@ -269,21 +269,25 @@ fn stft_and_feature_extractor_shapes() {
   input %0 "x": f32[b,64,1]
   input %1 "t": f32[3,10]
   input %2 "i": i64[1,4]
+  input %8 "spec": f32[b,5,2]
   const %3 "step" = {"dtype":"I64","shape":[],"data":{"I64":[8]}}
   const %4 "len" = {"dtype":"I64","shape":[],"data":{"I64":[16]}}
   %5 "s" = misc.Stft {"onesided":true} (%0, %3, _, %4) # "stft"
   %6 "f" = misc.ArrayFeatureExtractor (%1, %2) # "afe"
-  output %5, %6
+  %7 "i" = misc.Dft {"axis":1,"inverse":true,"onesided":true} (%8) # "irfft"
+  output %5, %6, %7
 }"#,
         r#"graph "g" {
   input %0 "x": f32[b,64,1]
   input %1 "t": f32[3,10]
   input %2 "i": i64[1,4]
+  input %8 "spec": f32[b,5,2]
   const %3 "step" = {"dtype":"I64","shape":[],"data":{"I64":[8]}}
   const %4 "len" = {"dtype":"I64","shape":[],"data":{"I64":[16]}}
   %5 "s": f32[b,7,9,2] = misc.Stft {"onesided":true} (%0, %3, _, %4) # "stft"
   %6 "f": f32[3,4] = misc.ArrayFeatureExtractor (%1, %2) # "afe"
-  output %5, %6
+  %7 "i": f32[b,8,1] = misc.Dft {"axis":1,"inverse":true,"onesided":true} (%8) # "irfft"
+  output %5, %6, %7
 }"#,
     );
 }
