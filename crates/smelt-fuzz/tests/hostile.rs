@@ -852,3 +852,18 @@ fn a_cast_of_millions_of_float8_values_is_fast() {
         assert!(start.elapsed() < Duration::from_secs(20), "level {level}");
     }
 }
+
+/// A campaign finding: RoiAlign with a region of infinite size, whose adaptive sampling grid
+/// saturated to 2^64 - 1 samples a side: the count of samples overflowed. It is counted
+/// checked now, the outer bins included.
+#[test]
+fn a_roialign_with_an_unbounded_sampling_grid_is_an_error() {
+    let (p, len) = regression("roialign-sample-count-overflow.onnx");
+    for (level, want) in [
+        (0, ErrorKind::ResourceExhausted),
+        (1, ErrorKind::InvalidModel),
+    ] {
+        let e = replay(&p, len, level).expect_err("an error");
+        assert_eq!(e.kind(), want, "level {level}: {e}");
+    }
+}

@@ -191,10 +191,14 @@ pub fn roi_align(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         } else {
             (rw / pw as f64).ceil().max(0.0) as usize
         };
+        // Every bin visits at least one sample slot: the loops below take this many steps.
+        let samples = [ph, pw, gh.max(1), gw.max(1)]
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d));
         ensure!(
-            (gh as f64) * (gw as f64) * (ph * pw) as f64 <= (1u64 << 28) as f64,
+            samples.is_some_and(|s| s <= 1 << 28),
             ResourceExhausted,
-            "RoiAlign: roi {ri} needs too many samples ({gh}x{gw} per bin)"
+            "RoiAlign: roi {ri} needs too many samples ({ph}x{pw} bins of {gh}x{gw})"
         );
         let count = (gh * gw).max(1) as f64;
         // Precompute the bilinear taps of every sample: (4 positions, 4 weights).
