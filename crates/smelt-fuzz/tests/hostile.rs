@@ -867,3 +867,15 @@ fn a_roialign_with_an_unbounded_sampling_grid_is_an_error() {
         assert_eq!(e.kind(), want, "level {level}: {e}");
     }
 }
+
+/// A campaign finding (a slow unit, rebuilt by hand): MaxPool with a 65536 x 2 window and
+/// SAME_LOWER padding over 32 x 32: the oracle walked every kernel position of every window
+/// (2^27); it now builds each window from the taps inside the input.
+#[test]
+fn a_pooling_window_far_wider_than_its_input_is_fast_on_the_oracle() {
+    let (p, _) = regression("maxpool-huge-window.onnx");
+    let start = Instant::now();
+    let out = replay(&p, 0, 0).expect("the oracle pools it");
+    assert_eq!(out[0].1.tensor().expect("a tensor").len(), 3 * 32 * 32);
+    assert!(start.elapsed() < Duration::from_secs(20));
+}

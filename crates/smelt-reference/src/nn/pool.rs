@@ -175,36 +175,60 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     };
     // Every output position's window: input offsets (row-major, column-major) and pad count.
     let mut opos = vec![0usize; nd];
-    let mut kpos = vec![0usize; nd];
     let mut windows: Vec<(usize, usize)> = Vec::with_capacity(out_sp * k_sp);
     let mut wstart = Vec::with_capacity(out_sp + 1);
     let mut pads_in = Vec::with_capacity(out_sp);
+    // Per axis, the window's real taps (in kernel order) and its padded ones; a window is
+    // their row-major product, so its cost is its real taps, not the kernel's size (a
+    // 65536 x 2 window over a 32 x 32 image walked 2^27 kernel positions).
+    let mut reals: Vec<Vec<usize>> = vec![Vec::new(); nd];
     for o in 0..out_sp {
         unravel(o, &outs, &mut opos);
         wstart.push(windows.len());
-        let mut pad_count = 0usize;
-        for kidx in 0..k_sp {
-            unravel(kidx, &ks, &mut kpos);
-            let mut off = 0usize;
-            let mut coff = 0usize;
-            let mut state = 0u8; // 0 real, 1 pad, 2 skip
-            for d in 0..nd {
-                match taps[d][opos[d]][kpos[d]] {
-                    Tap::Real(i) => {
-                        off += i * in_strides[d];
-                        coff += i * col_strides[d];
-                    }
-                    Tap::Pad => state = state.max(1),
-                    Tap::Skip => state = 2,
+        let (mut all, mut real) = (1usize, 1usize);
+        for d in 0..nd {
+            reals[d].clear();
+            let mut pads = 0usize;
+            for t in &taps[d][opos[d]] {
+                match *t {
+                    Tap::Real(i) => reals[d].push(i),
+                    Tap::Pad => pads += 1,
+                    Tap::Skip => {}
                 }
             }
-            match state {
-                0 => windows.push((off, coff)),
-                1 => pad_count += 1,
-                _ => {}
+            all = all.saturating_mul(reals[d].len() + pads);
+            real = real.saturating_mul(reals[d].len());
+        }
+        // Positions inside the padded input with at least one padded coordinate.
+        pads_in.push(all - real);
+        if real > 0 {
+            let mut at = vec![0usize; nd];
+            loop {
+                let (mut off, mut coff) = (0usize, 0usize);
+                for d in 0..nd {
+                    let i = reals[d][at[d]];
+                    off += i * in_strides[d];
+                    coff += i * col_strides[d];
+                }
+                windows.push((off, coff));
+                // Next position, row-major (the last axis fastest).
+                let mut d = nd;
+                loop {
+                    if d == 0 {
+                        break;
+                    }
+                    d -= 1;
+                    at[d] += 1;
+                    if at[d] < reals[d].len() {
+                        break;
+                    }
+                    at[d] = 0;
+                }
+                if at.iter().all(|&a| a == 0) {
+                    break;
+                }
             }
         }
-        pads_in.push(pad_count);
     }
     wstart.push(windows.len());
     // No planes when there are no output positions: an empty image of 2^31 channels
