@@ -195,8 +195,8 @@ impl Steps<'_> {
             let n = ph.gates.len();
             (self.kern.recurrent_gates)(h, a, a_rs, rows, &panels, n, tile, gs);
         } else {
+            let ker = micro.for_rows(rows);
             for (i, &p) in panels[..ph.gates.len()].iter().enumerate() {
-                let ker = micro.for_rows(rows);
                 ker(
                     h,
                     a,

@@ -182,6 +182,7 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
     // their row-major product, so its cost is its real taps, not the kernel's size (a
     // 65536 x 2 window over a 32 x 32 image walked 2^27 kernel positions).
     let mut reals: Vec<Vec<usize>> = vec![Vec::new(); nd];
+    let mut at = vec![0usize; nd];
     for o in 0..out_sp {
         unravel(o, &outs, &mut opos);
         wstart.push(windows.len());
@@ -202,7 +203,7 @@ pub fn pool(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         // Positions inside the padded input with at least one padded coordinate.
         pads_in.push(all - real);
         if real > 0 {
-            let mut at = vec![0usize; nd];
+            at.fill(0);
             loop {
                 let (mut off, mut coff) = (0usize, 0usize);
                 for d in 0..nd {
