@@ -722,7 +722,8 @@ unsafe fn softmax_exp_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) -> 
     let pr = row.as_mut_ptr();
     let masked = mask.len() == n;
     let sc = V::splat(scale);
-    let mut mx = V::splat(f32::NEG_INFINITY);
+    // Two running maxima, so consecutive vectors' comparisons overlap.
+    let mut mx = [V::splat(f32::NEG_INFINITY); 2];
     let mut j = 0;
     while j < n {
         let w = (n - j).min(V::LANES);
@@ -741,16 +742,25 @@ unsafe fn softmax_exp_body<V: Vf>(row: &mut [f32], scale: f32, mask: &[f32]) -> 
         let y = x.fma(sc, m);
         if w == V::LANES {
             y.store(pr.add(j));
-            mx = V::select(y.gt(mx), y, mx);
+            // y where y > max, else max (a NaN lane is skipped, as below).
+            let m = &mut mx[(j / V::LANES) & 1];
+            *m = y.max_or(*m);
         } else {
             y.store_part(pr.add(j), w);
         }
         j += w;
     }
     let full = n - n % V::LANES;
-    let top = row[full..]
-        .iter()
-        .fold(mx.hmax(), |a, &x| if x > a { x } else { a });
+    let top = row[full..].iter().fold(
+        mx[0].max_or(mx[1]).hmax(),
+        |a, &x| {
+            if x > a {
+                x
+            } else {
+                a
+            }
+        },
+    );
     if top == f32::NEG_INFINITY {
         row.fill(0.0);
         return 0.0;

@@ -87,6 +87,19 @@ pub trait Vf: Copy {
     unsafe fn isra23(a: Self::I) -> Self::I;
     /// Lanes converted to f32.
     unsafe fn itof(a: Self::I) -> Self;
+    /// `self * 2^n` for lanes `n` holding integers in [-126, 127], `t` the same integers
+    /// plus 1.5 * 2^23 (their bits in the low mantissa): a multiply by a power of two built
+    /// from exponent bits, or where the ISA has it one scale instruction (the same bits).
+    #[inline(always)]
+    unsafe fn mul_pow2(self, n: Self, t: Self) -> Self {
+        let _ = n;
+        const MAGIC: f32 = 12_582_912.0;
+        let ni = Self::isub(t.bits(), Self::isplat(MAGIC.to_bits() as i32));
+        self.mul(Self::from_bits(Self::ishl23(Self::iadd(
+            ni,
+            Self::isplat(127),
+        ))))
+    }
     /// The sum of the lanes, in a fixed order (a tree over halves).
     unsafe fn hsum(self) -> f32;
     /// The largest lane (lanes must not be NaN).
@@ -623,6 +636,11 @@ mod x86 {
             Z16(_mm512_cvtepi32_ps(a))
         }
         #[inline(always)]
+        unsafe fn mul_pow2(self, n: Self, _t: Self) -> Self {
+            // vscalefps: self * 2^floor(n), one instruction for the four of the default.
+            Z16(_mm512_scalef_ps(self.0, n.0))
+        }
+        #[inline(always)]
         unsafe fn hsum(self) -> f32 {
             let lo = _mm512_castps512_ps256(self.0);
             let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(self.0), 1));
@@ -642,6 +660,67 @@ mod x86 {
                 Z16(_mm512_permutex2var_ps(a.0, even, b.0)),
                 Z16(_mm512_permutex2var_ps(a.0, odd, b.0)),
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `p * 2^n` for every n in [-126, 127] and mantissas across [0.5, 2), lane by lane,
+    /// against the exact product in f64 (the scale instruction and the exponent-bits
+    /// multiply must agree bit for bit).
+    unsafe fn check_mul_pow2<V: Vf>(lanes: impl Fn(&[f32]) -> V, out: impl Fn(V) -> Vec<f32>) {
+        const MAGIC: f32 = 12_582_912.0;
+        for n in -126..=127i32 {
+            let ps: Vec<f32> = (0..V::LANES)
+                .map(|l| 0.5 + 1.5 * l as f32 / V::LANES as f32)
+                .collect();
+            let nf = vec![n as f32; V::LANES];
+            let t: Vec<f32> = nf.iter().map(|&x| x + MAGIC).collect();
+            let got = out(lanes(&ps).mul_pow2(lanes(&nf), lanes(&t)));
+            for (p, g) in ps.iter().zip(got) {
+                let want = (*p as f64 * 2f64.powi(n)) as f32;
+                assert_eq!(g.to_bits(), want.to_bits(), "{p} * 2^{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn mul_pow2_is_exact() {
+        unsafe { check_mul_pow2::<f32>(|v| v[0], |x| vec![x]) };
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            if crate::Isa::Avx2.is_supported() {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn y8() {
+                    check_mul_pow2::<Y8>(
+                        |v| Y8(_mm256_loadu_ps(v.as_ptr())),
+                        |x| {
+                            let mut o = vec![0f32; 8];
+                            _mm256_storeu_ps(o.as_mut_ptr(), x.0);
+                            o
+                        },
+                    )
+                }
+                unsafe { y8() };
+            }
+            if crate::Isa::Avx512.is_supported() {
+                #[target_feature(enable = "avx512f")]
+                unsafe fn z16() {
+                    check_mul_pow2::<Z16>(
+                        |v| Z16(_mm512_loadu_ps(v.as_ptr())),
+                        |x| {
+                            let mut o = vec![0f32; 16];
+                            _mm512_storeu_ps(o.as_mut_ptr(), x.0);
+                            o
+                        },
+                    )
+                }
+                unsafe { z16() };
+            }
         }
     }
 }

@@ -145,9 +145,7 @@ unsafe fn exp_core<V: Vf>(xc: V) -> V {
     let n = t.sub(m);
     let r = n.fma(V::splat(-LN2_HI), xc);
     let r = n.fma(V::splat(-LN2_LO), r);
-    let p = horner(r, &EXP_C);
-    let ni = V::isub(t.bits(), V::isplat(MAGIC.to_bits() as i32));
-    p.mul(V::from_bits(V::ishl23(V::iadd(ni, V::isplat(127)))))
+    horner(r, &EXP_C).mul_pow2(n, t)
 }
 
 /// e^x for x <= 0, as softmax needs it once the row's maximum is subtracted: [`exp`]
