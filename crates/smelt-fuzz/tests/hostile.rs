@@ -827,6 +827,30 @@ fn a_long_tfidf_count_stops_at_the_deadline() {
     assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::DeadlineExceeded));
 }
 
+/// A fuzz finding (onnx_run, a slow unit): a GridSample of 65,536 channels over 232 grid
+/// points, a 15-million-value output whose declared shape the oracle does not check (the
+/// passes reject the model: its declared output contradicts the shape rule). Unchecked it
+/// ran 1.2 s in a release build past a 1 s deadline, over 10 s instrumented; the oracle
+/// now checks the run every 65,536 taps.
+#[test]
+fn a_wide_grid_sample_stops_at_the_deadline() {
+    let (p, len) = regression("gridsample-wide-past-deadline.onnx");
+    let mut o = opts(0);
+    o.limits.timeout = Some(Duration::from_millis(20));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(&p, &o)?;
+        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+    }))
+    .expect("no panic");
+    assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::DeadlineExceeded));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(&p, &opts(1))?;
+        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+    }))
+    .expect("no panic");
+    assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::InvalidModel));
+}
+
 /// A campaign finding (a timeout): an inverse one-sided DFT over 65,536 points, whose
 /// 131,070-point lines the oracle summed directly, O(n^2) each (minutes); lengths that are
 /// not powers of two now go through Bluestein's chirp-z.

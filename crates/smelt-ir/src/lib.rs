@@ -24,7 +24,7 @@ pub use dim::{Dim, DimExpr, Shape};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result, ResultExt};
 pub use graph::{Capture, Constant, Graph, GraphInput, Model, Node, ValueId, ValueInfo};
-pub use limits::{CancelToken, Limits, RunControl};
+pub use limits::{CancelToken, Limits, RunControl, WorkPacer};
 pub use op::Op;
 pub use tensor::{numel, strides, Data, Tensor};
 pub use value::{Map, Optional, Sequence, Value, ValueType};

@@ -327,6 +327,46 @@ thread_local! {
     static CURRENT: RefCell<Option<Arc<RunControl>>> = const { RefCell::new(None) };
 }
 
+/// Checks the entered run's deadline and cancel token every [`WorkPacer::EVERY`] units of
+/// work inside one long kernel, so a node whose work the model's sizes make huge stops
+/// with the run instead of running to its end (a clock read per unit would cost more than
+/// small units do).
+pub struct WorkPacer {
+    control: Option<Arc<RunControl>>,
+    since: u64,
+}
+
+impl WorkPacer {
+    /// Units of work between checks.
+    pub const EVERY: u64 = 1 << 16;
+
+    /// A pacer for the control this thread entered (none: it never stops the work).
+    pub fn new() -> WorkPacer {
+        WorkPacer {
+            control: RunControl::current(),
+            since: 0,
+        }
+    }
+
+    /// Counts `units` of work done, checking the run when they reach [`Self::EVERY`].
+    pub fn done(&mut self, units: u64) -> Result<()> {
+        self.since = self.since.saturating_add(units);
+        if self.since >= Self::EVERY {
+            self.since = 0;
+            if let Some(c) = &self.control {
+                c.check()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for WorkPacer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// While alive, [`RunControl::current`] is the control entered; see [`RunControl::enter`].
 pub struct Entered {
     prev: Option<Arc<RunControl>>,
@@ -482,6 +522,22 @@ mod tests {
         l.timeout = Some(Duration::ZERO);
         let c = RunControl::new(l, None, None);
         assert_eq!(c.check().unwrap_err().kind(), ErrorKind::DeadlineExceeded);
+    }
+
+    #[test]
+    fn a_pacer_checks_the_entered_run_every_so_much_work() {
+        // Without an entered control, work never stops.
+        let mut free = WorkPacer::new();
+        assert!(free.done(u64::MAX).is_ok());
+        let c = Arc::new(RunControl::new(
+            Limits::for_memory(1 << 30),
+            Some(Instant::now()),
+            None,
+        ));
+        let _entered = c.enter();
+        let mut p = WorkPacer::new();
+        assert!(p.done(WorkPacer::EVERY - 1).is_ok());
+        assert_eq!(p.done(1).unwrap_err().kind(), ErrorKind::DeadlineExceeded);
     }
 
     #[test]

@@ -374,8 +374,14 @@ pub fn grid_sample(
     // Per point and dim: tap indices (None = zero) and weights.
     let mut tidx: Vec<Option<usize>> = vec![None; k * taps];
     let mut tw = vec![0f64; k * taps];
+    let combos = taps.pow(k as u32);
+    // Each point costs every channel its combinations of taps: a large output stops at the
+    // run's deadline or cancel.
+    let mut pacer = smelt_ir::WorkPacer::new();
+    let per_point = (c as u64).saturating_mul(combos as u64);
     for ni in 0..n {
         for p in 0..npts {
+            pacer.done(per_point)?;
             let g = &gv[(ni * npts + p) * k..(ni * npts + p + 1) * k];
             for d in 0..k {
                 let len = dims[d];
@@ -436,7 +442,6 @@ pub fn grid_sample(
                     }
                 }
             }
-            let combos = taps.pow(k as u32);
             for ci in 0..c {
                 let img = &xv[(ni * c + ci) * isz..(ni * c + ci + 1) * isz];
                 let mut acc = 0.0;
