@@ -816,15 +816,24 @@ fn a_gather_to_a_huge_output_is_refused_before_listing_its_positions() {
 /// the instrumented build it ran over 10 s). The count checks the deadline as it goes.
 #[test]
 fn a_long_tfidf_count_stops_at_the_deadline() {
-    let (p, len) = regression("tfidf-long-count-past-deadline.onnx");
-    let mut o = opts(0);
-    o.limits.timeout = Some(Duration::from_millis(20));
+    assert_eq!(
+        replay_with_timeout("tfidf-long-count-past-deadline.onnx", 0, 20),
+        Some(ErrorKind::DeadlineExceeded)
+    );
+}
+
+/// Replays a regression file at `level` under a `ms` timeout, as the fuzz target does
+/// (its inputs seeded by the file's length): the error's kind, if any.
+fn replay_with_timeout(name: &str, level: u8, ms: u64) -> Option<ErrorKind> {
+    let (p, len) = regression(name);
+    let mut o = opts(level);
+    o.limits.timeout = Some(Duration::from_millis(ms));
     let r = catch_unwind(AssertUnwindSafe(|| {
         let s = Session::load_with(&p, &o)?;
         s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
     }))
     .expect("no panic");
-    assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::DeadlineExceeded));
+    r.err().map(|e| e.kind())
 }
 
 /// A fuzz finding (onnx_run, a slow unit): a GridSample of 65,536 channels over 232 grid
@@ -834,21 +843,15 @@ fn a_long_tfidf_count_stops_at_the_deadline() {
 /// now checks the run every 65,536 taps.
 #[test]
 fn a_wide_grid_sample_stops_at_the_deadline() {
-    let (p, len) = regression("gridsample-wide-past-deadline.onnx");
-    let mut o = opts(0);
-    o.limits.timeout = Some(Duration::from_millis(20));
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let s = Session::load_with(&p, &o)?;
-        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
-    }))
-    .expect("no panic");
-    assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::DeadlineExceeded));
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let s = Session::load_with(&p, &opts(1))?;
-        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
-    }))
-    .expect("no panic");
-    assert_eq!(r.err().map(|e| e.kind()), Some(ErrorKind::InvalidModel));
+    let name = "gridsample-wide-past-deadline.onnx";
+    assert_eq!(
+        replay_with_timeout(name, 0, 20),
+        Some(ErrorKind::DeadlineExceeded)
+    );
+    assert_eq!(
+        replay_with_timeout(name, 1, 20_000),
+        Some(ErrorKind::InvalidModel)
+    );
 }
 
 /// A campaign finding (a timeout): an inverse one-sided DFT over 65,536 points, whose
