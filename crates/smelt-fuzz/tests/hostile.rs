@@ -854,6 +854,22 @@ fn a_wide_grid_sample_stops_at_the_deadline() {
     );
 }
 
+/// A fuzz finding (onnx_run, out of memory): MatMulInteger of 65536 x 3 by 3 x 65536, a
+/// 16 GiB output the oracle allocated unchecked (its declared [4, 2] output lets the passes
+/// reject the model). The oracle now checks the output against the run's limits first.
+#[test]
+fn a_huge_integer_matmul_is_refused_before_it_allocates() {
+    let name = "matmulinteger-huge-output.onnx";
+    assert_eq!(
+        replay_with_timeout(name, 0, 20_000),
+        Some(ErrorKind::ResourceExhausted)
+    );
+    assert_eq!(
+        replay_with_timeout(name, 1, 20_000),
+        Some(ErrorKind::InvalidModel)
+    );
+}
+
 /// A campaign finding (a timeout): an inverse one-sided DFT over 65,536 points, whose
 /// 131,070-point lines the oracle summed directly, O(n^2) each (minutes); lengths that are
 /// not powers of two now go through Bluestein's chirp-z.

@@ -96,6 +96,14 @@ fn matmul_i32(a: &[i32], ash: &[usize], b: &[i32], bsh: &[usize]) -> Result<Prod
     let nb: usize = smelt_ir::dims_product(&batch);
     let amap = index_map(abatch, &batch);
     let bmap = index_map(bbatch, &batch);
+    // The output's size is checked against the run's limits before it is allocated
+    // (fuzz finding: 65536 x 3 by 3 x 65536 asked for 16 GiB).
+    let count = (nb as u64)
+        .saturating_mul(m as u64)
+        .saturating_mul(n as u64);
+    smelt_ir::limits::check_alloc(count.saturating_mul(4), &|| {
+        format!("the integer matmul's output ({nb} x {m} x {n})")
+    })?;
     let mut out = vec![0i32; nb * m * n];
     for bi in 0..nb {
         let ao = amap[bi] * m * k;
