@@ -311,15 +311,12 @@ pub fn tfidf(op: &MiscOp, x: &Inputs) -> Result<Vec<Value>> {
         "TfIdfVectorizer: {rows} row(s) of {c} tokens with {skips} skip(s) and gram lengths \
          {mn}..={mx} take {steps} steps, more than {TFIDF_MAX_STEPS}"
     );
-    let control = smelt_ir::RunControl::current();
+    // A long count stops at the run's deadline or cancel, like a run between nodes.
+    let mut pacer = smelt_ir::WorkPacer::new();
+    let per_row = (steps / rows.max(1) as u128).min(u64::MAX as u128) as u64;
     let mut gram: Vec<Key> = Vec::with_capacity(mx);
     for r in 0..rows {
-        // A long count stops at the run's deadline or cancel, like a run between nodes.
-        if r % 64 == 0 {
-            if let Some(c) = &control {
-                c.check()?;
-            }
-        }
+        pacer.done(per_row)?;
         let row = &keys[r * c..(r + 1) * c];
         for d in 1..=skips {
             let lo = if d == 1 { mn } else { mn.max(2) };
