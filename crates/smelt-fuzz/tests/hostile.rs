@@ -854,6 +854,24 @@ fn a_wide_grid_sample_stops_at_the_deadline() {
     );
 }
 
+/// A review finding: the oracle's misc family (GridSample, Resize, the signal, random and
+/// vision ops) capped outputs at 2^31 elements but not at the run's limits; the same wide
+/// GridSample, its 15-million-value output counted at the oracle's 8-byte working width,
+/// is refused under a 64 MiB tensor limit before it allocates.
+#[test]
+fn a_wide_grid_sample_is_refused_under_a_small_tensor_limit() {
+    let (p, len) = regression("gridsample-wide-past-deadline.onnx");
+    let mut o = opts(0);
+    o.limits.max_tensor_bytes = 64 << 20;
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let s = Session::load_with(&p, &o)?;
+        s.run(smelt_fuzz::inputs::random_inputs(&s.inputs(), len as u64)?)
+    }))
+    .expect("no panic");
+    let e = r.expect_err("over the tensor limit");
+    assert_eq!(e.kind(), ErrorKind::ResourceExhausted, "{e}");
+}
+
 /// A fuzz finding (onnx_run, out of memory): MatMulInteger of 65536 x 3 by 3 x 65536, a
 /// 16 GiB output the oracle allocated unchecked (its declared [4, 2] output lets the passes
 /// reject the model). The oracle now checks the output against the run's limits first.

@@ -118,7 +118,8 @@ pub fn run(op: &MiscOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
 /// Largest number of elements an op of this family will produce.
 const MAX_ELEMS: usize = 1 << 31;
 
-/// Element count of an output shape, refusing absurd sizes instead of aborting on allocation.
+/// Element count of an output shape, refusing absurd sizes and any output over the run's
+/// tensor and run limits (counted at the oracle's f64 working width) before allocation.
 fn out_numel(shape: &[usize]) -> Result<usize> {
     let n = numel(shape)?;
     ensure!(
@@ -126,6 +127,9 @@ fn out_numel(shape: &[usize]) -> Result<usize> {
         ResourceExhausted,
         "output of shape {shape:?} is too large ({n} elements)"
     );
+    smelt_ir::limits::check_alloc((n as u64).saturating_mul(8), &|| {
+        format!("an output of shape {shape:?}")
+    })?;
     Ok(n)
 }
 
