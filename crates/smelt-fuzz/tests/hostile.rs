@@ -854,6 +854,24 @@ fn a_wide_grid_sample_stops_at_the_deadline() {
     );
 }
 
+/// A fuzz finding (onnx_run, a timeout): LRN with `size` 2^40 over 65,536 channels of
+/// 5x65536x5x5, each of its 8 million outputs summing all the channels' squares (5e11
+/// steps) on the oracle, whose declared output the passes reject. It ran past libFuzzer's
+/// 20 s limit instrumented; the oracle now checks the run as each channel's window is
+/// summed.
+#[test]
+fn a_wide_lrn_window_stops_at_the_deadline() {
+    let name = "lrn-wide-window-past-deadline.onnx";
+    assert_eq!(
+        replay_with_timeout(name, 0, 20),
+        Some(ErrorKind::DeadlineExceeded)
+    );
+    assert_eq!(
+        replay_with_timeout(name, 1, 20_000),
+        Some(ErrorKind::InvalidModel)
+    );
+}
+
 /// A review finding: the oracle's misc family (GridSample, Resize, the signal, random and
 /// vision ops) capped outputs at 2^31 elements but not at the run's limits; the same wide
 /// GridSample, its 15-million-value output counted at the oracle's 8-byte working width,

@@ -361,9 +361,13 @@ pub fn lrn(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     let xv = xt.to_f64()?;
     let mut y = vec![0f64; xv.len()];
     let (al, be, bi) = (*alpha as f64, *beta as f64, *bias as f64);
+    // Each output sums its window: a wide window over many channels stops at the run's
+    // deadline or cancel.
+    let mut pacer = smelt_ir::WorkPacer::new();
     for ni in 0..n {
         for ci in 0..c {
-            let (b, e) = (ci.saturating_sub(lo), (ci + hi).min(c - 1));
+            let (b, e) = (ci.saturating_sub(lo), ci.saturating_add(hi).min(c - 1));
+            pacer.done(((e - b + 1) as u64).saturating_mul(sp as u64))?;
             for p in 0..sp {
                 let sq: f64 = (b..=e).map(|cc| xv[(ni * c + cc) * sp + p].powi(2)).sum();
                 let i = (ni * c + ci) * sp + p;
