@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod answer;
 pub mod baseline;
 pub mod env;
 pub mod gemm;

@@ -17,6 +17,13 @@ pub struct Outcome {
     pub ok: usize,
     /// Other answers in the window by status code (0: the connection failed).
     pub errors: BTreeMap<u16, usize>,
+    /// Answers 200 whose outputs the check found wrong (counted in `ok` too), and the
+    /// first one's fault.
+    pub wrong: usize,
+    /// The first wrong answer: what was off.
+    pub first_wrong: Option<String>,
+    /// Answers 200 within the check's tolerance but not bit-equal to the expected outputs.
+    pub inexact: usize,
     /// Length of the measured window, seconds.
     pub seconds: f64,
 }
@@ -96,8 +103,16 @@ impl InferRequest {
     }
 }
 
-/// Sends raw request bytes on a keep-alive connection; returns the status and body.
-fn exchange(r: &mut BufReader<TcpStream>, bytes: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+/// An answer: its status, body, and the length of the body's JSON header when the body
+/// also holds binary tensor data (`Inference-Header-Content-Length`).
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+    header_len: Option<usize>,
+}
+
+/// Sends raw request bytes on a keep-alive connection; returns the answer.
+fn exchange(r: &mut BufReader<TcpStream>, bytes: &[u8]) -> std::io::Result<Answer> {
     r.get_mut().write_all(bytes)?;
     let mut line = String::new();
     r.read_line(&mut line)?;
@@ -106,7 +121,7 @@ fn exchange(r: &mut BufReader<TcpStream>, bytes: &[u8]) -> std::io::Result<(u16,
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let mut len = 0usize;
+    let (mut len, mut header_len) = (0usize, None);
     loop {
         line.clear();
         if r.read_line(&mut line)? == 0 {
@@ -119,12 +134,18 @@ fn exchange(r: &mut BufReader<TcpStream>, bytes: &[u8]) -> std::io::Result<(u16,
         if let Some((k, v)) = l.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
                 len = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("inference-header-content-length") {
+                header_len = v.trim().parse().ok();
             }
         }
     }
     let mut body = vec![0; len];
     r.read_exact(&mut body)?;
-    Ok((status, body))
+    Ok(Answer {
+        status,
+        body,
+        header_len,
+    })
 }
 
 fn connect(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
@@ -138,12 +159,12 @@ fn connect(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
 pub fn get(addr: SocketAddr, path: &str) -> Result<String> {
     let mut c = connect(addr).map_err(|e| err!(Io, "cannot connect to {addr}: {e}"))?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-    let (status, body) =
+    let a =
         exchange(&mut c, req.as_bytes()).map_err(|e| err!(Io, "GET {path} from {addr}: {e}"))?;
-    if status != 200 {
-        bail!(Io, "GET {path} from {addr}: status {status}");
+    if a.status != 200 {
+        bail!(Io, "GET {path} from {addr}: status {}", a.status);
     }
-    Ok(String::from_utf8_lossy(&body).into_owned())
+    Ok(String::from_utf8_lossy(&a.body).into_owned())
 }
 
 /// Arrival times of a Poisson process at `qps` over `seconds`, from the start.
@@ -168,14 +189,18 @@ pub enum Arrivals<'a> {
     Open(&'a [Duration]),
 }
 
-/// Runs `clients` clients (connections) for `warmup` (not measured) then `duration`.
+/// The outputs every answer should hold (see [`crate::answer::check`]).
+pub type Expected = [(String, Tensor)];
+
+/// Runs `clients` clients (connections) for `warmup` (not measured) then `duration`;
+/// with `expected`, each measured answer 200 is checked against it.
 pub fn run(
     addr: SocketAddr,
     req: &InferRequest,
     clients: usize,
     arrivals: Arrivals,
-    warmup: Duration,
-    duration: Duration,
+    (warmup, duration): (Duration, Duration),
+    expected: Option<&Expected>,
 ) -> Outcome {
     let start = Instant::now();
     let (from, until) = (start + warmup, start + warmup + duration);
@@ -213,14 +238,17 @@ pub fn run(
                         let done = Instant::now();
                         let measured = due >= from && done <= until;
                         match r {
-                            Ok((200, _)) if measured => {
+                            Ok(a) if a.status == 200 && measured => {
                                 out.ok += 1;
                                 out.latencies_ms.push((done - due).as_secs_f64() * 1e3);
+                                if let Some(want) = expected {
+                                    judge(&mut out, &a, want);
+                                }
                             }
-                            Ok((200, _)) => {}
-                            Ok((code, _)) => {
+                            Ok(a) if a.status == 200 => {}
+                            Ok(a) => {
                                 if measured {
-                                    *out.errors.entry(code).or_default() += 1;
+                                    *out.errors.entry(a.status).or_default() += 1;
                                 }
                             }
                             Err(_) => {
@@ -243,12 +271,30 @@ pub fn run(
     };
     for o in per_client {
         all.ok += o.ok;
+        all.wrong += o.wrong;
+        all.inexact += o.inexact;
+        all.first_wrong = all.first_wrong.or(o.first_wrong);
         all.latencies_ms.extend(o.latencies_ms);
         for (k, v) in o.errors {
             *all.errors.entry(k).or_default() += v;
         }
     }
     all
+}
+
+/// Checks one answer's outputs against the expected ones and counts the verdict.
+fn judge(out: &mut Outcome, a: &Answer, want: &Expected) {
+    use crate::answer::{check, parse, Verdict};
+    let verdict = parse(&a.body, a.header_len)
+        .map_or_else(|e| Verdict::Wrong(e.to_string()), |got| check(&got, want));
+    match verdict {
+        Verdict::Exact => {}
+        Verdict::Close => out.inexact += 1,
+        Verdict::Wrong(why) => {
+            out.wrong += 1;
+            out.first_wrong.get_or_insert(why);
+        }
+    }
 }
 
 /// Sums the samples of a metric whose labels include `model="M"`, from Prometheus text.

@@ -102,6 +102,10 @@ pub struct Args {
     /// connections that Poisson arrivals are sent on.
     #[arg(long, default_value_t = 1, requires = "server")]
     concurrency: usize,
+    /// With --server: check every answer's outputs against a local run of MODEL on the
+    /// same inputs (bit-equal, or within 1e-6 relative for floats) and count wrong ones.
+    #[arg(long, requires = "server")]
+    check_answers: bool,
     #[command(flatten)]
     compile: super::run::CompileArgs,
 }
@@ -147,6 +151,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
             seconds: a.duration.unwrap_or(10.0),
             qps: a.qps,
             seed: a.seed,
+            check_answers: a.check_answers,
         };
         let json = super::bench_server::run(&load, &session, &inputs)?;
         if let Some(path) = &a.json {

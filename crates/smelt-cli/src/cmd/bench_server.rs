@@ -27,6 +27,8 @@ pub struct ServerLoad<'a> {
     pub qps: Option<f64>,
     /// Seed of the arrivals.
     pub seed: u64,
+    /// Check each answer against a local run on the same inputs.
+    pub check_answers: bool,
 }
 
 fn scrape(addr: Option<SocketAddr>) -> Option<String> {
@@ -75,7 +77,26 @@ pub fn run(
         l.model,
         l.seconds
     );
-    let out = remote::run(addr, &req, l.clients, arrivals, warmup, window);
+    let expected: Option<Vec<(String, Tensor)>> = if l.check_answers {
+        let outs = session
+            .run(inputs.clone())
+            .map_err(|e| e.context("the local run that answers are checked against"))?;
+        Some(
+            outs.into_iter()
+                .filter_map(|(n, v)| Some((n, v.into_tensor().ok()?)))
+                .collect(),
+        )
+    } else {
+        None
+    };
+    let out = remote::run(
+        addr,
+        &req,
+        l.clients,
+        arrivals,
+        (warmup, window),
+        expected.as_deref(),
+    );
     let after = scrape(metrics);
     let s = Summary::of(&out.latencies_ms).ok_or_else(|| {
         err!(
@@ -91,6 +112,17 @@ pub fn run(
         out.ok,
         out.errors
     );
+    if l.check_answers {
+        outln!(
+            "answers       {} checked: {} wrong, {} within 1e-6 relative but not bit-equal{}",
+            out.ok,
+            out.wrong,
+            out.inexact,
+            out.first_wrong
+                .as_deref()
+                .map_or(String::new(), |w| format!(" (first wrong: {w})"))
+        );
+    }
     outln!(
         "throughput    {rps:.1} requests/s, {:.1} inferences/s",
         rps * batch as f64
@@ -104,7 +136,8 @@ pub fn run(
     );
     let mut json = serde_json::json!({
         "server": l.url, "model": l.model, "clients": l.clients, "seconds": out.seconds, "offered_qps": l.qps,
-        "ok": out.ok, "errors": out.errors, "requests_per_s": rps, "inferences_per_s": rps * batch as f64,
+        "ok": out.ok, "errors": out.errors, "wrong": l.check_answers.then_some(out.wrong),
+        "inexact": l.check_answers.then_some(out.inexact), "requests_per_s": rps, "inferences_per_s": rps * batch as f64,
         "latency_ms": {"p50": s.p50, "p90": s.p90, "p99": s.p99, "mean": s.mean, "max": s.max},
     });
     if let (Some(b), Some(a)) = (before, after) {
