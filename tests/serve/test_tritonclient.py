@@ -170,7 +170,8 @@ def test_overload_is_answered_with_503_and_the_server_recovers(tmp_path):
                     c.infer("mlp", [inp])
                     code = "200"
                 except InferenceServerException as e:
-                    assert "queue is full" in e.message(), e.message()
+                    # The queue, or the compile lane while the new shape compiles, is full.
+                    assert e.message().endswith("try again later"), e.message()
                     code = e.status()
                 with lock:
                     codes.append(code)

@@ -91,6 +91,11 @@ impl PlanCache {
         Some(p)
     }
 
+    /// Whether a plan for `key` is cached (its use order unchanged).
+    pub(crate) fn contains(&self, key: &ShapeKey) -> bool {
+        self.plans.contains_key(key)
+    }
+
     /// Adds a compiled plan, evicting the least recently used beyond `max` plans.
     pub(crate) fn insert(&mut self, key: ShapeKey, plan: Arc<Plan>, reason: String, max: usize) {
         while self.plans.len() >= max.max(1) && !self.order.is_empty() {

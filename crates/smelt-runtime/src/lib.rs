@@ -305,6 +305,18 @@ impl Session {
         self.plan_for_key(key)
     }
 
+    /// Whether a run at these input shapes finds its plan compiled, so that it would not
+    /// compile first (an artifact never compiles; shapes it refuses count as compiled).
+    pub fn is_compiled_for(&self, shapes: &InputShapes) -> bool {
+        if self.fixed.is_some() {
+            return true;
+        }
+        let Ok(key) = self.key_from_shapes(shapes) else {
+            return true;
+        };
+        self.lock_cache().map_or(true, |c| c.contains(&key))
+    }
+
     /// Runs the model on named inputs; returns (name, value) per output in graph order.
     pub fn run(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
         self.run_inner(inputs, &RunOptions::default(), None)

@@ -4,9 +4,10 @@
 
 use crate::batch::{self, Pick, Policy, Queued};
 use crate::error::{Result, ServeError, Status};
+use crate::lane::Lane;
 use smelt_ir::Tensor;
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -18,6 +19,11 @@ pub trait Executor: Send + Sync + 'static {
     fn run(&self, inputs: Vec<Tensor>, deadline: Option<Instant>) -> Result<Vec<Tensor>>;
     /// Called once when the model has been idle for a while (to give memory back).
     fn idle(&self) {}
+    /// Whether inputs of these shapes (in the model's input order) run without compiling
+    /// first; those that would compile run on the model's compile lane.
+    fn is_warm(&self, _shapes: &[&[usize]]) -> bool {
+        true
+    }
 }
 
 /// A request's outputs and where its time went.
@@ -72,6 +78,8 @@ struct Shared {
     max_queue: usize,
     idle_after: Duration,
     exec: Arc<dyn Executor>,
+    /// Where batches at shapes not compiled yet run (set once the lane has started).
+    cold: OnceLock<Lane<Vec<Pending>>>,
 }
 
 /// A model's queue and workers.
@@ -97,7 +105,14 @@ impl Batcher {
             max_queue: max_queue.max(1),
             idle_after,
             exec,
+            cold: OnceLock::new(),
         });
+        // The lane's thread holds the queue until `drain` stops it.
+        let s = shared.clone();
+        let lane = Lane::start("smelt-serve-compile".into(), shared.max_queue, move |b| {
+            s.run(b)
+        })?;
+        let _ = shared.cold.set(lane);
         let mut workers = Vec::new();
         for i in 0..instances.max(1) {
             let s = shared.clone();
@@ -171,6 +186,9 @@ impl Batcher {
         for w in workers {
             let _ = w.join();
         }
+        if let Some(lane) = self.shared.cold.get() {
+            lane.drain();
+        }
     }
 }
 
@@ -233,9 +251,47 @@ impl Shared {
                 }
             };
             drop(st);
+            let Some(taken) = self.divert(taken) else {
+                continue;
+            };
             self.run(taken);
             idle_since = Some(Instant::now());
         }
+    }
+
+    /// Hands a batch at shapes the model has not compiled to the compile lane (a full lane
+    /// answers UNAVAILABLE); gives back a batch that should run here.
+    fn divert(&self, batch: Vec<Pending>) -> Option<Vec<Pending>> {
+        let Some(lane) = self.cold.get() else {
+            return Some(batch);
+        };
+        let first = batch.first()?;
+        let total: usize = batch.iter().map(|p| p.batch).sum();
+        let joined: Vec<Vec<usize>> = first
+            .inputs
+            .iter()
+            .map(|t| {
+                let mut d = t.shape().to_vec();
+                if batch.len() > 1 {
+                    if let Some(d0) = d.first_mut() {
+                        *d0 = total;
+                    }
+                }
+                d
+            })
+            .collect();
+        let shapes: Vec<&[usize]> = joined.iter().map(Vec::as_slice).collect();
+        if self.exec.is_warm(&shapes) {
+            return Some(batch);
+        }
+        if let Err(batch) = lane.submit(batch) {
+            for p in batch {
+                let _ = p.reply.send(Err(ServeError::unavailable(
+                    "the model is compiling too many new shapes; try again later",
+                )));
+            }
+        }
+        None
     }
 
     /// Runs the model, a panic in it answered as an Internal error (the worker lives on,

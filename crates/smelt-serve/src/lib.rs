@@ -17,6 +17,7 @@ mod grpc_contents;
 pub mod http;
 pub mod http_infer;
 pub mod json;
+pub mod lane;
 pub mod meta;
 pub mod metrics;
 pub mod model;

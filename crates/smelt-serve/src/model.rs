@@ -91,6 +91,14 @@ impl Executor for SessionExecutor {
     fn idle(&self) {
         self.session.release_idle_arenas();
     }
+
+    fn is_warm(&self, shapes: &[&[usize]]) -> bool {
+        let mut given = smelt_runtime::InputShapes::new();
+        for (name, dims) in self.inputs.iter().zip(shapes) {
+            given.set(name, dims.to_vec());
+        }
+        self.session.is_compiled_for(&given)
+    }
 }
 
 /// A dim as the protocol shows it.

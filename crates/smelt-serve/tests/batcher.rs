@@ -152,3 +152,78 @@ async fn a_panic_in_the_model_fails_its_request_and_the_worker_lives_on() {
         .unwrap();
     assert_eq!(ok.outputs[0].as_f32().unwrap(), &[2.0, 4.0]);
 }
+
+/// A model that has compiled width 2 only: a run at another width "compiles" until the
+/// gate opens.
+#[derive(Default)]
+struct Compiler {
+    gate: Mutex<bool>,
+    opened: Condvar,
+    compiling: std::sync::atomic::AtomicBool,
+}
+
+impl Executor for Compiler {
+    fn run(&self, inputs: Vec<Tensor>, _: Option<Instant>) -> Result<Vec<Tensor>> {
+        if inputs[0].shape()[1] != 2 {
+            self.compiling
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let mut g = self.gate.lock().unwrap();
+            while !*g {
+                g = self.opened.wait(g).unwrap();
+            }
+        }
+        Ok(inputs)
+    }
+
+    fn is_warm(&self, shapes: &[&[usize]]) -> bool {
+        shapes[0][1] == 2
+    }
+}
+
+#[tokio::test]
+async fn a_new_shape_compiles_on_the_lane_while_known_shapes_are_served() {
+    let exec = Arc::new(Compiler::default());
+    let policy = Policy {
+        max_batch_size: 0,
+        preferred: Vec::new(),
+        max_queue_delay: Duration::ZERO,
+    };
+    // One instance: were the new shape run there, the known ones would wait behind it.
+    let b = Batcher::start(exec.clone(), policy, 2, 1, Duration::from_secs(60)).unwrap();
+    let cold = b.submit(vec![rows(0.0, 1, 5)], None).unwrap();
+    // The lane runs at a lower priority: on a busy machine it may start late.
+    while !exec.compiling.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for k in 0..20 {
+        let reply = b.submit(vec![rows(k as f32, 1, 2)], None).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(10), reply)
+            .await
+            .expect("a known shape is served while the new one compiles")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.outputs[0].as_f32().unwrap(), &[k as f32, k as f32 + 1.0]);
+    }
+    // The lane holds 2 waiting batches beside the one compiling; a fourth is refused.
+    let waiting: Vec<_> = (0..2)
+        .map(|_| b.submit(vec![rows(0.0, 1, 5)], None).unwrap())
+        .collect();
+    while b.queued() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let over = b.submit(vec![rows(0.0, 1, 5)], None).unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(10), over)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, Status::Unavailable, "{}", e.message);
+    *exec.gate.lock().unwrap() = true;
+    exec.opened.notify_all();
+    assert!(cold.await.unwrap().is_ok());
+    for w in waiting {
+        assert!(w.await.unwrap().is_ok());
+    }
+    b.drain();
+}
