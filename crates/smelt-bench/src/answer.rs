@@ -111,31 +111,71 @@ pub fn parse(body: &[u8], header_len: Option<usize>) -> Result<Vec<Output>> {
     Ok(outs)
 }
 
-/// Compares a response's outputs with the expected tensors (every expected output must be
-/// there, of its shape; outputs not expected are ignored).
-pub fn check(got: &[Output], want: &[(String, Tensor)]) -> Verdict {
+/// One expected output, widened to f64 once for every answer it is compared with.
+struct Want {
+    name: String,
+    shape: Vec<usize>,
+    /// None for a dtype that does not widen (its shape is still checked).
+    values: Option<Vec<f64>>,
+    /// The largest magnitude among the values, the tolerance's scale.
+    scale: f64,
+}
+
+/// The outputs every answer should hold (from a local run), prepared for [`check`].
+pub struct Expected(Vec<Want>);
+
+impl Expected {
+    /// Prepares the expected outputs.
+    pub fn new(outputs: &[(String, Tensor)]) -> Expected {
+        Expected(
+            outputs
+                .iter()
+                .map(|(name, t)| {
+                    let values = t.to_f64().ok();
+                    let scale = values.iter().flatten().fold(0.0f64, |m, v| m.max(v.abs()));
+                    Want {
+                        name: name.clone(),
+                        shape: t.shape().to_vec(),
+                        values,
+                        scale,
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Compares a response's outputs with the expected ones (every expected output must be
+/// there, of its shape and value count; outputs not expected are ignored).
+pub fn check(got: &[Output], want: &Expected) -> Verdict {
     let mut exact = true;
-    for (name, t) in want {
+    for w in &want.0 {
+        let name = &w.name;
         let Some(o) = got.iter().find(|o| &o.name == name) else {
             return Verdict::Wrong(format!("output '{name}' missing"));
         };
-        if o.shape != t.shape() {
+        if o.shape != w.shape {
             return Verdict::Wrong(format!(
                 "output '{name}': shape {:?}, expected {:?}",
-                o.shape,
-                t.shape()
+                o.shape, w.shape
             ));
         }
-        let Ok(w) = t.to_f64() else {
+        let Some(values) = &w.values else {
             continue;
         };
-        let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        for (i, (&g, &e)) in o.values.iter().zip(&w).enumerate() {
+        if o.values.len() != values.len() {
+            return Verdict::Wrong(format!(
+                "output '{name}': {} values, expected {}",
+                o.values.len(),
+                values.len()
+            ));
+        }
+        for (i, (&g, &e)) in o.values.iter().zip(values).enumerate() {
             if g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()) {
                 continue;
             }
             exact = false;
-            if !o.float || (g - e).abs() > RTOL * (e.abs() + scale) || g.is_nan() != e.is_nan() {
+            if !o.float || (g - e).abs() > RTOL * (e.abs() + w.scale) || g.is_nan() != e.is_nan() {
                 return Verdict::Wrong(format!("output '{name}'[{i}]: {g}, expected {e}"));
             }
         }
@@ -163,10 +203,10 @@ mod tests {
 
     #[test]
     fn binary_and_json_responses_are_checked() {
-        let want = vec![(
+        let want = Expected::new(&[(
             "y".to_string(),
             Tensor::from_f32(vec![3], vec![1.0, -2.0, 0.5]).unwrap(),
-        )];
+        )]);
         let (body, n) = response(&[1.0, -2.0, 0.5]);
         assert_eq!(
             check(&parse(&body, Some(n)).unwrap(), &want),
@@ -192,5 +232,20 @@ mod tests {
             Verdict::Wrong(_)
         ));
         assert!(parse(&body, Some(body.len() + 1)).is_err());
+        // The declared shape, but fewer values than it holds.
+        let mut few = response(&[1.0, -2.0]);
+        few.0 = String::from_utf8(few.0[..few.1].to_vec())
+            .unwrap()
+            .replace("\"shape\":[2]", "\"shape\":[3]")
+            .into_bytes()
+            .into_iter()
+            .chain(few.0[few.1..].iter().copied())
+            .collect();
+        few.1 = few.0.len() - 8;
+        assert_eq!(parse(&few.0, Some(few.1)).unwrap()[0].shape, vec![3]);
+        assert!(matches!(
+            check(&parse(&few.0, Some(few.1)).unwrap(), &want),
+            Verdict::Wrong(_)
+        ));
     }
 }

@@ -2,6 +2,7 @@
 //! tritonclient sends them): N clients on keep-alive connections, closed-loop or at Poisson
 //! arrivals, each request timed to its last byte read.
 
+use crate::answer::Expected;
 use smelt_ir::{bail, err, DType, Data, Result, Tensor};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -188,9 +189,6 @@ pub enum Arrivals<'a> {
     /// is timed from when it was due, so a late send counts against the server.
     Open(&'a [Duration]),
 }
-
-/// The outputs every answer should hold (see [`crate::answer::check`]).
-pub type Expected = [(String, Tensor)];
 
 /// Runs `clients` clients (connections) for `warmup` (not measured) then `duration`;
 /// with `expected`, each measured answer 200 is checked against it.

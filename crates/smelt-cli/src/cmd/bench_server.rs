@@ -77,15 +77,15 @@ pub fn run(
         l.model,
         l.seconds
     );
-    let expected: Option<Vec<(String, Tensor)>> = if l.check_answers {
+    let expected = if l.check_answers {
         let outs = session
             .run(inputs.clone())
             .map_err(|e| e.context("the local run that answers are checked against"))?;
-        Some(
-            outs.into_iter()
-                .filter_map(|(n, v)| Some((n, v.into_tensor().ok()?)))
-                .collect(),
-        )
+        let tensors: Vec<(String, Tensor)> = outs
+            .into_iter()
+            .filter_map(|(n, v)| Some((n, v.into_tensor().ok()?)))
+            .collect();
+        Some(smelt_bench::answer::Expected::new(&tensors))
     } else {
         None
     };
@@ -95,7 +95,7 @@ pub fn run(
         l.clients,
         arrivals,
         (warmup, window),
-        expected.as_deref(),
+        expected.as_ref(),
     );
     let after = scrape(metrics);
     let s = Summary::of(&out.latencies_ms).ok_or_else(|| {
