@@ -102,6 +102,25 @@ pub struct Ctx<'a> {
     pub control: &'a RunControl,
     /// How deep the running graph nests (0: the main graph).
     pub depth: usize,
+    /// What runs subgraphs in place of this executor, when the caller gave one.
+    pub runner: Option<&'a dyn SubgraphRunner>,
+}
+
+/// Runs the subgraphs of a graph on the reference executor (If branches, Loop and Scan
+/// bodies, SequenceMap's and FlexAttention's functions) some other way: the runtime gives
+/// one that compiles each to a plan. The reference executor alone (`--opt-level 0`, the
+/// oracle) has none and interprets them.
+pub trait SubgraphRunner: Sync {
+    /// Runs `g` on its positional `inputs` (every input given) and the values of its
+    /// captures (in `g.captures` order, each with whether it is a constant of the graph
+    /// that runs the node: the same value on every call), under the run control the thread
+    /// entered; None leaves it to the reference executor.
+    fn run(
+        &self,
+        g: &Graph,
+        inputs: &[Value],
+        captures: &[(Value, bool)],
+    ) -> Option<Result<Vec<Value>>>;
 }
 
 impl Ctx<'_> {
@@ -117,10 +136,10 @@ impl Ctx<'_> {
             g.inputs.len()
         );
         let mut env = Env::new();
+        let mut captured = Vec::with_capacity(g.captures.len());
         for c in &g.captures {
-            let v = self
-                .env
-                .get(&c.outer)
+            let from_env = self.env.get(&c.outer);
+            let v = from_env
                 .or_else(|| self.consts.get(&c.outer))
                 .ok_or_else(|| {
                     err!(
@@ -130,6 +149,7 @@ impl Ctx<'_> {
                     )
                 })?;
             env.insert(c.inner, v.clone());
+            captured.push((v, from_env.is_none()));
         }
         let depth = self.depth + 1;
         let max = self.control.limits().max_nesting;
@@ -139,10 +159,18 @@ impl Ctx<'_> {
             "subgraph '{}' nests {depth} deep, over the limit of {max}",
             g.name
         );
+        if let Some(runner) = self.runner.filter(|_| n == g.inputs.len()) {
+            let captured: Vec<(Value, bool)> =
+                captured.into_iter().map(|(v, c)| (v.clone(), c)).collect();
+            if let Some(r) = runner.run(g, &inputs, &captured) {
+                return r;
+            }
+        }
         let consts = Constants::of(g);
         let run = Run {
             control: self.control,
             depth,
+            runner: self.runner,
         };
         execute(g, inputs.into_iter().map(Some).collect(), env, &consts, run)
     }
@@ -185,8 +213,20 @@ pub fn run_graph_prepared(
 pub fn run_graph_controlled(
     g: &Graph,
     consts: &Constants,
+    inputs: HashMap<String, Value>,
+    control: &Arc<RunControl>,
+) -> Result<Vec<Value>> {
+    run_graph_with_runner(g, consts, inputs, control, None)
+}
+
+/// [`run_graph_controlled`], with the graph's subgraphs (at every depth) offered to
+/// `runner` first.
+pub fn run_graph_with_runner(
+    g: &Graph,
+    consts: &Constants,
     mut inputs: HashMap<String, Value>,
     control: &Arc<RunControl>,
+    runner: Option<&dyn SubgraphRunner>,
 ) -> Result<Vec<Value>> {
     let mut pos = Vec::with_capacity(g.inputs.len());
     for inp in &g.inputs {
@@ -196,7 +236,11 @@ pub fn run_graph_controlled(
         bail!(InvalidInput, "the model has no input named '{extra}'");
     }
     let _entered = control.enter();
-    let run = Run { control, depth: 0 };
+    let run = Run {
+        control,
+        depth: 0,
+        runner,
+    };
     execute(g, pos, Env::new(), consts, run)
 }
 
@@ -207,6 +251,7 @@ pub fn run_graph(g: &Graph, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
     let run = Run {
         control: &control,
         depth: 0,
+        runner: None,
     };
     execute(g, inputs, Env::new(), &Constants::of(g), run)
 }
@@ -223,6 +268,7 @@ pub(crate) fn test_control() -> &'static RunControl {
 struct Run<'a> {
     control: &'a RunControl,
     depth: usize,
+    runner: Option<&'a dyn SubgraphRunner>,
 }
 
 /// Counts a value's bytes against the run, naming what made it.
@@ -327,6 +373,7 @@ fn execute_counted(
                 consts,
                 control: run.control,
                 depth: run.depth,
+                runner: run.runner,
             };
             run_op(&node.op, &Inputs::new(vals), &cx).map_err(|e| {
                 let e = match e.kind() {
@@ -422,6 +469,7 @@ pub fn eval_values(op: &Op, inputs: &[Option<&Value>], n_outputs: usize) -> Resu
         consts: &empty,
         control: &control,
         depth: 0,
+        runner: None,
     };
     run_op(op, &Inputs::new(inputs.to_vec()), &cx)
 }
@@ -442,6 +490,7 @@ pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], n_outputs: usize) -> Result<
         consts: &empty,
         control: &control,
         depth: 0,
+        runner: None,
     };
     run_op(op, &Inputs::new(vals), &cx)?
         .into_iter()

@@ -155,6 +155,7 @@ mod tests {
             consts: &env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         };
         let x = Inputs::new(vals.iter().map(|v| v.as_ref()).collect());
         run(op, &x, &cx)
@@ -200,6 +201,7 @@ mod tests {
             consts: &env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         };
         assert!(run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx).is_err());
     }

@@ -427,6 +427,7 @@ mod tests {
             consts: env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         }
     }
 

@@ -72,7 +72,10 @@ pub(crate) fn optimize_and_lower(
         },
         (None, None) => kernels(&mut g, options)?,
     };
-    Ok(Plan::new(g, execution, reports, t.elapsed().as_secs_f64()))
+    Ok(
+        Plan::new(g, execution, reports, t.elapsed().as_secs_f64())
+            .with_compiled_subgraphs(options),
+    )
 }
 
 /// Lowers a graph that can be planned whole to CPU kernels (its sizes checked against the

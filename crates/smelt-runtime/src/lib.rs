@@ -7,6 +7,7 @@
 //! the graph cannot be planned (data-dependent shapes, subgraphs, non-tensor values).
 
 pub mod artifact;
+mod bodies;
 mod cache;
 mod check;
 #[cfg(feature = "compiler")]

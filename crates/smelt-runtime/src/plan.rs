@@ -30,6 +30,9 @@ pub struct Plan {
     graph: Graph,
     /// The graph's constants as the reference executor wants them (reference plans only).
     consts: Option<smelt_reference::Constants>,
+    /// The subgraphs of a reference plan's nodes, compiled as they are reached (none at
+    /// `--opt-level 0`, where the oracle interprets them).
+    bodies: Option<crate::bodies::BodyPlans>,
     execution: Execution,
     reports: Vec<PassReport>,
     arenas: Mutex<Vec<Arena>>,
@@ -51,11 +54,26 @@ impl Plan {
         Plan {
             graph,
             consts,
+            bodies: None,
             execution,
             reports,
             arenas: Mutex::new(Vec::new()),
             compile_seconds,
         }
+    }
+
+    /// Compiles the subgraphs a reference plan's nodes run (Loop and Scan bodies, If
+    /// branches...) with `options` as they are reached, rather than interpreting them.
+    pub(crate) fn with_compiled_subgraphs(mut self, options: &crate::SessionOptions) -> Plan {
+        let has_subgraphs = self
+            .graph
+            .nodes
+            .iter()
+            .any(|n| !n.op.subgraphs().is_empty());
+        if matches!(self.execution, Execution::Reference { .. }) && has_subgraphs {
+            self.bodies = Some(crate::bodies::BodyPlans::new(options));
+        }
+        self
     }
 
     /// Makes one arena ready for a run (allocated, its pages mapped) when none is pooled,
@@ -135,7 +153,13 @@ impl Plan {
     /// head and every tail compiled so far, indented.
     pub fn describe(&self) -> Vec<String> {
         match &self.execution {
-            Execution::Reference { reason } => vec![format!("reference executor ({reason})")],
+            Execution::Reference { reason } => {
+                let mut lines = vec![format!("reference executor ({reason})")];
+                if let Some(b) = &self.bodies {
+                    lines.extend(b.describe());
+                }
+                lines
+            }
             Execution::Segments(s) => s.describe(),
             Execution::Kernels(p) => {
                 let plan = p.plan();
@@ -208,8 +232,17 @@ impl Plan {
                     smelt_ir::err!(Internal, "a reference plan without constants")
                 })?;
                 let t = std::time::Instant::now();
-                let out =
-                    smelt_reference::run_graph_controlled(&self.graph, consts, inputs, control)?;
+                let runner = self
+                    .bodies
+                    .as_ref()
+                    .map(|b| b as &dyn smelt_reference::SubgraphRunner);
+                let out = smelt_reference::run_graph_with_runner(
+                    &self.graph,
+                    consts,
+                    inputs,
+                    control,
+                    runner,
+                )?;
                 if let Some(events) = profile {
                     events.push(KernelEvent {
                         name: "reference executor".into(),

@@ -226,7 +226,8 @@ impl Segments {
                 reason: split_reason.clone(),
             }
         };
-        let head = Plan::new(head_graph, execution, Vec::new(), 0.0);
+        let head =
+            Plan::new(head_graph, execution, Vec::new(), 0.0).with_compiled_subgraphs(options);
         Ok(Some(Segments {
             head: Some(head),
             head_planned,

@@ -264,6 +264,7 @@ mod tests {
             consts: &env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         };
         run(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx)
     }

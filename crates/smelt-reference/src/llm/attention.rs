@@ -376,6 +376,7 @@ mod tests {
             consts: &env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         };
         let out = flex_attention(&op, &Inputs::new(vals.iter().map(Some).collect()), &cx).unwrap();
         assert_eq!(out[0].tensor().unwrap().to_f64().unwrap(), vec![2.0]);

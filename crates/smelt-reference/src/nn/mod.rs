@@ -154,6 +154,7 @@ mod tests {
             consts: &env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         };
         run(op, &x, &cx)
             .unwrap()
@@ -212,6 +213,7 @@ mod tests {
             consts: &env,
             control: crate::test_control(),
             depth: 0,
+            runner: None,
         };
         assert!(run(&op, &x, &cx).is_err());
     }

@@ -13,6 +13,7 @@ fn run1(op: ReduceOp, inputs: Vec<Value>) -> Result<Vec<Value>> {
         consts: &env,
         control: crate::test_control(),
         depth: 0,
+        runner: None,
     };
     let x = Inputs::new(inputs.iter().map(Some).collect());
     run(&op, &x, &cx)

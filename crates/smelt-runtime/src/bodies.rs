@@ -1,0 +1,276 @@
+//! Subgraphs compiled: when a plan runs nodes on the reference executor (a Loop, a Scan, an
+//! If whose condition is data, SequenceMap, FlexAttention), the executor offers each of
+//! their subgraphs to [`BodyPlans`], which compiles it like any graph (passes, fusion,
+//! memory plan) for the types and shapes of the values it gets, caches the plan by them,
+//! and runs it; the op's own control (trip counts, conditions, slicing and stacking) stays
+//! on the reference executor. A body whose inputs are not all tensors, whose names clash,
+//! whose shapes keep changing (past [`MAX_SIGNATURES`] of them, as a Loop that grows a
+//! carried value each trip), or whose inputs and captures hold fewer than
+//! [`MIN_COMPILED_ELEMENTS`] elements in all is left to the reference executor.
+
+use crate::compile;
+use crate::plan::Plan;
+use crate::SessionOptions;
+use smelt_ir::{Constant, DType, Dim, Graph, GraphInput, Result, RunControl, Value, ValueType};
+use smelt_reference::SubgraphRunner;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Shape signatures one subgraph is compiled for before the rest of its calls are
+/// interpreted.
+pub(crate) const MAX_SIGNATURES: usize = 8;
+
+/// Elements a subgraph's inputs and captures must hold for it to be compiled. Below it, a
+/// plan's cost around its kernels outweighs them: ONNX's Loop node case (five trips over a
+/// one-element sum, its Slice bounds the trip number) took 3.3 us a call interpreted and
+/// 72 us compiled (a plan in segments per trip number), its Scan case (a two-element sum,
+/// three trips) 9.3 us compiled. A body that does real work, say a matrix product with
+/// captured weights, holds far more. `SMELT_COMPILE_SUBGRAPHS_MIN` overrides it (tests
+/// set 0 to compile every subgraph).
+pub(crate) const MIN_COMPILED_ELEMENTS: usize = 4096;
+
+/// [`MIN_COMPILED_ELEMENTS`], or the environment's override.
+fn min_compiled_elements() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("SMELT_COMPILE_SUBGRAPHS_MIN")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(MIN_COMPILED_ELEMENTS)
+    })
+}
+
+/// The types and shapes of a subgraph's inputs then captures.
+type Signature = Vec<(DType, Vec<usize>)>;
+
+/// What is known of one subgraph.
+#[derive(Default)]
+struct Body {
+    /// Its name and the op that owns it, for `explain`.
+    name: String,
+    /// Its plans, by signature.
+    plans: Vec<(Signature, Arc<Plan>)>,
+    /// Why it is left to the reference executor, once it is.
+    declined: Option<String>,
+    /// Calls it ran compiled.
+    calls: u64,
+    /// The elements its inputs held when they were too few to compile it.
+    small: Option<usize>,
+}
+
+/// The compiled subgraphs of one reference plan's graph, keyed by the subgraph's address:
+/// the plan owns that graph and never changes it, so an address names one subgraph for
+/// the plan's life.
+pub(crate) struct BodyPlans {
+    options: SessionOptions,
+    bodies: Mutex<HashMap<usize, Body>>,
+}
+
+impl BodyPlans {
+    /// Compiles with `options` (the plan's own).
+    pub(crate) fn new(options: &SessionOptions) -> BodyPlans {
+        BodyPlans {
+            options: options.clone(),
+            bodies: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One line per subgraph offered so far: compiled for which shapes (and how each plan
+    /// runs), or why it is interpreted.
+    pub(crate) fn describe(&self) -> Vec<String> {
+        let Ok(bodies) = self.bodies.lock() else {
+            return Vec::new();
+        };
+        let mut lines: Vec<String> = bodies
+            .values()
+            .map(|b| match (&b.declined, b.small) {
+                (Some(why), _) => {
+                    format!("subgraph '{}': on the reference executor ({why})", b.name)
+                }
+                (None, Some(n)) if b.plans.is_empty() => format!(
+                    "subgraph '{}': on the reference executor (its inputs hold {n} elements, \
+                     under the {} that compiling it needs)",
+                    b.name,
+                    min_compiled_elements()
+                ),
+                _ => {
+                    let how: Vec<String> = b
+                        .plans
+                        .iter()
+                        .map(|(_, p)| p.describe().join("; "))
+                        .collect();
+                    format!(
+                        "subgraph '{}': compiled for {} shape(s), {} call(s): {}",
+                        b.name,
+                        b.plans.len(),
+                        b.calls,
+                        how.join(" | ")
+                    )
+                }
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    /// Records that `g` was interpreted for holding only `elements` elements (unless it
+    /// was compiled for other shapes already).
+    fn note_small(&self, g: &Graph, elements: usize) {
+        let Ok(mut bodies) = self.bodies.lock() else {
+            return;
+        };
+        let body = bodies
+            .entry(g as *const Graph as usize)
+            .or_insert_with(|| Body {
+                name: g.name.clone(),
+                ..Body::default()
+            });
+        if body.plans.is_empty() && body.declined.is_none() {
+            body.small = Some(elements);
+        }
+    }
+
+    /// The plan of `g` for `sig`, compiled now if it is new; Err(reason) when `g` is left
+    /// to the reference executor.
+    fn plan_for(
+        &self,
+        g: &Graph,
+        sig: &Signature,
+        captures: &[(Value, bool)],
+    ) -> std::result::Result<Arc<Plan>, String> {
+        let key = g as *const Graph as usize;
+        let mut bodies = self
+            .bodies
+            .lock()
+            .map_err(|_| "a poisoned lock".to_string())?;
+        let body = bodies.entry(key).or_insert_with(|| Body {
+            name: g.name.clone(),
+            ..Body::default()
+        });
+        if let Some(why) = &body.declined {
+            return Err(why.clone());
+        }
+        if let Some((_, p)) = body.plans.iter().find(|(s, _)| s == sig) {
+            body.calls += 1;
+            return Ok(p.clone());
+        }
+        if body.plans.len() >= MAX_SIGNATURES {
+            let why = format!("its inputs took more than {MAX_SIGNATURES} shapes");
+            body.declined = Some(why.clone());
+            body.plans.clear();
+            return Err(why);
+        }
+        match compile_body(g, sig, captures, &self.options) {
+            Ok(p) => {
+                let p = Arc::new(p);
+                body.plans.push((sig.clone(), p.clone()));
+                body.calls += 1;
+                Ok(p)
+            }
+            Err(e) => {
+                let why = format!("it did not compile: {e}");
+                body.declined = Some(why.clone());
+                Err(why)
+            }
+        }
+    }
+}
+
+impl SubgraphRunner for BodyPlans {
+    fn run(
+        &self,
+        g: &Graph,
+        inputs: &[Value],
+        captures: &[(Value, bool)],
+    ) -> Option<Result<Vec<Value>>> {
+        if inputs.len() != g.inputs.len() || captures.len() != g.captures.len() {
+            return None;
+        }
+        // The captures that change between calls are inputs of the compiled body, after
+        // its own; the constant ones are compiled in (weights get packed once).
+        let varying: Vec<&Value> = captures
+            .iter()
+            .filter(|(_, c)| !c)
+            .map(|(v, _)| v)
+            .collect();
+        let mut sig: Signature = Vec::with_capacity(inputs.len() + captures.len());
+        for v in inputs.iter().chain(captures.iter().map(|(v, _)| v)) {
+            match v {
+                Value::Tensor(t) => sig.push((t.dtype(), t.shape().to_vec())),
+                _ => return None,
+            }
+        }
+        let ids = g.inputs.iter().map(|i| i.id).chain(
+            g.captures
+                .iter()
+                .zip(captures)
+                .filter(|(_, (_, constant))| !constant)
+                .map(|(c, _)| c.inner),
+        );
+        let names: Vec<String> = ids.map(|id| g.name_of(id).to_string()).collect();
+        let distinct: HashSet<&str> = names.iter().map(String::as_str).collect();
+        if distinct.len() != names.len() || names.iter().any(String::is_empty) {
+            return None;
+        }
+        let elements: usize = sig
+            .iter()
+            .map(|(_, d)| d.iter().product::<usize>())
+            .fold(0, usize::saturating_add);
+        if elements < min_compiled_elements() {
+            self.note_small(g, elements);
+            return None;
+        }
+        let plan = self.plan_for(g, &sig, captures).ok()?;
+        let by_name: HashMap<String, Value> = names
+            .into_iter()
+            .zip(inputs.iter().chain(varying).cloned())
+            .collect();
+        let control = RunControl::current().unwrap_or_default();
+        Some(
+            plan.run(by_name, &control, None)
+                .map_err(|e| e.context(format!("subgraph '{}' (compiled)", g.name))),
+        )
+    }
+}
+
+/// `g` as a graph of its own: its own inputs, then its captures that vary as inputs after
+/// them (the constant ones as constants), every input typed by `sig`; then compiled as
+/// any graph is.
+fn compile_body(
+    g: &Graph,
+    sig: &Signature,
+    captures: &[(Value, bool)],
+    options: &SessionOptions,
+) -> Result<Plan> {
+    let t = Instant::now();
+    let mut body = g.clone();
+    let own = body.inputs.len();
+    let inner: Vec<smelt_ir::ValueId> = body.captures.iter().map(|c| c.inner).collect();
+    for (c, (v, constant)) in std::mem::take(&mut body.captures).into_iter().zip(captures) {
+        if *constant {
+            let tensor = v.tensor()?.clone();
+            body.constants.push(Constant {
+                id: c.inner,
+                tensor,
+            });
+        } else {
+            body.inputs.push(GraphInput {
+                id: c.inner,
+                default: None,
+            });
+        }
+    }
+    // The signature lists the own inputs, then every capture.
+    let ids = body.inputs[..own].iter().map(|i| i.id).chain(inner);
+    for (id, (dtype, dims)) in ids.zip(sig) {
+        let v = body.values.get_mut(id.0 as usize).ok_or_else(|| {
+            smelt_ir::err!(Internal, "subgraph '{}' names a value it lacks", g.name)
+        })?;
+        v.ty = Some(ValueType::Tensor {
+            dtype: *dtype,
+            shape: Some(dims.iter().map(|&d| Dim::Known(d as u64)).collect()),
+        });
+    }
+    compile::optimize_and_lower(body, options, t, 0)
+}
