@@ -440,3 +440,62 @@ fn f_outputs(bytes: &[u8]) -> usize {
     let (_, m) = manifest_of(bytes);
     m.outputs[0].shape[1..].iter().product()
 }
+
+/// What a run reads lies together at the start of the weights section: every small weight
+/// and every pack before any large weight (which only a loader that packs again reads),
+/// so the large ones are not mapped beside them.
+#[test]
+fn what_runs_read_comes_before_the_large_weights() {
+    let mut g = smelt_ir::text::parse_graph(
+        r#"graph "g" {
+  input %0 "x": f32[4,128]
+  const %1 "w" = {"dtype":"F32","shape":[1],"data":{"F32":[0.0]}}
+  const %2 "b" = {"dtype":"F32","shape":[1],"data":{"F32":[0.0]}}
+  %3 "y" = nn.MatMul (%0, %1) # "mm"
+  %4 "z" = elementwise.Add (%3, %2) # "bias"
+  output %4
+}"#,
+    )
+    .expect("parse");
+    // A 128 KiB weight (large) and its bias (small), in place of the placeholders.
+    let w: Vec<f32> = (0..128 * 256).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..256).map(|i| i as f32 / 256.0).collect();
+    for c in &mut g.constants {
+        let (shape, data) = if g.values[c.id.0 as usize].name == "w" {
+            (vec![128, 256], w.clone())
+        } else {
+            (vec![256], b.clone())
+        };
+        c.tensor = Tensor::from_f32(shape, data).expect("tensor");
+        g.values[c.id.0 as usize].ty = None;
+    }
+    let model = smelt_ir::Model {
+        graph: g,
+        opsets: vec![(String::new(), 17)],
+        ir_version: 8,
+        producer: "test".into(),
+    };
+    let s = Session::from_model_with(model, &SessionOptions::default()).expect("load");
+    let plan = s.last_plan().expect("plan");
+    let bytes = write::encode(&s, &plan, &CompileInfo::default()).expect("encode");
+    let (_, m) = manifest_of(&bytes);
+    let (small, large): (Vec<_>, Vec<_>) = m
+        .weights
+        .iter()
+        .map(|w| (w.offset, 4 * w.shape.iter().product::<usize>()))
+        .partition(|&(_, bytes)| bytes < format::SMALL_WEIGHT_BYTES);
+    assert_eq!(large.len(), 1, "{:?}", m.weights);
+    assert!(!m.packed.is_empty(), "the MatMul's weight is packed");
+    let read_end = small
+        .iter()
+        .copied()
+        .chain(m.packed.iter().map(|p| (p.offset, 4 * p.floats)))
+        .map(|(at, len)| at + len)
+        .max()
+        .expect("something is read");
+    assert!(
+        read_end <= large[0].0,
+        "read up to {read_end}, large weight at {}",
+        large[0].0
+    );
+}

@@ -200,14 +200,40 @@ fn encode_plan(
         .cpu_setup()
         .ok_or_else(|| err!(Internal, "a kernel plan without a CPU setup"))?;
     let tensors: Vec<&Tensor> = (0..).map_while(|i| plan.weight(i)).collect();
-    // Small weights (biases, scales, shapes: what kernels read at run time besides the
-    // packs) first and together, large ones after: the kernel maps a file's pages in
-    // folios of up to 2 MiB, so a bias between two large matrices would map them too,
-    // though only their packed copies are read.
-    let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&i| tensors[i].nbytes() >= SMALL_WEIGHT_BYTES);
+    // What a run reads, side by side: the small weights (biases, scales, shapes: what
+    // kernels read besides the packs), then the packs; the large weights, which only a
+    // loader that packs again reads, after them. The kernel maps a file's pages in folios
+    // of up to 2 MiB, so a large weight beside what runs read is mapped (and counted in
+    // the process's memory) too: YOLOv8n's artifact with the large weights between the
+    // small ones and the packs mapped 3.2 MB of them.
+    let small = |i: &usize| tensors[*i].nbytes() < SMALL_WEIGHT_BYTES;
     let mut offsets = vec![0; tensors.len()];
-    for &i in &order {
+    for i in (0..tensors.len()).filter(small) {
+        offsets[i] = section.put(&weight_bytes(tensors[i])?)?;
+    }
+    // The kernels' packed weights: the plan built again as a loader builds it, recording
+    // what it packs, stored for the loader to map instead of packing.
+    let (threads, _) = plan.cpu_setup().unwrap_or((1, isa));
+    let options = smelt_cpu::fused::CpuOptions {
+        threads,
+        isa: Some(isa),
+    };
+    let full = smelt_ir::kernel::KernelPlan {
+        weights: tensors.iter().map(|t| (*t).clone()).collect(),
+        ..kp.clone()
+    };
+    let (built, recorded) =
+        smelt_kernels::prepack::record(|| smelt_cpu::fused::CpuPlan::with_options(full, options));
+    built?;
+    let mut packed = Vec::with_capacity(recorded.len());
+    for r in &recorded {
+        packed.push(PackEntry {
+            key: r.key.clone(),
+            offset: section.put(pod_bytes(r.floats.as_slice()))?,
+            floats: r.floats.len(),
+        });
+    }
+    for i in (0..tensors.len()).filter(|i| !small(i)) {
         offsets[i] = section.put(&weight_bytes(tensors[i])?)?;
     }
     let entries: Vec<WeightEntry> = tensors
@@ -222,30 +248,6 @@ fn encode_plan(
     debug_assert!(entries
         .iter()
         .all(|e| e.offset.is_multiple_of(WEIGHT_ALIGN)));
-    // The kernels' packed weights: the plan built again as a loader builds it, recording
-    // what it packs, stored after the weights for the loader to map instead of packing.
-    let (threads, _) = plan.cpu_setup().unwrap_or((1, isa));
-    let options = smelt_cpu::fused::CpuOptions {
-        threads,
-        isa: Some(isa),
-    };
-    let full = smelt_ir::kernel::KernelPlan {
-        weights: (0..entries.len())
-            .filter_map(|i| plan.weight(i).cloned())
-            .collect(),
-        ..kp.clone()
-    };
-    let (built, recorded) =
-        smelt_kernels::prepack::record(|| smelt_cpu::fused::CpuPlan::with_options(full, options));
-    built?;
-    let mut packed = Vec::with_capacity(recorded.len());
-    for r in &recorded {
-        packed.push(PackEntry {
-            key: r.key.clone(),
-            offset: section.put(pod_bytes(r.floats.as_slice()))?,
-            floats: r.floats.len(),
-        });
-    }
     let g = &session.model().graph;
     let io = |name: &str, kind: BufferKind| -> Result<IoSpec> {
         let b = kp.buffers.iter().find(|b| b.kind == kind).ok_or_else(|| {
