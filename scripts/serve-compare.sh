@@ -2,12 +2,15 @@
 # Serving throughput side by side (issue 13): MiniLM-L3 at sequence 16 under closed-loop
 # clients from `smelt bench --server`, served in turn by
 #   - `smelt serve` at batch 1 (2 instances x 1 thread, 1 instance x 2 threads),
-#   - `smelt serve` with dynamic batching (to 8 or 16 on 2 instances, to 16 on 1),
+#   - `smelt serve` with dynamic batching (to 6, 8 or 16 on 2 instances, to 8 or 16 on 1:
+#     with 16 closed-loop clients, a batch of 8 on one 2-thread instance keeps the next 8
+#     requests queued while it runs, where two instances of 8 each wait for their clients'
+#     next requests between batches),
 #   - Triton Inference Server's own dynamic batcher hosting onnxruntime, with the same two
 #     splits (scripts/pytriton_host.py: the nvidia-pytriton wheel's tritonserver, whose
 #     Python backend runs one onnxruntime session per instance),
-# then smelt's offline throughput (`smelt bench --scenario offline --batch B`) at batch 8
-# and 16, to set beside the batches the servers formed. Outside CI: about 4 minutes, plus
+# then smelt's offline throughput (`smelt bench --scenario offline --batch B`) at batch 6,
+# 8 and 16, to set beside the batches the servers formed. Outside CI: about 6 minutes, plus
 # a minute to make the Triton venv the first time. Prints a Markdown table; the JSON of
 # each load is kept in $OUT.
 #
@@ -107,11 +110,14 @@ triton_case() {
 smelt_case smelt-b1-2x1 --max-batch-size 0 --instances 2 --threads 2
 smelt_case smelt-b1-1x2 --max-batch-size 0 --instances 1 --threads 2
 smelt_case smelt-b8-2x1 --max-batch-size 8 --instances 2 --threads 2 --max-queue-delay-us 2000
+smelt_case smelt-b8-1x2 --max-batch-size 8 --instances 1 --threads 2 --max-queue-delay-us 2000
+smelt_case smelt-b6-2x1 --max-batch-size 6 --instances 2 --threads 2 --max-queue-delay-us 2000
 smelt_case smelt-b16-2x1 --max-batch-size 16 --instances 2 --threads 2 --max-queue-delay-us 2000
 smelt_case smelt-b16-1x2 --max-batch-size 16 --instances 1 --threads 2 --max-queue-delay-us 2000
 triton_case triton-ort-b8-2x1 2 1 8
+triton_case triton-ort-b8-1x2 1 2 8
 triton_case triton-ort-b16-1x2 1 2 16
-for b in 8 16; do
+for b in 6 8 16; do
   log "offline batch $b"
   "$SMELT" bench "$MODEL" --shape "input_ids=1x$SEQ" --shape "attention_mask=1x$SEQ" \
     --scenario offline --batch "$b" --threads 2 --duration "$DURATION" \
@@ -122,21 +128,37 @@ done
 import json, os, sys
 out, clients, seq = sys.argv[1], sys.argv[2], sys.argv[3]
 print(f"MiniLM-L3, sequence {seq}, {clients} closed-loop clients (`smelt bench --server`)\n")
-print("| server | requests/s | p50 ms | p99 ms | mean batch | errors |")
-print("|---|---|---|---|---|---|")
-for label in ["smelt-b1-2x1", "smelt-b1-1x2", "smelt-b8-2x1", "smelt-b16-2x1", "smelt-b16-1x2",
-              "triton-ort-b8-2x1", "triton-ort-b16-1x2"]:
+print("| server | requests/s | p50 ms | p99 ms | mean batch | batches by size | errors |")
+print("|---|---|---|---|---|---|---|")
+
+def histogram(cum):
+    """The server's cumulative batch-size buckets as counts per range: '5-8: 1797'."""
+    parts, prev_le, prev_n = [], 0, 0.0
+    for le, n in cum:
+        if n > prev_n:
+            hi = "inf" if le == "+Inf" else str(int(float(le)))
+            parts.append(f"{prev_le + 1}-{hi}: {int(n - prev_n)}")
+        if le != "+Inf":
+            prev_le = int(float(le))
+        prev_n = n
+    return ", ".join(parts)
+
+for label in ["smelt-b1-2x1", "smelt-b1-1x2", "smelt-b8-2x1", "smelt-b8-1x2", "smelt-b6-2x1",
+              "smelt-b16-2x1", "smelt-b16-1x2", "triton-ort-b8-2x1", "triton-ort-b8-1x2",
+              "triton-ort-b16-1x2"]:
     p = os.path.join(out, label + ".json")
     if not os.path.exists(p):
         print(f"| {label} | (no result) | | | | |")
         continue
     r = json.load(open(p))
-    mean = r.get("server_metrics", {}).get("mean_batch", float("nan"))
+    metrics = r.get("server_metrics") or {}
+    mean = metrics.get("mean_batch", float("nan"))
+    hist = histogram(metrics.get("batch_size_cumulative", []))
     lat = r["latency_ms"]
     print(f"| {label} | {r['requests_per_s']:.1f} | {lat['p50']:.1f} | {lat['p99']:.1f} | "
-          f"{mean:.2f} | {sum(r['errors'].values()) if r['errors'] else 0} |")
+          f"{mean:.2f} | {hist} | {sum(r['errors'].values()) if r['errors'] else 0} |")
 print()
-for b in (8, 16):
+for b in (6, 8, 16):
     p = os.path.join(out, f"offline-b{b}.json")
     if os.path.exists(p):
         r = json.load(open(p))
