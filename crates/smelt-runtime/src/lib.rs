@@ -7,6 +7,7 @@
 //! the graph cannot be planned (data-dependent shapes, subgraphs, non-tensor values).
 
 pub mod artifact;
+#[cfg(feature = "compiler")]
 mod bodies;
 mod cache;
 mod check;

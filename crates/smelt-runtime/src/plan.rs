@@ -31,7 +31,8 @@ pub struct Plan {
     /// The graph's constants as the reference executor wants them (reference plans only).
     consts: Option<smelt_reference::Constants>,
     /// The subgraphs of a reference plan's nodes, compiled as they are reached (none at
-    /// `--opt-level 0`, where the oracle interprets them).
+    /// `--opt-level 0`, where the oracle interprets them, or without the compiler).
+    #[cfg(feature = "compiler")]
     bodies: Option<crate::bodies::BodyPlans>,
     execution: Execution,
     reports: Vec<PassReport>,
@@ -54,6 +55,7 @@ impl Plan {
         Plan {
             graph,
             consts,
+            #[cfg(feature = "compiler")]
             bodies: None,
             execution,
             reports,
@@ -64,6 +66,7 @@ impl Plan {
 
     /// Compiles the subgraphs a reference plan's nodes run (Loop and Scan bodies, If
     /// branches...) with `options` as they are reached, rather than interpreting them.
+    #[cfg(feature = "compiler")]
     pub(crate) fn with_compiled_subgraphs(mut self, options: &crate::SessionOptions) -> Plan {
         let has_subgraphs = self
             .graph
@@ -154,11 +157,12 @@ impl Plan {
     pub fn describe(&self) -> Vec<String> {
         match &self.execution {
             Execution::Reference { reason } => {
-                let mut lines = vec![format!("reference executor ({reason})")];
+                let head = format!("reference executor ({reason})");
+                #[cfg(feature = "compiler")]
                 if let Some(b) = &self.bodies {
-                    lines.extend(b.describe());
+                    return std::iter::once(head).chain(b.describe()).collect();
                 }
-                lines
+                vec![head]
             }
             Execution::Segments(s) => s.describe(),
             Execution::Kernels(p) => {
@@ -232,10 +236,13 @@ impl Plan {
                     smelt_ir::err!(Internal, "a reference plan without constants")
                 })?;
                 let t = std::time::Instant::now();
+                #[cfg(feature = "compiler")]
                 let runner = self
                     .bodies
                     .as_ref()
                     .map(|b| b as &dyn smelt_reference::SubgraphRunner);
+                #[cfg(not(feature = "compiler"))]
+                let runner = None;
                 let out = smelt_reference::run_graph_with_runner(
                     &self.graph,
                     consts,
