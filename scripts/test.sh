@@ -46,6 +46,12 @@ conf node "$DATA/node"
 # The same suite on the reference executor alone (no passes): a differential check.
 step "conformance: node at --opt-level 0"
 "$SMELT" conformance "$DATA/node" --opt-level 0 --expected-failures tests/conformance/node.xfail || status=1
+# The node cases whose graphs hold subgraphs (If, Loop, Scan, SequenceMap, FlexAttention,
+# and functions expanded into them), every subgraph compiled as a plan: by default the
+# suite's are too small to be compiled (crates/smelt-runtime/src/bodies.rs). Under a second.
+step "conformance: node cases with subgraphs, all compiled"
+SMELT_COMPILE_SUBGRAPHS_MIN=0 "$SMELT" conformance \
+  "$DATA"/node/test_{affine_grid,flexattention,if,linear_attention,loop,range,scan,sequence_map}* || status=1
 conf pytorch-converted "$DATA/onnx-wheel/pytorch-converted"
 conf pytorch-operator "$DATA/onnx-wheel/pytorch-operator"
 conf simple "$DATA/onnx-wheel/simple"
