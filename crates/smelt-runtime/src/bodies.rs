@@ -5,8 +5,12 @@
 //! and runs it; the op's own control (trip counts, conditions, slicing and stacking) stays
 //! on the reference executor. A body whose inputs are not all tensors, whose names clash,
 //! whose shapes keep changing (past [`MAX_SIGNATURES`] of them, as a Loop that grows a
-//! carried value each trip), or whose inputs and captures hold fewer than
-//! [`MIN_COMPILED_ELEMENTS`] elements in all is left to the reference executor.
+//! carried value each trip), whose inputs and captures hold fewer than
+//! [`MIN_COMPILED_ELEMENTS`] elements in all, or that cannot be planned whole is left to
+//! the reference executor, as is any past the [`MAX_TREE_PLANS`] one top-level plan may
+//! compile with its nested ones. Compiling happens outside the cache's lock (other runs
+//! go on), after checking the run's deadline; a compile that fails for this run's
+//! deadline, cancellation or memory is tried again by later runs.
 
 use crate::compile;
 use crate::plan::Plan;
@@ -14,12 +18,36 @@ use crate::SessionOptions;
 use smelt_ir::{Constant, DType, Dim, Graph, GraphInput, Result, RunControl, Value, ValueType};
 use smelt_reference::SubgraphRunner;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Shape signatures one subgraph is compiled for before the rest of its calls are
 /// interpreted.
 pub(crate) const MAX_SIGNATURES: usize = 8;
+
+/// Subgraph plans one top-level plan may compile in all, nested subgraphs' included (each
+/// compiled body has subgraph plans of its own, so a per-body bound alone would multiply
+/// with the nesting depth: Loops nested four deep, each growing its carried value, kept
+/// 585 plans). Past it, subgraphs not compiled yet are interpreted.
+pub(crate) const MAX_TREE_PLANS: usize = 64;
+
+thread_local! {
+    /// The plan budget of the subgraph being compiled or run on this thread, which the
+    /// subgraph plans made meanwhile (its own nested ones, its tails compiled at run time)
+    /// share instead of starting their own.
+    static TREE_BUDGET: std::cell::RefCell<Option<Arc<AtomicUsize>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `budget` as this thread's subgraph plan budget (the previous one back
+/// after).
+fn with_budget<R>(budget: &Arc<AtomicUsize>, f: impl FnOnce() -> R) -> R {
+    let prev = TREE_BUDGET.with(|b| b.replace(Some(budget.clone())));
+    let r = f();
+    TREE_BUDGET.with(|b| *b.borrow_mut() = prev);
+    r
+}
 
 /// Elements a subgraph's inputs and captures must hold for it to be compiled. Below it, a
 /// plan's cost around its kernels outweighs them: ONNX's Loop node case (five trips over a
@@ -65,6 +93,8 @@ struct Body {
 pub(crate) struct BodyPlans {
     options: SessionOptions,
     bodies: Mutex<HashMap<usize, Body>>,
+    /// Subgraph plans compiled so far by this plan's tree (see [`MAX_TREE_PLANS`]).
+    budget: Arc<AtomicUsize>,
 }
 
 impl BodyPlans {
@@ -73,6 +103,10 @@ impl BodyPlans {
         BodyPlans {
             options: options.clone(),
             bodies: Mutex::new(HashMap::new()),
+            // A subgraph's own plans share the budget of the plan that compiles or runs it.
+            budget: TREE_BUDGET
+                .with(|b| b.borrow().clone())
+                .unwrap_or_else(|| Arc::new(AtomicUsize::new(0))),
         }
     }
 
@@ -131,8 +165,9 @@ impl BodyPlans {
         }
     }
 
-    /// The plan of `g` for `sig`, compiled now if it is new; Err(reason) when `g` is left
-    /// to the reference executor.
+    /// The plan of `g` for `sig`, compiled now if it is new (outside the lock: other runs
+    /// of the plan go on meanwhile); Err(reason) when this call is left to the reference
+    /// executor.
     fn plan_for(
         &self,
         g: &Graph,
@@ -140,37 +175,80 @@ impl BodyPlans {
         captures: &[(Value, bool)],
     ) -> std::result::Result<Arc<Plan>, String> {
         let key = g as *const Graph as usize;
+        {
+            let mut bodies = self
+                .bodies
+                .lock()
+                .map_err(|_| "a poisoned lock".to_string())?;
+            let body = bodies.entry(key).or_insert_with(|| Body {
+                name: g.name.clone(),
+                ..Body::default()
+            });
+            if let Some(why) = &body.declined {
+                return Err(why.clone());
+            }
+            if let Some((_, p)) = body.plans.iter().find(|(s, _)| s == sig) {
+                body.calls += 1;
+                return Ok(p.clone());
+            }
+            if body.plans.len() >= MAX_SIGNATURES {
+                let why = format!("its inputs took more than {MAX_SIGNATURES} shapes");
+                body.declined = Some(why.clone());
+                body.plans.clear();
+                return Err(why);
+            }
+        }
+        if self.budget.fetch_add(1, Ordering::Relaxed) >= MAX_TREE_PLANS {
+            self.budget.fetch_sub(1, Ordering::Relaxed);
+            return Err(format!(
+                "the plan compiled {MAX_TREE_PLANS} subgraph plans already"
+            ));
+        }
+        let compiled = with_budget(&self.budget, || {
+            RunControl::current()
+                .map_or(Ok(()), |c| c.check())
+                .and_then(|()| compile_body(g, sig, captures, &self.options))
+        });
         let mut bodies = self
             .bodies
             .lock()
             .map_err(|_| "a poisoned lock".to_string())?;
-        let body = bodies.entry(key).or_insert_with(|| Body {
-            name: g.name.clone(),
-            ..Body::default()
-        });
-        if let Some(why) = &body.declined {
-            return Err(why.clone());
-        }
-        if let Some((_, p)) = body.plans.iter().find(|(s, _)| s == sig) {
-            body.calls += 1;
-            return Ok(p.clone());
-        }
-        if body.plans.len() >= MAX_SIGNATURES {
-            let why = format!("its inputs took more than {MAX_SIGNATURES} shapes");
-            body.declined = Some(why.clone());
-            body.plans.clear();
-            return Err(why);
-        }
-        match compile_body(g, sig, captures, &self.options) {
+        let body = bodies.entry(key).or_default();
+        match compiled {
+            // Only a whole kernel plan pays: a body in segments (a Slice bounded by the trip
+            // number, a data-dependent shape) compiles a tail per trip and ran 2.5x slower
+            // than interpreted.
+            Ok(p) if p.kernels().is_none() || p.segments().is_some() => {
+                let why = "it cannot be planned whole".to_string();
+                body.declined = Some(why.clone());
+                body.plans.clear();
+                Err(why)
+            }
             Ok(p) => {
+                // Another run may have compiled the same signature meanwhile.
+                if let Some((_, q)) = body.plans.iter().find(|(s, _)| s == sig) {
+                    self.budget.fetch_sub(1, Ordering::Relaxed);
+                    body.calls += 1;
+                    return Ok(q.clone());
+                }
                 let p = Arc::new(p);
                 body.plans.push((sig.clone(), p.clone()));
                 body.calls += 1;
                 Ok(p)
             }
             Err(e) => {
+                self.budget.fetch_sub(1, Ordering::Relaxed);
                 let why = format!("it did not compile: {e}");
-                body.declined = Some(why.clone());
+                // This run's deadline, cancellation or memory say nothing of later runs.
+                let transient = matches!(
+                    e.kind(),
+                    smelt_ir::ErrorKind::DeadlineExceeded
+                        | smelt_ir::ErrorKind::Cancelled
+                        | smelt_ir::ErrorKind::ResourceExhausted
+                );
+                if !transient {
+                    body.declined = Some(why.clone());
+                }
                 Err(why)
             }
         }
@@ -201,6 +279,14 @@ impl SubgraphRunner for BodyPlans {
                 _ => return None,
             }
         }
+        let elements: usize = sig
+            .iter()
+            .map(|(_, d)| d.iter().product::<usize>())
+            .fold(0, usize::saturating_add);
+        if elements < min_compiled_elements() {
+            self.note_small(g, elements);
+            return None;
+        }
         let ids = g.inputs.iter().map(|i| i.id).chain(
             g.captures
                 .iter()
@@ -213,24 +299,17 @@ impl SubgraphRunner for BodyPlans {
         if distinct.len() != names.len() || names.iter().any(String::is_empty) {
             return None;
         }
-        let elements: usize = sig
-            .iter()
-            .map(|(_, d)| d.iter().product::<usize>())
-            .fold(0, usize::saturating_add);
-        if elements < min_compiled_elements() {
-            self.note_small(g, elements);
-            return None;
-        }
         let plan = self.plan_for(g, &sig, captures).ok()?;
         let by_name: HashMap<String, Value> = names
             .into_iter()
             .zip(inputs.iter().chain(varying).cloned())
             .collect();
         let control = RunControl::current().unwrap_or_default();
-        Some(
+        // Tails the body's plan compiles as it runs share this tree's budget too.
+        Some(with_budget(&self.budget, || {
             plan.run(by_name, &control, None)
-                .map_err(|e| e.context(format!("subgraph '{}' (compiled)", g.name))),
-        )
+                .map_err(|e| e.context(format!("subgraph '{}' (compiled)", g.name)))
+        }))
     }
 }
 

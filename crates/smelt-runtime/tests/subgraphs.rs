@@ -172,3 +172,174 @@ fn loop_timing_probe() {
         );
     }
 }
+
+/// A Loop inside a Loop's body: the outer body holds a Loop node, so it cannot be planned
+/// whole and is interpreted; the inner body, a matrix product, is compiled (once, for all
+/// twelve trips); the answers match the oracle's.
+#[test]
+fn a_nested_loop_matches_the_oracle() {
+    let n = 96;
+    let text = format!(
+        r#"graph "g" {{
+  input %0 "trips": i64[]
+  input %1 "h0": f32[4,{n}]
+  input %2 "w": f32[{n},{n}]
+  const %3 "cond" = {{"dtype":"Bool","shape":[],"data":{{"Bool":[true]}}}}
+  const %4 "inner_trips" = {{"dtype":"I64","shape":[],"data":{{"I64":[3]}}}}
+  %5 "h" = control.Loop {{"body":"$graph0"}} (%0, %3, %1) # "outer"
+    graph "outer_step" {{
+      input %0 "i": i64[]
+      input %1 "c": bool[]
+      input %2 "h_in": f32[4,{n}]
+      capture %3 "w_in": f32[{n},{n}] <- %2
+      capture %4 "k": i64[] <- %4
+      capture %5 "c_in": bool[] <- %3
+      %6 "c_out" = layout.Identity (%1) # "keep"
+      %7 "h_mid" = control.Loop {{"body":"$graph0"}} (%4, %5, %2) # "inner"
+        graph "inner_step" {{
+          input %0 "j": i64[]
+          input %1 "c2": bool[]
+          input %2 "x": f32[4,{n}]
+          capture %3 "w2": f32[{n},{n}] <- %3
+          %4 "c2_out" = layout.Identity (%1) # "keep2"
+          %5 "xw" = nn.MatMul (%2, %3) # "mm"
+          %6 "x_out" = elementwise.Tanh (%5) # "tanh"
+          output %4, %6
+        }}
+      output %6, %7
+    }}
+  output %5
+}}"#
+    );
+    let run = |level: u8| {
+        let model = Model {
+            graph: smelt_ir::text::parse_graph(&text).expect("parse"),
+            opsets: vec![(String::new(), 17)],
+            ir_version: 8,
+            producer: "test".into(),
+        };
+        let options = SessionOptions {
+            opt_level: level,
+            ..Default::default()
+        };
+        let s = Session::from_model_with(model, &options).expect("load");
+        let mut x = inputs(n, 4, 5);
+        x.remove("b");
+        let out = s.run(x).expect("run");
+        let out = out[0]
+            .1
+            .as_tensor()
+            .expect("tensor")
+            .as_f32()
+            .expect("f32")
+            .to_vec();
+        (s, out)
+    };
+    let ((fast, got), (_, want)) = (run(1), run(0));
+    assert_eq!(got.len(), want.len());
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!((a - b).abs() <= 1e-4, "h[{i}]: {a} vs {b}");
+    }
+    let lines = fast.last_plan().expect("a plan").describe().join("\n");
+    assert!(
+        lines.contains("subgraph 'inner_step': compiled for 1 shape(s), 12 call(s)")
+            && lines.contains(
+                "subgraph 'outer_step': on the reference executor (it cannot be planned whole)"
+            ),
+        "{lines}"
+    );
+}
+
+/// A body that cannot be planned whole (its Slice is bounded by the trip number, so its
+/// plan would compile a tail per trip) stays interpreted, and explain says why.
+#[test]
+fn a_body_in_segments_stays_interpreted() {
+    let n = 96;
+    let text = format!(
+        r#"graph "g" {{
+  input %0 "trips": i64[]
+  input %1 "h0": f32[64,{n}]
+  const %2 "cond" = {{"dtype":"Bool","shape":[],"data":{{"Bool":[true]}}}}
+  const %3 "one" = {{"dtype":"I64","shape":[1],"data":{{"I64":[1]}}}}
+  %4 "h", %5 "rows" = control.Loop {{"body":"$graph0"}} (%0, %2, %1) # "loop"
+    graph "slicer" {{
+      input %0 "i": i64[]
+      input %1 "c": bool[]
+      input %2 "h_in": f32[64,{n}]
+      capture %3 "one_in": i64[1] <- %3
+      %4 "c_out" = layout.Identity (%1) # "keep"
+      %5 "start" = layout.Unsqueeze {{"axes":[0]}} (%0) # "unsq"
+      %6 "end" = elementwise.Add (%5, %3) # "end"
+      %7 "row" = layout.Slice {{"axes":null,"ends":null,"starts":null}} (%2, %5, %6) # "slice"
+      %8 "h_out" = elementwise.Tanh (%2) # "tanh"
+      output %4, %8, %7
+    }}
+  output %4
+  output %5
+}}"#
+    );
+    let run = |level: u8| {
+        let model = Model {
+            graph: smelt_ir::text::parse_graph(&text).expect("parse"),
+            opsets: vec![(String::new(), 17)],
+            ir_version: 8,
+            producer: "test".into(),
+        };
+        let options = SessionOptions {
+            opt_level: level,
+            ..Default::default()
+        };
+        let s = Session::from_model_with(model, &options).expect("load");
+        let mut x = inputs(n, 5, 7);
+        x.retain(|k, _| k == "trips");
+        x.insert(
+            "h0".into(),
+            Value::Tensor(Tensor::from_f32(vec![64, n], floats(64 * n, 3, 1.0)).expect("h0")),
+        );
+        let out = s.run(x).expect("run");
+        (s, out)
+    };
+    let ((fast, got), (_, want)) = (run(1), run(0));
+    for ((gn, g), (_, w)) in got.iter().zip(&want) {
+        let (g, w) = (g.as_tensor().expect("t"), w.as_tensor().expect("t"));
+        assert_eq!(g.shape(), w.shape(), "{gn}");
+        for (a, b) in g
+            .as_f32()
+            .expect("f32")
+            .iter()
+            .zip(w.as_f32().expect("f32").iter())
+        {
+            assert!((a - b).abs() <= 1e-5, "{gn}: {a} vs {b}");
+        }
+    }
+    let lines = fast.last_plan().expect("a plan").describe().join("\n");
+    assert!(
+        lines.contains("subgraph 'slicer': on the reference executor (it cannot be planned whole)"),
+        "{lines}"
+    );
+}
+
+/// A run's deadline stops a Loop whose body is compiled: DeadlineExceeded, not a hang; the
+/// next run without one still runs the body compiled.
+#[test]
+fn a_deadline_stops_a_loop_with_a_compiled_body() {
+    let n = 96;
+    let fast = session(n, 1, true);
+    let mut x = inputs(n, 1_000_000, 1);
+    x.retain(|k, _| k == "trips" || k == "h0");
+    let opts = smelt_runtime::RunOptions {
+        timeout: Some(std::time::Duration::from_millis(20)),
+        ..Default::default()
+    };
+    let err = fast
+        .run_with(x, &opts)
+        .expect_err("a million trips in 20 ms");
+    assert_eq!(err.kind(), smelt_ir::ErrorKind::DeadlineExceeded, "{err}");
+    let oracle = session(n, 0, true);
+    check(&fast, &oracle, n, 3, 2);
+    let lines = fast.last_plan().expect("a plan").describe().join("\n");
+    assert!(
+        lines.contains("subgraph 'step': compiled for 1 shape(s)"),
+        "{lines}"
+    );
+}

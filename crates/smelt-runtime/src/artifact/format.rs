@@ -13,8 +13,9 @@
 //! 60  header CRC-32             u32 LE   of bytes 0..60 then the manifest, checked at load
 //! 64  manifest (JSON: target, shapes, kernel plan, kernel choices, weight and pack tables)
 //!     zero padding to the weights offset
-//!     weights, then the kernels' packed weights, each at a 64-byte aligned offset of the
-//!     weights section
+//!     weights and the kernels' packed weights, each at a 64-byte aligned offset of the
+//!     weights section (the writer puts what runs read first: small weights, packs, then
+//!     the large weights; a reader takes every offset from the manifest)
 //! ```
 //!
 //! Everything in a file is untrusted: sizes are checked against the file's length and
