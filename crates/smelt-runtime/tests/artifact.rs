@@ -498,4 +498,95 @@ fn what_runs_read_comes_before_the_large_weights() {
         "read up to {read_end}, large weight at {}",
         large[0].0
     );
+    // And it loads and runs to the same bits as the session it came from.
+    let x: Vec<f32> = (0..4 * 128).map(|i| (i as f32 * 0.37).sin()).collect();
+    let x = Tensor::from_f32(vec![4, 128], x).expect("x");
+    let loaded = from_bytes(&bytes, &SessionOptions::default()).expect("load");
+    let out_bits = |s: &Session| -> Vec<u32> {
+        let out = s.run_ref(&[("x", &x)]).expect("run");
+        let Value::Tensor(t) = &out[0].1 else {
+            panic!("not a tensor")
+        };
+        t.as_f32()
+            .expect("f32")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    assert_eq!(out_bits(&loaded), out_bits(&s));
+}
+
+/// With batch buckets too: every bucket's small weights and packs come before the large
+/// weights, the large weight the buckets share is stored once, and each bucket runs like
+/// the session. (Here the buckets share their pack as well; the writer places every
+/// bucket's large weights after all buckets' packs, so packs a bucket has of its own come
+/// before them too.)
+#[test]
+fn buckets_keep_what_runs_read_together() {
+    let mut g = smelt_ir::text::parse_graph(
+        r#"graph "g" {
+  input %0 "x": f32[batch,128]
+  const %1 "w" = {"dtype":"F32","shape":[1],"data":{"F32":[0.0]}}
+  %2 "y" = nn.MatMul (%0, %1) # "mm"
+  output %2
+}"#,
+    )
+    .expect("parse");
+    let w: Vec<f32> = (0..128 * 256).map(|i| (i % 5) as f32 - 2.0).collect();
+    g.constants[0].tensor = Tensor::from_f32(vec![128, 256], w).expect("w");
+    g.values[g.constants[0].id.0 as usize].ty = None;
+    let model = smelt_ir::Model {
+        graph: g,
+        opsets: vec![(String::new(), 17)],
+        ir_version: 8,
+        producer: "test".into(),
+    };
+    let s = Session::from_model_with(model, &SessionOptions::default()).expect("load");
+    let plans: Vec<_> = [8, 2]
+        .iter()
+        .map(|&b| {
+            let mut shapes = InputShapes::new();
+            shapes.set("x", vec![b, 128]);
+            s.plan_for(&shapes).expect("plan")
+        })
+        .collect();
+    let refs: Vec<&smelt_runtime::Plan> = plans.iter().map(|p| p.as_ref()).collect();
+    let bytes = write::encode_buckets(&s, &refs, &CompileInfo::default()).expect("encode");
+    let (_, m) = manifest_of(&bytes);
+    let large_at: Vec<usize> = std::iter::once(&m.weights)
+        .chain(m.buckets.iter().map(|b| &b.weights))
+        .flat_map(|ws| ws.iter())
+        .filter(|w| 4 * w.shape.iter().product::<usize>() >= format::SMALL_WEIGHT_BYTES)
+        .map(|w| w.offset)
+        .collect();
+    assert_eq!(large_at.len(), 2, "one large weight per bucket");
+    assert_eq!(large_at[0], large_at[1], "stored once");
+    let packs_end = std::iter::once(&m.packed)
+        .chain(m.buckets.iter().map(|b| &b.packed))
+        .flat_map(|ps| ps.iter())
+        .map(|p| p.offset + 4 * p.floats)
+        .max()
+        .expect("packs");
+    assert!(
+        packs_end <= large_at[0],
+        "packs to {packs_end}, large weight at {}",
+        large_at[0]
+    );
+    let loaded = from_bytes(&bytes, &SessionOptions::default()).expect("load");
+    for b in [8, 2, 1] {
+        let x: Vec<f32> = (0..b * 128).map(|i| (i as f32 * 0.11).cos()).collect();
+        let x = Tensor::from_f32(vec![b, 128], x).expect("x");
+        let bits = |s: &Session| -> Vec<u32> {
+            let out = s.run_ref(&[("x", &x)]).expect("run");
+            let Value::Tensor(t) = &out[0].1 else {
+                panic!("not a tensor")
+            };
+            t.as_f32()
+                .expect("f32")
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&loaded), bits(&s), "batch {b}");
+    }
 }

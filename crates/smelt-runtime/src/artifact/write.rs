@@ -70,10 +70,18 @@ pub fn encode_buckets(session: &Session, plans: &[&Plan], info: &CompileInfo) ->
         bail!(Internal, "an artifact of no plan");
     };
     let mut section = Section::default();
-    let (isa, main) = encode_plan(session, first, info, &mut section)?;
+    let (isa, mut main, main_large) = encode_plan(session, first, info, &mut section)?;
     let mut buckets = Vec::with_capacity(rest.len());
+    let mut large = Vec::with_capacity(rest.len());
     for p in rest {
-        buckets.push(encode_plan(session, p, info, &mut section)?.1);
+        let (_, b, l) = encode_plan(session, p, info, &mut section)?;
+        buckets.push(b);
+        large.push(l);
+    }
+    // The large weights after every plan's small weights and packs (see `encode_plan`).
+    place_large(first, &main_large, &mut main, &mut section)?;
+    for ((p, l), b) in rest.iter().zip(&large).zip(&mut buckets) {
+        place_large(p, l, b, &mut section)?;
     }
     check_batched(&main, &buckets)?;
     let manifest = Manifest {
@@ -175,13 +183,38 @@ impl Section {
     }
 }
 
-/// Stores one plan's weights and packed weights in `section` and describes the plan.
+/// Stores weights `large` of `plan` (the ones `encode_plan` left out) in `section`, and
+/// their offsets in `encoded`.
+fn place_large(
+    plan: &Plan,
+    large: &[usize],
+    encoded: &mut BucketPlan,
+    section: &mut Section,
+) -> Result<()> {
+    for &i in large {
+        let t = plan
+            .weight(i)
+            .ok_or_else(|| err!(Internal, "weight {i} of a plan went missing"))?;
+        let at = section.put(&weight_bytes(t)?)?;
+        debug_assert!(at.is_multiple_of(WEIGHT_ALIGN));
+        let entry = encoded
+            .weights
+            .get_mut(i)
+            .ok_or_else(|| err!(Internal, "weight {i} has no entry"))?;
+        entry.offset = at;
+    }
+    Ok(())
+}
+
+/// Stores one plan's small weights and packed weights in `section` and describes the
+/// plan; returns the large weights' numbers too, for the caller to store after every
+/// plan's small weights and packs (their entries' offsets are placeholders until then).
 fn encode_plan(
     session: &Session,
     plan: &Plan,
     info: &CompileInfo,
     section: &mut Section,
-) -> Result<(String, BucketPlan)> {
+) -> Result<(String, BucketPlan, Vec<usize>)> {
     if plan.segments().is_some() {
         bail!(
             Unsupported,
@@ -233,9 +266,7 @@ fn encode_plan(
             floats: r.floats.len(),
         });
     }
-    for i in (0..tensors.len()).filter(|i| !small(i)) {
-        offsets[i] = section.put(&weight_bytes(tensors[i])?)?;
-    }
+    let large: Vec<usize> = (0..tensors.len()).filter(|i| !small(i)).collect();
     let entries: Vec<WeightEntry> = tensors
         .iter()
         .zip(&offsets)
@@ -245,9 +276,7 @@ fn encode_plan(
             offset,
         })
         .collect();
-    debug_assert!(entries
-        .iter()
-        .all(|e| e.offset.is_multiple_of(WEIGHT_ALIGN)));
+
     let g = &session.model().graph;
     let io = |name: &str, kind: BufferKind| -> Result<IoSpec> {
         let b = kp.buffers.iter().find(|b| b.kind == kind).ok_or_else(|| {
@@ -298,5 +327,5 @@ fn encode_plan(
         kernels: plan.kernel_names().to_vec(),
         packed,
     };
-    Ok((isa.name().to_string(), encoded))
+    Ok((isa.name().to_string(), encoded, large))
 }
