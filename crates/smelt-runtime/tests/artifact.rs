@@ -441,6 +441,17 @@ fn f_outputs(bytes: &[u8]) -> usize {
     m.outputs[0].shape[1..].iter().product()
 }
 
+/// A session of graph `g` with the default options.
+fn session_of(g: smelt_ir::Graph) -> Session {
+    let model = smelt_ir::Model {
+        graph: g,
+        opsets: vec![(String::new(), 17)],
+        ir_version: 8,
+        producer: "test".into(),
+    };
+    Session::from_model_with(model, &SessionOptions::default()).expect("load")
+}
+
 /// What a run reads lies together at the start of the weights section: every small weight
 /// and every pack before any large weight (which only a loader that packs again reads),
 /// so the large ones are not mapped beside them.
@@ -469,13 +480,7 @@ fn what_runs_read_comes_before_the_large_weights() {
         c.tensor = Tensor::from_f32(shape, data).expect("tensor");
         g.values[c.id.0 as usize].ty = None;
     }
-    let model = smelt_ir::Model {
-        graph: g,
-        opsets: vec![(String::new(), 17)],
-        ir_version: 8,
-        producer: "test".into(),
-    };
-    let s = Session::from_model_with(model, &SessionOptions::default()).expect("load");
+    let s = session_of(g);
     let plan = s.last_plan().expect("plan");
     let bytes = write::encode(&s, &plan, &CompileInfo::default()).expect("encode");
     let (_, m) = manifest_of(&bytes);
@@ -502,18 +507,10 @@ fn what_runs_read_comes_before_the_large_weights() {
     let x: Vec<f32> = (0..4 * 128).map(|i| (i as f32 * 0.37).sin()).collect();
     let x = Tensor::from_f32(vec![4, 128], x).expect("x");
     let loaded = from_bytes(&bytes, &SessionOptions::default()).expect("load");
-    let out_bits = |s: &Session| -> Vec<u32> {
-        let out = s.run_ref(&[("x", &x)]).expect("run");
-        let Value::Tensor(t) = &out[0].1 else {
-            panic!("not a tensor")
-        };
-        t.as_f32()
-            .expect("f32")
-            .iter()
-            .map(|v| v.to_bits())
-            .collect()
-    };
-    assert_eq!(out_bits(&loaded), out_bits(&s));
+    assert_eq!(
+        out_bits(&loaded, &x).expect("artifact run"),
+        out_bits(&s, &x).expect("session run")
+    );
 }
 
 /// With batch buckets too: every bucket's small weights and packs come before the large
@@ -535,13 +532,7 @@ fn buckets_keep_what_runs_read_together() {
     let w: Vec<f32> = (0..128 * 256).map(|i| (i % 5) as f32 - 2.0).collect();
     g.constants[0].tensor = Tensor::from_f32(vec![128, 256], w).expect("w");
     g.values[g.constants[0].id.0 as usize].ty = None;
-    let model = smelt_ir::Model {
-        graph: g,
-        opsets: vec![(String::new(), 17)],
-        ir_version: 8,
-        producer: "test".into(),
-    };
-    let s = Session::from_model_with(model, &SessionOptions::default()).expect("load");
+    let s = session_of(g);
     let plans: Vec<_> = [8, 2]
         .iter()
         .map(|&b| {
@@ -576,17 +567,10 @@ fn buckets_keep_what_runs_read_together() {
     for b in [8, 2, 1] {
         let x: Vec<f32> = (0..b * 128).map(|i| (i as f32 * 0.11).cos()).collect();
         let x = Tensor::from_f32(vec![b, 128], x).expect("x");
-        let bits = |s: &Session| -> Vec<u32> {
-            let out = s.run_ref(&[("x", &x)]).expect("run");
-            let Value::Tensor(t) = &out[0].1 else {
-                panic!("not a tensor")
-            };
-            t.as_f32()
-                .expect("f32")
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        };
-        assert_eq!(bits(&loaded), bits(&s), "batch {b}");
+        assert_eq!(
+            out_bits(&loaded, &x).expect("artifact run"),
+            out_bits(&s, &x).expect("session run"),
+            "batch {b}"
+        );
     }
 }

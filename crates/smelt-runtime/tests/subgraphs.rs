@@ -52,6 +52,16 @@ fn session(n: usize, level: u8, const_weights: bool) -> Session {
             g.constants.push(smelt_ir::Constant { id, tensor: t });
         }
     }
+    load(g, level)
+}
+
+/// A session of the graph `text` writes, at `level`.
+fn parsed(text: &str, level: u8) -> Session {
+    load(smelt_ir::text::parse_graph(text).expect("parse"), level)
+}
+
+/// A session of `g` at `level`.
+fn load(g: smelt_ir::Graph, level: u8) -> Session {
     let model = Model {
         graph: g,
         opsets: vec![(String::new(), 17)],
@@ -101,8 +111,14 @@ fn check(fast: &Session, oracle: &Session, n: usize, trips: i64, seed: u64) {
         x.retain(|name, _| s.inputs().iter().any(|i| &i.name == name));
         x
     };
-    let got = fast.run(given(fast)).expect("compiled run");
-    let want = oracle.run(given(oracle)).expect("reference run");
+    compare(fast, oracle, given(fast), given(oracle));
+}
+
+/// Runs `fast` on `x` and `oracle` on `y` (the same values) and compares every output
+/// within 1e-4, absolute.
+fn compare(fast: &Session, oracle: &Session, x: HashMap<String, Value>, y: HashMap<String, Value>) {
+    let got = fast.run(x).expect("compiled run");
+    let want = oracle.run(y).expect("reference run");
     assert_eq!(got.len(), want.len());
     for ((gn, g), (wn, w)) in got.iter().zip(&want) {
         assert_eq!(gn, wn);
@@ -110,13 +126,10 @@ fn check(fast: &Session, oracle: &Session, n: usize, trips: i64, seed: u64) {
             g.as_tensor().expect("tensor"),
             w.as_tensor().expect("tensor"),
         );
-        assert_eq!(g.shape(), w.shape(), "output {gn}, {trips} trips");
+        assert_eq!(g.shape(), w.shape(), "output {gn}");
         let (g, w) = (g.as_f32().expect("f32"), w.as_f32().expect("f32"));
         for (i, (a, b)) in g.iter().zip(w.iter()).enumerate() {
-            assert!(
-                (a - b).abs() <= 1e-4,
-                "output {gn}[{i}], {trips} trips: {a} vs {b}"
-            );
+            assert!((a - b).abs() <= 1e-4, "output {gn}[{i}]: {a} vs {b}");
         }
     }
 }
@@ -211,35 +224,13 @@ fn a_nested_loop_matches_the_oracle() {
   output %5
 }}"#
     );
-    let run = |level: u8| {
-        let model = Model {
-            graph: smelt_ir::text::parse_graph(&text).expect("parse"),
-            opsets: vec![(String::new(), 17)],
-            ir_version: 8,
-            producer: "test".into(),
-        };
-        let options = SessionOptions {
-            opt_level: level,
-            ..Default::default()
-        };
-        let s = Session::from_model_with(model, &options).expect("load");
+    let (fast, oracle) = (parsed(&text, 1), parsed(&text, 0));
+    let given = || {
         let mut x = inputs(n, 4, 5);
         x.remove("b");
-        let out = s.run(x).expect("run");
-        let out = out[0]
-            .1
-            .as_tensor()
-            .expect("tensor")
-            .as_f32()
-            .expect("f32")
-            .to_vec();
-        (s, out)
+        x
     };
-    let ((fast, got), (_, want)) = (run(1), run(0));
-    assert_eq!(got.len(), want.len());
-    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-        assert!((a - b).abs() <= 1e-4, "h[{i}]: {a} vs {b}");
-    }
+    compare(&fast, &oracle, given(), given());
     let lines = fast.last_plan().expect("a plan").describe().join("\n");
     assert!(
         lines.contains("subgraph 'inner_step': compiled for 1 shape(s), 12 call(s)")
@@ -278,40 +269,15 @@ fn a_body_in_segments_stays_interpreted() {
   output %5
 }}"#
     );
-    let run = |level: u8| {
-        let model = Model {
-            graph: smelt_ir::text::parse_graph(&text).expect("parse"),
-            opsets: vec![(String::new(), 17)],
-            ir_version: 8,
-            producer: "test".into(),
-        };
-        let options = SessionOptions {
-            opt_level: level,
-            ..Default::default()
-        };
-        let s = Session::from_model_with(model, &options).expect("load");
+    let (fast, oracle) = (parsed(&text, 1), parsed(&text, 0));
+    let given = || {
         let mut x = inputs(n, 5, 7);
         x.retain(|k, _| k == "trips");
-        x.insert(
-            "h0".into(),
-            Value::Tensor(Tensor::from_f32(vec![64, n], floats(64 * n, 3, 1.0)).expect("h0")),
-        );
-        let out = s.run(x).expect("run");
-        (s, out)
+        let h0 = Tensor::from_f32(vec![64, n], floats(64 * n, 3, 1.0)).expect("h0");
+        x.insert("h0".into(), Value::Tensor(h0));
+        x
     };
-    let ((fast, got), (_, want)) = (run(1), run(0));
-    for ((gn, g), (_, w)) in got.iter().zip(&want) {
-        let (g, w) = (g.as_tensor().expect("t"), w.as_tensor().expect("t"));
-        assert_eq!(g.shape(), w.shape(), "{gn}");
-        for (a, b) in g
-            .as_f32()
-            .expect("f32")
-            .iter()
-            .zip(w.as_f32().expect("f32").iter())
-        {
-            assert!((a - b).abs() <= 1e-5, "{gn}: {a} vs {b}");
-        }
-    }
+    compare(&fast, &oracle, given(), given());
     let lines = fast.last_plan().expect("a plan").describe().join("\n");
     assert!(
         lines.contains("subgraph 'slicer': on the reference executor (it cannot be planned whole)"),
