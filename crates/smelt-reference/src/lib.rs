@@ -136,7 +136,8 @@ impl Ctx<'_> {
             g.inputs.len()
         );
         let mut env = Env::new();
-        let mut captured = Vec::with_capacity(g.captures.len());
+        // With a runner, each capture's value and whether it is a constant.
+        let mut captured = Vec::new();
         for c in &g.captures {
             let from_env = self.env.get(&c.outer);
             let v = from_env
@@ -149,7 +150,9 @@ impl Ctx<'_> {
                     )
                 })?;
             env.insert(c.inner, v.clone());
-            captured.push((v, from_env.is_none()));
+            if self.runner.is_some() {
+                captured.push((v, from_env.is_none()));
+            }
         }
         let depth = self.depth + 1;
         let max = self.control.limits().max_nesting;

@@ -75,7 +75,7 @@ type Signature = Vec<(DType, Vec<usize>)>;
 /// What is known of one subgraph.
 #[derive(Default)]
 struct Body {
-    /// Its name and the op that owns it, for `explain`.
+    /// Its name, for `explain`.
     name: String,
     /// Its plans, by signature.
     plans: Vec<(Signature, Arc<Plan>)>,
@@ -194,6 +194,7 @@ impl BodyPlans {
             if body.plans.len() >= MAX_SIGNATURES {
                 let why = format!("its inputs took more than {MAX_SIGNATURES} shapes");
                 body.declined = Some(why.clone());
+                self.budget.fetch_sub(body.plans.len(), Ordering::Relaxed);
                 body.plans.clear();
                 return Err(why);
             }
@@ -221,6 +222,9 @@ impl BodyPlans {
             Ok(p) if p.kernels().is_none() || p.segments().is_some() => {
                 let why = "it cannot be planned whole".to_string();
                 body.declined = Some(why.clone());
+                // The plans given up, this one included, go back to the budget.
+                self.budget
+                    .fetch_sub(body.plans.len() + 1, Ordering::Relaxed);
                 body.plans.clear();
                 Err(why)
             }
@@ -265,28 +269,24 @@ impl SubgraphRunner for BodyPlans {
         if inputs.len() != g.inputs.len() || captures.len() != g.captures.len() {
             return None;
         }
-        // The captures that change between calls are inputs of the compiled body, after
-        // its own; the constant ones are compiled in (weights get packed once).
-        let varying: Vec<&Value> = captures
-            .iter()
-            .filter(|(_, c)| !c)
-            .map(|(v, _)| v)
-            .collect();
-        let mut sig: Signature = Vec::with_capacity(inputs.len() + captures.len());
-        for v in inputs.iter().chain(captures.iter().map(|(v, _)| v)) {
+        // Every value a tensor, and enough elements, before anything is built: a small
+        // body's every trip comes here.
+        let all = || inputs.iter().chain(captures.iter().map(|(v, _)| v));
+        let mut elements = 0usize;
+        for v in all() {
             match v {
-                Value::Tensor(t) => sig.push((t.dtype(), t.shape().to_vec())),
+                Value::Tensor(t) => elements = elements.saturating_add(t.len()),
                 _ => return None,
             }
         }
-        let elements: usize = sig
-            .iter()
-            .map(|(_, d)| d.iter().product::<usize>())
-            .fold(0, usize::saturating_add);
         if elements < min_compiled_elements() {
             self.note_small(g, elements);
             return None;
         }
+        let sig: Signature = all()
+            .filter_map(|v| v.tensor().ok())
+            .map(|t| (t.dtype(), t.shape().to_vec()))
+            .collect();
         let ids = g.inputs.iter().map(|i| i.id).chain(
             g.captures
                 .iter()
@@ -300,6 +300,9 @@ impl SubgraphRunner for BodyPlans {
             return None;
         }
         let plan = self.plan_for(g, &sig, captures).ok()?;
+        // The captures that change between calls are inputs of the compiled body, after
+        // its own; the constant ones are compiled in (weights get packed once).
+        let varying = captures.iter().filter(|(_, c)| !c).map(|(v, _)| v);
         let by_name: HashMap<String, Value> = names
             .into_iter()
             .zip(inputs.iter().chain(varying).cloned())
