@@ -68,7 +68,10 @@ pub fn plan_arena(plan: &mut KernelPlan) {
         }
     }
     // In place: a store that creates a buffer may take over a loaded buffer that dies here,
-    // when both are whole buffers of the same type, size and element order.
+    // when both are whole buffers of the same type, size and element order. The loaded
+    // buffer may itself have taken over another (a chain of residual blocks, each adding
+    // into the last one's output): `alias` always names the chain's first buffer, whose
+    // lifetime covers the whole chain.
     let mut alias: Vec<usize> = (0..nb).collect();
     let mut in_place = 0;
     for (gi, grp) in plan.groups.iter().enumerate() {
@@ -86,11 +89,12 @@ pub fn plan_arena(plan: &mut KernelPlan) {
             let cand = l.loads.iter().find(|r| {
                 let b = r.buffer.0 as usize;
                 let ib = &plan.buffers[b];
+                let root = alias[b];
                 is_arena(ib.kind)
-                    && alias[b] == b
                     && last[b] == gi
+                    && last[root] == gi
                     && first[b] < gi
-                    && !taken.contains(&b)
+                    && !taken.contains(&root)
                     && ib.dtype == ob.dtype
                     && ib.len() == ob.len()
                     && same_window(r, &s.dst)
@@ -102,10 +106,10 @@ pub fn plan_arena(plan: &mut KernelPlan) {
                     })
             });
             if let Some(r) = cand {
-                let b = r.buffer.0 as usize;
-                taken.push(b);
-                alias[out] = b;
-                last[b] = last[b].max(last[out]);
+                let root = alias[r.buffer.0 as usize];
+                taken.push(root);
+                alias[out] = root;
+                last[root] = last[root].max(last[out]);
                 in_place += 1;
             }
         }
