@@ -124,6 +124,10 @@ pub(super) fn infer(op: &LayoutOp, x: &In) -> Result<Option<Outs>> {
         }),
         Pad { pads, .. } => {
             let pads = pads.clone().or_else(|| x.ints(1));
+            // The axes are asked for even when the pads are unknown, so both are recorded.
+            if x.has(3) {
+                let _ = x.ints(3);
+            }
             one(match (x.shape(0), pads) {
                 (Some(s), Some(p)) => pad(x, &s, &p)?,
                 _ => None,
@@ -287,15 +291,22 @@ fn slice(
     axes: &Option<Vec<i64>>,
 ) -> Result<Option<Vec<Dim>>> {
     let Some(s) = x.shape(0) else { return Ok(None) };
-    let consts = (|| {
-        Some(if starts.is_some() {
-            (starts.clone()?, ends.clone()?, axes.clone(), None)
-        } else {
-            let ax = if x.has(3) { Some(x.ints(3)?) } else { None };
-            let steps = if x.has(4) { Some(x.ints(4)?) } else { None };
-            (x.ints(1)?, x.ints(2)?, ax, steps)
-        })
-    })();
+    let consts = if starts.is_some() {
+        (|| Some((starts.clone()?, ends.clone()?, axes.clone(), None)))()
+    } else {
+        // Every operand is asked for, so all the non-constant ones are recorded (a plan in
+        // segments compiles its tail with each of them as a constant).
+        // An optional operand: Some(None) when absent, None when not a constant.
+        let opt = |i: usize| {
+            if x.has(i) {
+                x.ints(i).map(Some)
+            } else {
+                Some(None)
+            }
+        };
+        let (st, en, ax, steps) = (x.ints(1), x.ints(2), opt(3), opt(4));
+        (|| Some((st?, en?, ax?, steps?)))()
+    };
     let Some((st, en, ax, steps)) = consts else {
         return Ok(None);
     };

@@ -65,11 +65,13 @@ fn resize(
         Some(a) => a.iter().map(|&a| axis(a, r)).collect::<Option<_>>()?,
         None => (0..r).collect(),
     };
+    // Both operands asked for before either is required, so both are recorded.
     let scales = match scales_attr {
-        Some(v) => Some(v.iter().map(|&f| f as f64).collect()),
-        None => nonempty(x, scales_input)?,
+        Some(v) => Some(Some(v.iter().map(|&f| f as f64).collect())),
+        None => nonempty(x, scales_input),
     };
-    let sizes = nonempty(x, sizes_input)?;
+    let sizes = nonempty(x, sizes_input);
+    let (scales, sizes) = (scales?, sizes?);
     // Scales that are not positive and finite, or negative sizes, have no output shape:
     // the kernel rejects them (the run's input is at fault, not a shape to plan).
     let invalid = scales

@@ -291,3 +291,34 @@ fn stft_irfft_and_feature_extractor_shapes() {
 }"#,
     );
 }
+
+#[test]
+fn shape_operands_lists_every_value_a_shape_waits_on() {
+    // Slice's starts, ends, axes and steps all decide its shape, and Pad's pads and axes:
+    // every one that is not a constant is listed (a plan in segments compiles its tail with
+    // all of them baked in, not one per recompile).
+    let g = parse_graph(
+        r#"graph "g" {
+  input %0 "x": f32[20,10,5]
+  input %1 "starts": i64[1]
+  input %2 "ends": i64[1]
+  input %3 "axes": i64[1]
+  input %4 "steps": i64[1]
+  input %5 "pads": i64[2]
+  input %6 "pad_axes": i64[1]
+  %7 "s" = layout.Slice {"axes":null,"ends":null,"starts":null} (%0, %1, %2, %3, %4) # "slice"
+  %8 "p" = layout.Pad {"mode":"Constant","pads":null} (%0, %5, _, %6) # "pad"
+  output %7, %8
+}"#,
+    )
+    .unwrap();
+    let names: std::collections::BTreeSet<&str> = shape_operands(&g)
+        .unwrap()
+        .into_iter()
+        .map(|v| g.name_of(v))
+        .collect();
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["axes", "ends", "pad_axes", "pads", "starts", "steps"]
+    );
+}
