@@ -68,6 +68,8 @@ pub struct Kernels {
     pub winograd: (winograd::InputFn, winograd::OutputFn, usize),
     /// The Winograd output transform of one tile over a block of `winograd.2` channels.
     pub winograd_output_channels: winograd::OutputChannelsFn,
+    /// Winograd F(2x2, 3x3) transforms (`winograd.2` tiles or channels per call).
+    pub winograd_f2: winograd::Transforms,
     /// One channel of max or average pooling.
     pub pool: pooling::PoolFn,
     /// One recurrent step's gate math over a block of batch rows and hidden units.
@@ -107,6 +109,7 @@ impl Kernels {
             direct_s2: None,
             winograd: (winograd::portable::input, winograd::portable::output, 1),
             winograd_output_channels: winograd::portable::output_channels,
+            winograd_f2: winograd::portable_f2::transforms(),
             finish: epilogue::portable::finish,
             recurrent_cell: recurrent::cell::cell_portable,
             recurrent_gates: recurrent::gates::gates_portable,
@@ -133,6 +136,7 @@ impl Kernels {
                 direct_s2: None,
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 winograd_output_channels: winograd::x86::output_channels_avx2,
+                winograd_f2: winograd::x86::f2_avx2(),
                 finish: epilogue::x86::finish_avx2,
                 recurrent_cell: recurrent::cell::x86::cell_avx2,
                 recurrent_gates: recurrent::gates::x86::gates_avx2,
@@ -161,6 +165,7 @@ impl Kernels {
                     16,
                 ),
                 winograd_output_channels: winograd::x86::output_channels_avx512,
+                winograd_f2: winograd::x86::f2_avx512(),
                 finish: epilogue::x86::finish_avx512,
                 recurrent_cell: recurrent::cell::x86::cell_avx512,
                 recurrent_gates: recurrent::gates::x86::gates_avx512,

@@ -1,11 +1,15 @@
-//! Winograd F(4x4, 3x3) convolution for 3x3, stride-1, undilated kernels: each 4x4 output
-//! tile comes from a 6x6 input tile as `A^T [ (G g G^T) . (B^T d B) ] A`, so the 36 products
-//! of transformed weights and transformed inputs are 36 GEMMs over (output channel, input
-//! channel, tile), 2.25 multiplies per output instead of 9. Weights are transformed and
-//! packed once; inputs and outputs are transformed sixteen (or eight) tiles at a time in
-//! vector lanes. The epilogue gets whole output rows.
+//! Winograd F(4x4, 3x3) and F(2x2, 3x3) convolution for 3x3, stride-1, undilated kernels:
+//! each `m x m` output tile (m = 4 or 2) comes from an `(m + 2)^2` input tile as
+//! `A^T [ (G g G^T) . (B^T d B) ] A`, so the 36 (or 16) products of transformed weights and
+//! transformed inputs are GEMMs over (output channel, input channel, tile): 2.25 (or 4)
+//! multiplies per output instead of 9. Weights are transformed and packed once; inputs and
+//! outputs are transformed sixteen (or eight) tiles at a time in vector lanes. The
+//! epilogue gets whole output rows.
 //!
-//! The transform points are 0, ±1, ±2 and infinity (Lavin and Gray's F(4x4, 3x3)).
+//! F(4x4)'s transform points are 0, ±1, ±2 and infinity (Lavin and Gray); F(2x2)'s are 0, ±1
+//! and infinity. F(2x2) multiplies more but stores 16 transformed weights per filter, not
+//! 36, each used by 4x as many tiles: it is for small images, where F(4x4)'s few tiles
+//! leave its 4x larger weights streaming from memory (see [`cost`]).
 
 use crate::buf::with_scratch;
 use crate::conv::Conv2d;
@@ -15,12 +19,33 @@ use crate::pool::ThreadPool;
 use crate::simd::Vf;
 use crate::Kernels;
 
-/// Points of a transformed tile.
-const P: usize = 36;
+/// Points of a transformed tile for output tiles of `m x m`.
+pub const fn points(m: usize) -> usize {
+    (m + 2) * (m + 2)
+}
+
+/// Tiles of `m x m` outputs per image of `g`.
+pub fn tiles(g: &Conv2d, m: usize) -> usize {
+    g.oh.div_ceil(m) * g.ow.div_ceil(m)
+}
+
+/// The relative cost of a 3x3 convolution of `g` by Winograd F(m x m) (m = 2 or 4), or by
+/// the direct product (m = 1), per input x output channel: the multiply-adds of its
+/// products, but at least those that hide the streaming of its transformed weights (each
+/// needs about 32 tiles to use it before the next arrives from memory; fewer tiles leave
+/// the products waiting on memory). A fixed model, so plans stay reproducible.
+pub fn cost(g: &Conv2d, m: usize) -> usize {
+    const REUSE: usize = 32;
+    let points = if m == 1 { 9 } else { points(m) };
+    let tiles = if m == 1 { g.oh * g.ow } else { tiles(g, m) };
+    points * tiles.max(REUSE)
+}
 
 /// Transformed, packed weights: `U[k] = (G g G^T)[k]` as a `co x ci` matrix per point `k`.
 #[derive(Clone, Debug)]
 pub struct WinogradWeights {
+    /// Output tile size: 4 for F(4x4, 3x3), 2 for F(2x2, 3x3).
+    m: usize,
     co: usize,
     ci: usize,
     /// Whether the products take the tiles as rows (few tiles), not as columns.
@@ -39,7 +64,15 @@ pub fn tiles_as_rows(kern: &Kernels, tiles: usize) -> bool {
     tiles < 2 * kern.micro.nr
 }
 
-/// `G`, 6 x 3.
+/// F(2x2)'s `G`, 4 x 3.
+const G2: [[f64; 3]; 4] = [
+    [1.0, 0.0, 0.0],
+    [0.5, 0.5, 0.5],
+    [0.5, -0.5, 0.5],
+    [0.0, 0.0, 1.0],
+];
+
+/// F(4x4)'s `G`, 6 x 3.
 const G: [[f64; 3]; 6] = [
     [0.25, 0.0, 0.0],
     [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
@@ -50,23 +83,35 @@ const G: [[f64; 3]; 6] = [
 ];
 
 impl WinogradWeights {
-    /// Transforms and packs `co x ci x 3 x 3` weights (row-major) for convolutions of
-    /// `tiles` 4x4 tiles per image (only the orientation their products use is packed).
+    /// Transforms and packs `co x ci x 3 x 3` weights (row-major) for F(m x m, 3x3) (m = 2
+    /// or 4) convolutions of `tiles` `m x m` tiles per image (only the orientation their
+    /// products use is packed).
     ///
     /// # Panics
-    /// When `w` holds fewer than `co * ci * 9` floats.
-    pub fn new(kern: &Kernels, co: usize, ci: usize, w: &[f32], tiles: usize) -> WinogradWeights {
+    /// When `w` holds fewer than `co * ci * 9` floats, or `m` is neither 2 nor 4.
+    pub fn new(
+        kern: &Kernels,
+        m: usize,
+        co: usize,
+        ci: usize,
+        w: &[f32],
+        tiles: usize,
+    ) -> WinogradWeights {
         assert!(
             w.len() >= co * ci * 9,
             "{} weights for {co} x {ci} x 3 x 3",
             w.len()
         );
+        assert!(
+            m == 2 || m == 4,
+            "F({m}x{m}, 3x3) is not a Winograd variant here"
+        );
         // The transform runs only if some pack is not replayed from a store.
         let tr = std::cell::OnceCell::new();
-        let transformed = || tr.get_or_init(|| transform(co, ci, w));
+        let transformed = || tr.get_or_init(|| transform(m, co, ci, w));
         let rows = tiles_as_rows(kern, tiles);
         let (mut u, mut ut) = (Vec::new(), Vec::new());
-        for p in 0..P {
+        for p in 0..points(m) {
             if rows {
                 ut.push(PackedB::from_source(&kern.micro, ci, co, || {
                     (&transformed()[p], 1, ci)
@@ -78,12 +123,18 @@ impl WinogradWeights {
             }
         }
         WinogradWeights {
+            m,
             co,
             ci,
             tiles_as_rows: rows,
             u,
             ut,
         }
+    }
+
+    /// The output tile size: 4 for F(4x4, 3x3), 2 for F(2x2, 3x3).
+    pub fn tile(&self) -> usize {
+        self.m
     }
 
     /// Bytes held.
@@ -93,23 +144,25 @@ impl WinogradWeights {
     }
 }
 
-/// `U[k] = (G g G^T)[k]` for each of the 36 transform points, every `co x ci`, in f64.
-fn transform(co: usize, ci: usize, w: &[f32]) -> Vec<Vec<f32>> {
-    let mut u = vec![vec![0f32; co * ci]; P];
+/// `U[k] = (G g G^T)[k]` for each of F(m x m)'s transform points, every `co x ci`, in f64.
+fn transform(m: usize, co: usize, ci: usize, w: &[f32]) -> Vec<Vec<f32>> {
+    let gm: &[[f64; 3]] = if m == 2 { &G2 } else { &G };
+    let a = gm.len();
+    let mut u = vec![vec![0f32; co * ci]; a * a];
     for o in 0..co {
         for i in 0..ci {
             let g = &w[(o * ci + i) * 9..(o * ci + i + 1) * 9];
-            // t = G g (6 x 3), then t G^T (6 x 6), in f64.
+            // t = G g (a x 3), then t G^T (a x a), in f64.
             let mut t = [[0f64; 3]; 6];
-            for (r, row) in t.iter_mut().enumerate() {
+            for (r, row) in t.iter_mut().take(a).enumerate() {
                 for (c, v) in row.iter_mut().enumerate() {
-                    *v = (0..3).map(|k| G[r][k] * g[k * 3 + c] as f64).sum();
+                    *v = (0..3).map(|k| gm[r][k] * g[k * 3 + c] as f64).sum();
                 }
             }
-            for r in 0..6 {
-                for c in 0..6 {
-                    let v: f64 = (0..3).map(|k| t[r][k] * G[c][k]).sum();
-                    u[r * 6 + c][o * ci + i] = v as f32;
+            for r in 0..a {
+                for c in 0..a {
+                    let v: f64 = (0..3).map(|k| t[r][k] * gm[c][k]).sum();
+                    u[r * a + c][o * ci + i] = v as f32;
                 }
             }
         }
@@ -135,6 +188,33 @@ unsafe fn bt<V: Vf>(d: [V; 6]) -> [V; 6] {
     ]
 }
 
+/// `B^T d` of F(M x M) for one column of `M + 2` values (F(2x2) uses the first four).
+#[inline(always)]
+unsafe fn bt_of<V: Vf, const M: usize>(d: [V; 6]) -> [V; 6] {
+    if M == 4 {
+        return bt(d);
+    }
+    let z = V::splat(0.0);
+    [
+        d[0].sub(d[2]),
+        d[1].add(d[2]),
+        d[2].sub(d[1]),
+        d[1].sub(d[3]),
+        z,
+        z,
+    ]
+}
+
+/// `A^T m` of F(M x M) for one column of `M + 2` values: `M` results (F(2x2) fills two).
+#[inline(always)]
+unsafe fn at_of<V: Vf, const M: usize>(m: [V; 6]) -> [V; 4] {
+    if M == 4 {
+        return at(m);
+    }
+    let z = V::splat(0.0);
+    [m[0].add(m[1]).add(m[2]), m[1].sub(m[2]).sub(m[3]), z, z]
+}
+
 /// `A^T m` for one column of six values.
 #[inline(always)]
 unsafe fn at<V: Vf>(m: [V; 6]) -> [V; 4] {
@@ -155,7 +235,7 @@ unsafe fn at<V: Vf>(m: [V; 6]) -> [V; 4] {
 /// top-left input element at `src + idx[l]` (a padded copy, row stride `ld`); point `k` of
 /// the lanes' tiles goes to `dst + k * pstride` (the first `n` lanes).
 #[inline(always)]
-unsafe fn input_tiles<V: Vf>(
+unsafe fn input_tiles<V: Vf, const M: usize>(
     src: *const f32,
     idx: *const i32,
     ld: usize,
@@ -164,30 +244,36 @@ unsafe fn input_tiles<V: Vf>(
     n: usize,
 ) {
     let mut d = [[V::splat(0.0); 6]; 6];
-    for (i, row) in d.iter_mut().enumerate() {
-        for (j, v) in row.iter_mut().enumerate() {
+    for (i, row) in d.iter_mut().take(M + 2).enumerate() {
+        for (j, v) in row.iter_mut().take(M + 2).enumerate() {
             *v = V::gather_idx(src.add(i * ld + j), idx);
         }
     }
-    transform_input(d, dst, pstride, n)
+    transform_input::<V, M>(d, dst, pstride, n)
 }
 
 /// The input transform of `V::LANES` tiles' 6x6 values `d` (lanes are tiles), stored as in
 /// [`input_tiles`].
 #[inline(always)]
-unsafe fn transform_input<V: Vf>(d: [[V; 6]; 6], dst: *mut f32, pstride: usize, n: usize) {
+unsafe fn transform_input<V: Vf, const M: usize>(
+    d: [[V; 6]; 6],
+    dst: *mut f32,
+    pstride: usize,
+    n: usize,
+) {
+    let a = M + 2;
     // Columns: B^T d, then rows: (B^T d) B.
     let mut t = [[V::splat(0.0); 6]; 6];
-    for j in 0..6 {
-        let c = bt([d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]]);
-        for i in 0..6 {
+    for j in 0..a {
+        let c = bt_of::<V, M>([d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]]);
+        for i in 0..a {
             t[i][j] = c[i];
         }
     }
-    for (i, row) in t.iter().enumerate() {
-        let r = bt(*row);
-        for (j, v) in r.iter().enumerate() {
-            let p = dst.add((i * 6 + j) * pstride);
+    for (i, row) in t.iter().take(a).enumerate() {
+        let r = bt_of::<V, M>(*row);
+        for (j, v) in r.iter().take(a).enumerate() {
+            let p = dst.add((i * a + j) * pstride);
             if n == V::LANES {
                 v.store(p);
             } else {
@@ -202,7 +288,7 @@ unsafe fn transform_input<V: Vf>(d: [[V; 6]; 6], dst: *mut f32, pstride: usize, 
 /// (row stride `ld`), for the first `n` lanes.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn output_tiles<V: Vf>(
+unsafe fn output_tiles<V: Vf, const M: usize>(
     src: *const f32,
     pstride: usize,
     tstride: usize,
@@ -212,8 +298,8 @@ unsafe fn output_tiles<V: Vf>(
     n: usize,
 ) {
     let mut lanes = [0f32; 16];
-    output_rows::<V>(src, pstride, tstride, |r, o| {
-        for (c, v) in o.iter().enumerate() {
+    output_rows::<V, M>(src, pstride, tstride, |r, o| {
+        for (c, v) in o.iter().take(M).enumerate() {
             v.store(lanes.as_mut_ptr());
             for (l, &x) in lanes[..n].iter().enumerate() {
                 *dst.offset(*idx.add(l) as isize + (r * ld + c) as isize) = x;
@@ -222,19 +308,20 @@ unsafe fn output_tiles<V: Vf>(
     });
 }
 
-/// The output transform of `V::LANES` tiles up to its 4 x 4 outputs: `emit(r, o)` takes
-/// row `r` of every tile, `o[c]` holding column `c` of each lane's tile.
+/// The output transform of `V::LANES` tiles up to its M x M outputs: `emit(r, o)` takes
+/// row `r` of every tile, `o[c]` holding column `c` of each lane's tile (`c < M`).
 #[inline(always)]
-unsafe fn output_rows<V: Vf>(
+unsafe fn output_rows<V: Vf, const M: usize>(
     src: *const f32,
     pstride: usize,
     tstride: usize,
     mut emit: impl FnMut(usize, [V; 4]),
 ) {
+    let a = M + 2;
     let mut m = [[V::splat(0.0); 6]; 6];
-    for (i, row) in m.iter_mut().enumerate() {
-        for (j, v) in row.iter_mut().enumerate() {
-            let p = src.add((i * 6 + j) * pstride);
+    for (i, row) in m.iter_mut().take(a).enumerate() {
+        for (j, v) in row.iter_mut().take(a).enumerate() {
+            let p = src.add((i * a + j) * pstride);
             *v = if tstride == 1 {
                 V::load(p)
             } else {
@@ -243,22 +330,22 @@ unsafe fn output_rows<V: Vf>(
         }
     }
     let mut t = [[V::splat(0.0); 6]; 4];
-    for j in 0..6 {
-        let c = at([m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j]]);
-        for i in 0..4 {
+    for j in 0..a {
+        let c = at_of::<V, M>([m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j]]);
+        for i in 0..M {
             t[i][j] = c[i];
         }
     }
-    for (r, row) in t.iter().enumerate() {
-        emit(r, at(*row));
+    for (r, row) in t.iter().take(M).enumerate() {
+        emit(r, at_of::<V, M>(*row));
     }
 }
 
 /// The output transform of one tile over `V::LANES` channels (the tiles-as-rows layout,
 /// where a tile's channels are contiguous): point `k` of channel `o0 + l` at
-/// `src + k * pstride + l`; its 4 x 4 outputs to `dst + l * plane + r * ld + c`.
+/// `src + k * pstride + l`; its M x M outputs to `dst + l * plane + r * ld + c`.
 #[inline(always)]
-unsafe fn output_channels<V: Vf>(
+unsafe fn output_channels<V: Vf, const M: usize>(
     src: *const f32,
     pstride: usize,
     dst: *mut f32,
@@ -266,8 +353,8 @@ unsafe fn output_channels<V: Vf>(
     ld: usize,
 ) {
     let mut lanes = [0f32; 16];
-    output_rows::<V>(src, pstride, 1, |r, o| {
-        for (c, v) in o.iter().enumerate() {
+    output_rows::<V, M>(src, pstride, 1, |r, o| {
+        for (c, v) in o.iter().take(M).enumerate() {
             v.store(lanes.as_mut_ptr());
             for (l, &x) in lanes[..V::LANES].iter().enumerate() {
                 *dst.add(l * plane + r * ld + c) = x;
@@ -305,7 +392,7 @@ pub mod portable {
         ps: usize,
         n: usize,
     ) {
-        super::input_tiles::<f32>(src, idx, ld, dst, ps, n)
+        super::input_tiles::<f32, 4>(src, idx, ld, dst, ps, n)
     }
     /// See [`super::OutputFn`].
     ///
@@ -321,7 +408,7 @@ pub mod portable {
         ld: usize,
         n: usize,
     ) {
-        super::output_tiles::<f32>(src, ps, ts, dst, idx, ld, n)
+        super::output_tiles::<f32, 4>(src, ps, ts, dst, idx, ld, n)
     }
 
     /// See [`super::OutputChannelsFn`] (one channel).
@@ -335,8 +422,76 @@ pub mod portable {
         plane: usize,
         ld: usize,
     ) {
-        super::output_channels::<f32>(src, ps, dst, plane, ld)
+        super::output_channels::<f32, 4>(src, ps, dst, plane, ld)
     }
+}
+
+/// F(2x2)'s transforms: the generic ones at `M = 2` over lanes `$v`, as one ISA's
+/// [`Transforms`].
+macro_rules! f2_transforms {
+    ($(#[$doc:meta])* $name:ident, $v:ty $(, $features:literal)?) => {
+        $(#[$doc])*
+        pub fn $name() -> super::Transforms {
+            $(#[target_feature(enable = $features)])?
+            unsafe fn input(
+                src: *const f32,
+                idx: *const i32,
+                ld: usize,
+                dst: *mut f32,
+                ps: usize,
+                n: usize,
+            ) {
+                super::input_tiles::<$v, 2>(src, idx, ld, dst, ps, n)
+            }
+            $(#[target_feature(enable = $features)])?
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn output(
+                src: *const f32,
+                ps: usize,
+                ts: usize,
+                dst: *mut f32,
+                idx: *const i32,
+                ld: usize,
+                n: usize,
+            ) {
+                super::output_tiles::<$v, 2>(src, ps, ts, dst, idx, ld, n)
+            }
+            $(#[target_feature(enable = $features)])?
+            unsafe fn output_channels(
+                src: *const f32,
+                ps: usize,
+                dst: *mut f32,
+                plane: usize,
+                ld: usize,
+            ) {
+                super::output_channels::<$v, 2>(src, ps, dst, plane, ld)
+            }
+            super::Transforms {
+                input,
+                output,
+                output_channels,
+            }
+        }
+    };
+}
+
+/// One Winograd variant's transforms on one ISA (lanes as the ISA's F(4x4) ones).
+#[derive(Clone, Copy)]
+pub struct Transforms {
+    /// The input transform.
+    pub input: InputFn,
+    /// The output transform over tiles.
+    pub output: OutputFn,
+    /// The output transform over channels (tiles as rows).
+    pub output_channels: OutputChannelsFn,
+}
+
+/// The portable F(2x2) transforms.
+pub mod portable_f2 {
+    f2_transforms!(
+        /// F(2x2)'s transforms one tile at a time.
+        transforms, f32
+    );
 }
 
 /// The AVX2 (8 tiles) and AVX-512 (16 tiles) transforms.
@@ -369,9 +524,9 @@ pub mod x86 {
             for (i, row) in d.iter_mut().enumerate() {
                 *row = tile_row_avx2(base.add(i * ld));
             }
-            return super::transform_input(d, dst, ps, n);
+            return super::transform_input::<Y8, 4>(d, dst, ps, n);
         }
-        super::input_tiles::<Y8>(src, idx, ld, dst, ps, n)
+        super::input_tiles::<Y8, 4>(src, idx, ld, dst, ps, n)
     }
 
     /// Columns `0..6` of eight tiles 4 apart on one row from `p`: `v[j]` lane `l` is
@@ -415,7 +570,7 @@ pub mod x86 {
         ld: usize,
         n: usize,
     ) {
-        super::output_tiles::<Y8>(src, ps, ts, dst, idx, ld, n)
+        super::output_tiles::<Y8, 4>(src, ps, ts, dst, idx, ld, n)
     }
 
     /// See [`super::OutputChannelsFn`] (8 channels; AVX2+FMA CPUs only).
@@ -430,7 +585,7 @@ pub mod x86 {
         plane: usize,
         ld: usize,
     ) {
-        super::output_channels::<Y8>(src, ps, dst, plane, ld)
+        super::output_channels::<Y8, 4>(src, ps, dst, plane, ld)
     }
 
     /// See [`super::OutputChannelsFn`] (16 channels; AVX-512 CPUs only): each output row's
@@ -446,7 +601,7 @@ pub mod x86 {
         plane: usize,
         ld: usize,
     ) {
-        super::output_rows::<Z16>(src, ps, 1, |r, o| {
+        super::output_rows::<Z16, 4>(src, ps, 1, |r, o| {
             let v = transpose_columns(o);
             let row = dst.add(r * ld);
             macro_rules! lane {
@@ -481,6 +636,15 @@ pub mod x86 {
             _mm512_castpd_ps(_mm512_unpackhi_pd(hi01, hi23)),
         ]
     }
+    f2_transforms!(
+        /// F(2x2)'s transforms, eight tiles at a time (AVX2+FMA CPUs only).
+        f2_avx2, Y8, "avx2,fma"
+    );
+    f2_transforms!(
+        /// F(2x2)'s transforms, sixteen tiles at a time (AVX-512 CPUs only).
+        f2_avx512, Z16, "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"
+    );
+
     /// See [`super::InputFn`] (AVX-512 CPUs only).
     ///
     /// # Safety
@@ -494,7 +658,7 @@ pub mod x86 {
         ps: usize,
         n: usize,
     ) {
-        super::input_tiles::<Z16>(src, idx, ld, dst, ps, n)
+        super::input_tiles::<Z16, 4>(src, idx, ld, dst, ps, n)
     }
     /// See [`super::OutputFn`] (AVX-512 CPUs only).
     ///
@@ -512,11 +676,11 @@ pub mod x86 {
         n: usize,
     ) {
         if n < 16 {
-            return super::output_tiles::<Z16>(src, ps, ts, dst, idx, ld, n);
+            return super::output_tiles::<Z16, 4>(src, ps, ts, dst, idx, ld, n);
         }
         // Sixteen tiles: each output row's four columns are transposed in registers to one
         // 4-float vector per tile, stored whole (not sixty-four scalar stores).
-        super::output_rows::<Z16>(src, ps, ts, |r, o| {
+        super::output_rows::<Z16, 4>(src, ps, ts, |r, o| {
             // Tile 4q + k's four columns in 128-bit lane q of v[k].
             let v = transpose_columns(o);
             let row = dst.add(r * ld);
@@ -550,9 +714,11 @@ pub fn applies(g: &Conv2d) -> bool {
 
 /// Floats of one image's (or group's) padded input copy, counted without overflow: a plan
 /// checks it against the memory limits before a run allocates it.
-pub fn padded_floats(g: &Conv2d) -> u128 {
-    let (ty, tx) = (g.oh.div_ceil(4) as u128, g.ow.div_ceil(4) as u128);
-    (4 * ty + 2) * (4 * tx + 2) * g.c as u128
+/// `m` is the output tile size (4 for F(4x4), 2 for F(2x2)).
+pub fn padded_floats(g: &Conv2d, m: usize) -> u128 {
+    let m = m.max(1) as u128;
+    let (ty, tx) = ((g.oh as u128).div_ceil(m), (g.ow as u128).div_ceil(m));
+    (m * ty + 2) * (m * tx + 2) * g.c as u128
 }
 
 /// Runs the convolution of `batches` images (or groups) with transformed weights, handing
@@ -574,19 +740,20 @@ pub unsafe fn winograd_conv(
     sink: &dyn TileSink,
 ) {
     let lanes = kern.winograd.2;
+    let (m, pts) = (w.m, points(w.m));
     // Tiles are flattened (row-major), so narrow images do not waste lanes.
-    let (ty, tx) = (g.oh.div_ceil(4), g.ow.div_ceil(4));
+    let (ty, tx) = (g.oh.div_ceil(m), g.ow.div_ceil(m));
     let ci = w.ci;
-    // Padded input: rows 4 ty + 2, columns 4 tx + 2 (zeros outside the input).
-    let (hp, wp) = (4 * ty + 2, 4 * tx + 2);
+    // Padded input: rows m ty + 2, columns m tx + 2 (zeros outside the input).
+    let (hp, wp) = (m * ty + 2, m * tx + 2);
     let plane = hp * wp;
     let pin_len = batches * ci * plane;
-    let out_ld = 4 * tx;
+    let out_ld = m * tx;
     // The tiles go through transforms and products in bands of whole tile rows, each band's
-    // transformed input (36 points x channels x tiles) within half of L2 so the products
+    // transformed input (36 or 16 points x channels x tiles) within half of L2 so the products
     // read it from cache (a 160x160 image's whole transform is tens of MB, streamed from
     // memory twice); with the tiles as rows (few tiles) all of them at once.
-    let per_row = P * ci * tx * 4 * batches;
+    let per_row = pts * ci * tx * 4 * batches;
     let cache_band = (crate::isa::l2_bytes() / 2 / per_row.max(1)).clamp(1, ty);
     // With several threads and bands, each thread runs whole bands on its own (transforms
     // and products in its own L2, no barrier between the phases); the band count is then a
@@ -600,7 +767,7 @@ pub unsafe fn winograd_conv(
     // (their data crossing cores at every barrier), 1.5x faster with a band each. Larger
     // weights are better split by the products' columns (ResNet-50's 256-channel 14x14
     // layers, 9.4 MB, ran 15% slower with a band each).
-    let weights_in_l2 = P * ci * w.co * 4 <= crate::isa::l2_bytes() / 2;
+    let weights_in_l2 = pts * ci * w.co * 4 <= crate::isa::l2_bytes() / 2;
     let own_bands = ty >= threads && (!w.tiles_as_rows || weights_in_l2);
     let (band, bands) = if own_bands && w.tiles_as_rows {
         let band = ty.div_ceil(threads);
@@ -630,8 +797,8 @@ pub unsafe fn winograd_conv(
         }
     };
     let tpad = (band * tx).div_ceil(lanes) * lanes;
-    let v_len = batches * P * ci * tpad;
-    let m_len = batches * P * w.co * tpad;
+    let v_len = batches * pts * ci * tpad;
+    let m_len = batches * pts * w.co * tpad;
     // The band buffers live in the scratch of the thread that runs the band, and so does
     // a band's padded input then: each thread pads the rows its band reads (all channels)
     // instead of every thread padding some channels of all rows, so the rows the previous
@@ -672,17 +839,17 @@ pub unsafe fn winograd_conv(
                 let in_idx: Vec<i32> = (0..bpad)
                     .map(|t| {
                         let t = ty0 * tx + t.min(bt - 1);
-                        ((4 * (t / tx) - row0) * wp + 4 * (t % tx)) as i32
+                        ((m * (t / tx) - row0) * wp + m * (t % tx)) as i32
                     })
                     .collect();
                 let out_idx: Vec<i32> = (0..bpad)
                     .map(|t| {
                         let t = t.min(bt - 1);
-                        (4 * (t / tx) * out_ld + 4 * (t % tx)) as i32
+                        (m * (t / tx) * out_ld + m * (t % tx)) as i32
                     })
                     .collect();
                 // The band's output rows.
-                let (oy0, oy1) = (4 * ty0, (4 * ty1).min(g.oh));
+                let (oy0, oy1) = (m * ty0, (m * ty1).min(g.oh));
                 let (vbuf, mbuf) = vm.split_at_mut(v_len);
                 winograd_band(
                     kern,
@@ -713,7 +880,7 @@ pub unsafe fn winograd_conv(
                     return;
                 }
                 // Padded rows 4 ty0 .. 4 ty1 + 2 of every plane: the band's tiles and halo.
-                let rows = 4 * ty0..4 * ty1 + 2;
+                let rows = m * ty0..m * ty1 + 2;
                 let lplane = rows.len() * wp;
                 with_scratch(v_len + m_len + batches * ci * lplane, |buf| {
                     let (vm, lpin) = buf.split_at_mut(v_len + m_len);
@@ -814,8 +981,14 @@ unsafe fn winograd_band(
     band: Band,
     (pp, vp, mp): (Shared, Shared, Shared),
 ) {
-    let (input_fn, output_fn, lanes) = kern.winograd;
-    let output_ch_fn = kern.winograd_output_channels;
+    let (input_fn, output_fn, output_ch_fn, lanes) = if w.m == 2 {
+        let f2 = kern.winograd_f2;
+        (f2.input, f2.output, f2.output_channels, kern.winograd.2)
+    } else {
+        let (i, o, l) = kern.winograd;
+        (i, o, kern.winograd_output_channels, l)
+    };
+    let (m, pts) = (w.m, points(w.m));
     let (ci, co) = (w.ci, w.co);
     let Band {
         batches,
@@ -834,7 +1007,7 @@ unsafe fn winograd_band(
         let _ = (&pp, &vp);
         let (b, c) = (t / ci, t % ci);
         let src = pp.0.add(t * plane);
-        let vb = vp.0.add(b * P * ci * bpad + c * bpad);
+        let vb = vp.0.add(b * pts * ci * bpad + c * bpad);
         for t0 in (0..bt).step_by(lanes) {
             let n = lanes.min(bt - t0);
             input_fn(src, in_idx.as_ptr().add(t0), wp, vb.add(t0), ci * bpad, n);
@@ -845,7 +1018,7 @@ unsafe fn winograd_band(
     // panels).
     if w.tiles_as_rows {
         let gm = Gemm {
-            batch: batches * P,
+            batch: batches * pts,
             m: bt,
             n: co,
             k: ci,
@@ -867,7 +1040,7 @@ unsafe fn winograd_band(
         gemm(kern, pool, threads, &gm, &store);
     } else {
         let gm = Gemm {
-            batch: batches * P,
+            batch: batches * pts,
             m: co,
             n: bt,
             k: ci,
@@ -895,7 +1068,7 @@ unsafe fn winograd_band(
     // one tile at a time (no gathers), one task per (batch, block), the channels past the
     // last whole block one by one below.
     let blocks = if w.tiles_as_rows { co / lanes } else { 0 };
-    let plane_len = (bt / (out_ld / 4)) * 4 * out_ld;
+    let plane_len = (bt / (out_ld / m)) * m * out_ld;
     let rows = oy1 - oy0;
     // Hands a band's output plane of channel `o` to the sink.
     let emit = |b: usize, o: usize, plane_out: &mut [f32]| {
@@ -913,7 +1086,7 @@ unsafe fn winograd_band(
     pool.run(threads, batches * blocks, &|t| {
         let _ = &mp;
         let (b, o0) = (t / blocks, (t % blocks) * lanes);
-        let mb = mp.0.add(b * P * co * bpad + o0);
+        let mb = mp.0.add(b * pts * co * bpad + o0);
         with_scratch(lanes * plane_len, |planes| {
             for (tile, &at) in out_idx[..bt].iter().enumerate() {
                 output_ch_fn(
@@ -939,7 +1112,7 @@ unsafe fn winograd_band(
     pool.run(threads, batches * rest, &|t| {
         let _ = &mp;
         let (b, o) = (t / rest, blocks * lanes + t % rest);
-        let mb = mp.0.add(b * P * co * bpad + o * ostride);
+        let mb = mp.0.add(b * pts * co * bpad + o * ostride);
         with_scratch(plane_len, |plane_out| {
             for t0 in (0..bt).step_by(lanes) {
                 let n = lanes.min(bt - t0);
@@ -969,11 +1142,17 @@ mod tests {
         // One thread runs the bands in turn, each on all threads; two or three run whole
         // bands each (a band count the threads divide).
         for threads in [1, 2, 3] {
-            check_on(kern, threads);
+            check_on(kern, 4, threads);
         }
     }
 
-    fn check_on(kern: &Kernels, threads: usize) {
+    fn check_f2(kern: &Kernels) {
+        for threads in [1, 2, 3] {
+            check_on(kern, 2, threads);
+        }
+    }
+
+    fn check_on(kern: &Kernels, m: usize, threads: usize) {
         for &(c, co, h, w, p) in &[
             (1, 1, 1, 1, 1),
             (3, 5, 7, 9, 1),
@@ -1014,7 +1193,7 @@ mod tests {
             let batches = 2;
             let x = rand_vec(batches * c * h * w, 3);
             let wt = rand_vec(co * c * 9, 4);
-            let ww = WinogradWeights::new(kern, co, c, &wt, oh.div_ceil(4) * ow.div_ceil(4));
+            let ww = WinogradWeights::new(kern, m, co, c, &wt, tiles(&g, m));
             let mut out = vec![f32::NAN; batches * co * oh * ow];
             let sink = StoreC {
                 c: out.as_mut_ptr(),
@@ -1063,7 +1242,7 @@ mod tests {
                             let got = out[((b * co + o) * oh + y) * ow + xo] as f64;
                             assert!(
                                 (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                                "{} t{threads} c{c} co{co} {h}x{w} p{p} ({b},{o},{y},{xo}): {got} vs {want}",
+                                "{} F({m}x{m}) t{threads} c{c} co{co} {h}x{w} p{p} ({b},{o},{y},{xo}): {got} vs {want}",
                                 kern.isa
                             );
                         }
@@ -1074,4 +1253,32 @@ mod tests {
     }
 
     isa_tests!(winograd_f4x4, check);
+    isa_tests!(winograd_f2x2, check_f2);
+
+    #[test]
+    fn cost_model_takes_f2_for_small_images() {
+        let g = |hw: usize| Conv2d {
+            c: 256,
+            h: hw,
+            w: hw,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            dh: 1,
+            dw: 1,
+            ph: 1,
+            pw: 1,
+            oh: hw,
+            ow: hw,
+        };
+        // 14x14: F(4x4) has 16 tiles, F(2x2) 49, the direct product 196 pixels.
+        assert!(cost(&g(14), 2) < cost(&g(14), 4));
+        assert!(cost(&g(14), 2) < cost(&g(14), 1));
+        // 28x28 and 56x56: F(4x4).
+        assert!(cost(&g(28), 4) < cost(&g(28), 2));
+        assert!(cost(&g(56), 4) < cost(&g(56), 2));
+        // 7x7: the direct product (F(2x2)'s 16 tiles leave its weights waiting on memory).
+        assert!(cost(&g(7), 1) < cost(&g(7), 2));
+    }
 }
