@@ -378,58 +378,9 @@ pub fn lanes(kern: &Kernels) -> usize {
     kern.winograd.2
 }
 
-/// The portable transforms (one tile at a time).
-pub mod portable {
-    /// See [`super::InputFn`].
-    ///
-    /// # Safety
-    /// The tile's input and outputs must be in bounds.
-    pub unsafe fn input(
-        src: *const f32,
-        idx: *const i32,
-        ld: usize,
-        dst: *mut f32,
-        ps: usize,
-        n: usize,
-    ) {
-        super::input_tiles::<f32, 4>(src, idx, ld, dst, ps, n)
-    }
-    /// See [`super::OutputFn`].
-    ///
-    /// # Safety
-    /// As for `input`.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn output(
-        src: *const f32,
-        ps: usize,
-        ts: usize,
-        dst: *mut f32,
-        idx: *const i32,
-        ld: usize,
-        n: usize,
-    ) {
-        super::output_tiles::<f32, 4>(src, ps, ts, dst, idx, ld, n)
-    }
-
-    /// See [`super::OutputChannelsFn`] (one channel).
-    ///
-    /// # Safety
-    /// The tile's points and outputs must be in bounds.
-    pub unsafe fn output_channels(
-        src: *const f32,
-        ps: usize,
-        dst: *mut f32,
-        plane: usize,
-        ld: usize,
-    ) {
-        super::output_channels::<f32, 4>(src, ps, dst, plane, ld)
-    }
-}
-
-/// F(2x2)'s transforms: the generic ones at `M = 2` over lanes `$v`, as one ISA's
-/// [`Transforms`].
-macro_rules! f2_transforms {
-    ($(#[$doc:meta])* $name:ident, $v:ty $(, $features:literal)?) => {
+/// The generic transforms at tile size `$m` over lanes `$v`, as one ISA's [`Transforms`].
+macro_rules! transforms {
+    ($(#[$doc:meta])* $name:ident, $v:ty, $m:literal $(, $features:literal)?) => {
         $(#[$doc])*
         pub fn $name() -> super::Transforms {
             $(#[target_feature(enable = $features)])?
@@ -441,7 +392,7 @@ macro_rules! f2_transforms {
                 ps: usize,
                 n: usize,
             ) {
-                super::input_tiles::<$v, 2>(src, idx, ld, dst, ps, n)
+                super::input_tiles::<$v, $m>(src, idx, ld, dst, ps, n)
             }
             $(#[target_feature(enable = $features)])?
             #[allow(clippy::too_many_arguments)]
@@ -454,7 +405,7 @@ macro_rules! f2_transforms {
                 ld: usize,
                 n: usize,
             ) {
-                super::output_tiles::<$v, 2>(src, ps, ts, dst, idx, ld, n)
+                super::output_tiles::<$v, $m>(src, ps, ts, dst, idx, ld, n)
             }
             $(#[target_feature(enable = $features)])?
             unsafe fn output_channels(
@@ -464,7 +415,7 @@ macro_rules! f2_transforms {
                 plane: usize,
                 ld: usize,
             ) {
-                super::output_channels::<$v, 2>(src, ps, dst, plane, ld)
+                super::output_channels::<$v, $m>(src, ps, dst, plane, ld)
             }
             super::Transforms {
                 input,
@@ -486,11 +437,15 @@ pub struct Transforms {
     pub output_channels: OutputChannelsFn,
 }
 
-/// The portable F(2x2) transforms.
-pub mod portable_f2 {
-    f2_transforms!(
-        /// F(2x2)'s transforms one tile at a time.
-        transforms, f32
+/// The portable transforms (one tile at a time).
+pub mod portable {
+    transforms!(
+        /// F(4x4)'s transforms.
+        f4, f32, 4
+    );
+    transforms!(
+        /// F(2x2)'s transforms.
+        f2, f32, 2
     );
 }
 
@@ -636,13 +591,13 @@ pub mod x86 {
             _mm512_castpd_ps(_mm512_unpackhi_pd(hi01, hi23)),
         ]
     }
-    f2_transforms!(
+    transforms!(
         /// F(2x2)'s transforms, eight tiles at a time (AVX2+FMA CPUs only).
-        f2_avx2, Y8, "avx2,fma"
+        f2_avx2, Y8, 2, "avx2,fma"
     );
-    f2_transforms!(
+    transforms!(
         /// F(2x2)'s transforms, sixteen tiles at a time (AVX-512 CPUs only).
-        f2_avx512, Z16, "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"
+        f2_avx512, Z16, 2, "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"
     );
 
     /// See [`super::InputFn`] (AVX-512 CPUs only).
