@@ -1,6 +1,8 @@
 //! Shape specialization of the real models: with concrete input shapes, the optimized graph
 //! has no `Shape` node left and every node output has a fully known shape. Skipped (with a
-//! message) when the models are not in `~/.cache/smelt/data/models`.
+//! message) when the models are not in `~/.cache/smelt/data/models`. Needs the importer
+//! and the passes (the `compiler` feature).
+#![cfg(feature = "compiler")]
 
 use smelt_ir::{Dim, Graph, ValueType};
 use smelt_runtime::{InputShapes, Session, SessionOptions};
