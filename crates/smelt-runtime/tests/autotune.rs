@@ -201,12 +201,15 @@ fn every_forced_conv_algorithm_matches_the_oracle_on_every_isa() {
                 let applies = match algo {
                     ConvAlgorithm::Gemm => true,
                     ConvAlgorithm::Direct => case.k > 1,
-                    ConvAlgorithm::Winograd => case.k == 3 && case.stride == 1,
+                    ConvAlgorithm::Winograd | ConvAlgorithm::WinogradF2 => {
+                        case.k == 3 && case.stride == 1
+                    }
                 };
                 let expect = match algo {
                     ConvAlgorithm::Gemm => "gemm",
                     ConvAlgorithm::Direct => "conv.direct",
-                    ConvAlgorithm::Winograd => "conv.winograd",
+                    ConvAlgorithm::Winograd => "conv.winograd-f4x4",
+                    ConvAlgorithm::WinogradF2 => "conv.winograd-f2x2",
                 };
                 assert_eq!(
                     name.contains(expect),
@@ -331,4 +334,33 @@ fn a_lean_plan_trades_winograd_for_the_direct_kernel_and_computes_the_same() {
     // A plan without Winograd has nothing to trade.
     let (again, n) = tune::without_winograd(&lean).expect("lean");
     assert!(again.is_none() && n == 0);
+}
+
+#[test]
+fn a_lean_plan_trades_winograd_f4x4_for_f2x2_and_computes_the_same() {
+    let (x, want, plan) = winograd_case();
+    let names = plan.kernel_names();
+    assert!(
+        names.iter().any(|k| k.starts_with("conv.winograd-f4x4")),
+        "{names:?}"
+    );
+    let (lean, n) = tune::winograd_f2(&plan).expect("lean");
+    let lean = lean.expect("a lean plan");
+    assert_eq!(n, 1);
+    let names = lean.kernel_names();
+    assert!(
+        names.iter().any(|k| k.starts_with("conv.winograd-f2x2")),
+        "{names:?}"
+    );
+    let outs = lean.run_ref(&[("x", &x)]).expect("run");
+    close(
+        &outs[0].tensor().expect("tensor").to_f64().expect("f64"),
+        &want,
+        "F(2x2) plan",
+    );
+    // No F(4x4) left to trade; the direct kernel still takes the F(2x2) one.
+    let (again, n) = tune::winograd_f2(&lean).expect("lean");
+    assert!(again.is_none() && n == 0);
+    let (direct, n) = tune::without_winograd(&lean).expect("lean");
+    assert!(direct.is_some() && n == 1);
 }

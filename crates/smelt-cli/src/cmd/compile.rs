@@ -4,6 +4,7 @@
 use super::autotune::{self, Autotune};
 use super::preset;
 use crate::inputs::{index_limits, parse_shapes, SplitMix};
+use smelt_ir::kernel::ConvAlgorithm;
 use smelt_ir::{bail, err, ErrorKind, Result, Tensor, Value, ValueType};
 use smelt_runtime::artifact::{self, CompileInfo};
 use smelt_runtime::{Session, SessionOptions};
@@ -153,28 +154,37 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let mut footprint = artifact::budget::Footprint::of(&bytes)?;
     if let Some(max) = a.max_memory {
         let mut lean = None;
-        if footprint.check(max).is_err() {
-            // Winograd's transformed filters are 4x the filters: the direct kernel first.
-            if let Some((lean_plans, n)) = without_winograd(&plans)? {
-                let refs: Vec<&smelt_runtime::Plan> =
-                    lean_plans.iter().map(|p| p.as_ref()).collect();
-                let lean_bytes = artifact::write::encode_buckets(&session, &refs, &info)
-                    .map_err(|e| e.context(a.model.display().to_string()))?;
-                let f = artifact::budget::Footprint::of(&lean_bytes)?;
-                decisions.push(format!(
-                    "memory: {n} Winograd convolution(s) on the direct kernel instead, to fit (the compiled model {} -> {})",
-                    artifact::budget::mib(footprint.total()),
-                    artifact::budget::mib(f.total())
-                ));
-                lean = Some(n);
-                (bytes, footprint, plans) = (lean_bytes, f, lean_plans);
+        // Winograd's transformed filters take memory (F(4x4)'s 4x the filters, F(2x2)'s
+        // 1.8x): F(4x4) goes to F(2x2) first, then every Winograd convolution to the
+        // direct kernel, until the compiled model fits.
+        for to in [ConvAlgorithm::WinogradF2, ConvAlgorithm::Direct] {
+            if footprint.check(max).is_ok() {
+                break;
             }
+            let Some((lean_plans, n)) = leaner_winograd(&plans, to)? else {
+                continue;
+            };
+            let refs: Vec<&smelt_runtime::Plan> = lean_plans.iter().map(|p| p.as_ref()).collect();
+            let lean_bytes = artifact::write::encode_buckets(&session, &refs, &info)
+                .map_err(|e| e.context(a.model.display().to_string()))?;
+            let f = artifact::budget::Footprint::of(&lean_bytes)?;
+            let on = match to {
+                ConvAlgorithm::WinogradF2 => "on Winograd F(2x2)",
+                _ => "on the direct kernel",
+            };
+            decisions.push(format!(
+                "memory: {n} Winograd convolution(s) {on} instead, to fit (the compiled model {} -> {})",
+                artifact::budget::mib(footprint.total()),
+                artifact::budget::mib(f.total())
+            ));
+            lean = Some((n, on));
+            (bytes, footprint, plans) = (lean_bytes, f, lean_plans);
         }
         footprint.check(max).map_err(|e| {
             let e = match lean {
-                Some(n) => e.context(format!(
-                    "even with its {n} Winograd convolution(s) on the direct kernel"
-                )),
+                Some((n, on)) => {
+                    e.context(format!("even with its {n} Winograd convolution(s) {on}"))
+                }
                 None => e,
             };
             e.context(a.model.display().to_string())
@@ -222,15 +232,20 @@ pub fn main(a: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The plans with every Winograd convolution on the direct kernel, and how many changed
-/// (None when none did).
-fn without_winograd(
+/// The plans with their Winograd convolutions on `to` (F(2x2): the F(4x4) ones; the
+/// direct kernel: all), and how many changed (None when none did).
+fn leaner_winograd(
     plans: &[Arc<smelt_runtime::Plan>],
+    to: ConvAlgorithm,
 ) -> Result<Option<(Vec<Arc<smelt_runtime::Plan>>, usize)>> {
     let mut out = Vec::with_capacity(plans.len());
     let mut changed = 0;
     for p in plans {
-        match smelt_runtime::tune::without_winograd(p)? {
+        let lean = match to {
+            ConvAlgorithm::WinogradF2 => smelt_runtime::tune::winograd_f2(p)?,
+            _ => smelt_runtime::tune::without_winograd(p)?,
+        };
+        match lean {
             (Some(lean), n) => {
                 out.push(Arc::new(lean));
                 changed += n;

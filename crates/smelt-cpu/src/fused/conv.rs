@@ -321,11 +321,13 @@ impl ConvPlan {
         let chosen = choice.filter(|c| match c {
             ConvAlgorithm::Gemm => true,
             ConvAlgorithm::Direct => !geom.is_pointwise(),
-            ConvAlgorithm::Winograd => winograd::applies(&geom),
+            ConvAlgorithm::Winograd | ConvAlgorithm::WinogradF2 => winograd::applies(&geom),
         });
-        let (winograd, direct) = match chosen {
-            Some(c) => (c == ConvAlgorithm::Winograd, c == ConvAlgorithm::Direct),
-            None => (winograd, direct),
+        let (winograd, direct, wino_m) = match chosen {
+            Some(ConvAlgorithm::Winograd) => (true, false, 4),
+            Some(ConvAlgorithm::WinogradF2) => (true, false, 2),
+            Some(c) => (false, c == ConvAlgorithm::Direct, wino_m),
+            None => (winograd, direct, wino_m),
         };
         let method = if depthwise {
             Method::Depthwise(wv.into_owned())

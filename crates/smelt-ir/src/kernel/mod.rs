@@ -405,22 +405,27 @@ pub enum ConvAlgorithm {
     Direct,
     /// Winograd F(4x4, 3x3) (3x3 stride-1 convolutions only).
     Winograd,
+    /// Winograd F(2x2, 3x3) (3x3 stride-1 convolutions only): more multiplies than
+    /// F(4x4), 16 transformed weights per filter instead of 36.
+    WinogradF2,
 }
 
 impl ConvAlgorithm {
     /// Every algorithm, in a fixed order.
-    pub const ALL: [ConvAlgorithm; 3] = [
+    pub const ALL: [ConvAlgorithm; 4] = [
         ConvAlgorithm::Gemm,
         ConvAlgorithm::Direct,
         ConvAlgorithm::Winograd,
+        ConvAlgorithm::WinogradF2,
     ];
 
-    /// The algorithm's name: gemm, direct or winograd.
+    /// The algorithm's name: gemm, direct, winograd or winograd-f2.
     pub fn name(self) -> &'static str {
         match self {
             ConvAlgorithm::Gemm => "gemm",
             ConvAlgorithm::Direct => "direct",
             ConvAlgorithm::Winograd => "winograd",
+            ConvAlgorithm::WinogradF2 => "winograd-f2",
         }
     }
 }

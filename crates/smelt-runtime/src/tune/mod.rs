@@ -352,6 +352,18 @@ pub fn autotune(
 /// The plan with Winograd convolutions (whose transformed filters take 4x the memory)
 /// on the direct kernel instead, and how many groups changed (0: the plan as it was).
 pub fn without_winograd(plan: &Plan) -> Result<(Option<Plan>, usize)> {
+    leaner_winograd(plan, ConvAlgorithm::Direct)
+}
+
+/// The plan with Winograd F(4x4) convolutions on F(2x2) instead (16 transformed weights
+/// per filter, not 36), and how many groups changed (0: the plan as it was).
+pub fn winograd_f2(plan: &Plan) -> Result<(Option<Plan>, usize)> {
+    leaner_winograd(plan, ConvAlgorithm::WinogradF2)
+}
+
+/// The plan with its Winograd convolutions on `to`: the direct kernel (all of them), or
+/// F(2x2) (the F(4x4) ones).
+fn leaner_winograd(plan: &Plan, to: ConvAlgorithm) -> Result<(Option<Plan>, usize)> {
     let (Some(kp), Some((threads, isa))) = (plan.kernels(), plan.cpu_setup()) else {
         return Ok((None, 0));
     };
@@ -362,8 +374,12 @@ pub fn without_winograd(plan: &Plan) -> Result<(Option<Plan>, usize)> {
     };
     let mut changed = 0;
     for (g, name) in lean.groups.iter_mut().zip(plan.kernel_names()) {
-        if name.starts_with("conv.winograd") {
-            g.choice.conv = Some(ConvAlgorithm::Direct);
+        let from = match to {
+            ConvAlgorithm::WinogradF2 => "conv.winograd-f4x4",
+            _ => "conv.winograd",
+        };
+        if name.starts_with(from) {
+            g.choice.conv = Some(to);
             changed += 1;
         }
     }
