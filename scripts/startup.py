@@ -9,6 +9,7 @@ For each model: compiles a `.smelt` artifact, then reports
     process that loads nothing; onnxruntime: after `import onnxruntime`).
 
 Usage: python scripts/startup.py [--smelt target/release/smelt] [--threads 1] [--only yolov8n]
+       [--compile-arg=--max-memory=30M]
 (run with a Python that has onnxruntime and numpy, e.g. ~/.cache/smelt/venv/bin/python).
 """
 
@@ -71,6 +72,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", action="append", help="a case to run (repeatable; default all)")
+    ap.add_argument("--compile-arg", action="append", default=[],
+                    help="an extra argument for `smelt compile` (repeatable), e.g. --compile-arg=--max-memory=30M")
     a = ap.parse_args()
     th = str(a.threads)
     _, base_rss = wall_and_rss([a.smelt, "--version"])
@@ -82,7 +85,7 @@ def main():
             model = os.path.join(MODELS, rel)
             art = os.path.join(d, name + ".smelt")
             shape_args = [x for n, s in shapes.items() for x in ("--shape", f"{n}={s}")]
-            subprocess.run([a.smelt, "compile", model, "-o", art] + shape_args, check=True,
+            subprocess.run([a.smelt, "compile", model, "-o", art] + shape_args + a.compile_arg, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = [wall_and_rss([a.smelt, "run", art, "--random-inputs", "--threads", th])
                     for _ in range(a.runs)]
