@@ -5,6 +5,7 @@ pub mod cancel_reshapes;
 pub mod cancel_transposes;
 pub mod cse;
 pub mod dead_code;
+pub mod flatten_sequences;
 pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod fold_scalars;

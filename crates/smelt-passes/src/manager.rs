@@ -55,9 +55,10 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 11] = [
+pub const PASS_NAMES: [&str; 12] = [
     "infer-shapes",
     "fold-constants",
+    "flatten-sequences",
     "inline-if",
     "remove-noops",
     "cse",
@@ -77,6 +78,7 @@ impl PassManager {
             _ => vec![
                 Box::new(crate::infer_shapes::InferShapes),
                 Box::new(crate::fold_constants::FoldConstants::default()),
+                Box::new(crate::flatten_sequences::FlattenSequences),
                 Box::new(crate::inline_if::InlineIf),
                 Box::new(crate::remove_noops::RemoveNoops),
                 Box::new(crate::cse::Cse),

@@ -466,8 +466,12 @@ impl Tail {
         let g = &self.graph;
         for i in &g.inputs {
             let name = g.name_of(i.id);
-            let Some(Value::Tensor(t)) = inputs.get(name) else {
-                continue;
+            // An input the run leaves out takes its default (an initializer), baked like
+            // a given one when shapes depend on it.
+            let t = match (inputs.get(name), &i.default) {
+                (Some(Value::Tensor(t)), _) => t,
+                (None, Some(d)) => d,
+                _ => continue,
             };
             match self.bakes(name, t) {
                 Some(b) => key.baked.push((name.to_string(), b)),
@@ -517,8 +521,18 @@ impl Tail {
                 shape: Some(dims.iter().map(|&d| Dim::Known(d as u64)).collect()),
             });
         }
+        let defaults: HashMap<String, Tensor> = g
+            .inputs
+            .iter()
+            .filter_map(|i| Some((g.name_of(i.id).to_string(), i.default.clone()?)))
+            .collect();
         for (name, _) in &key.baked {
-            let (Some(&id), Some(Value::Tensor(v))) = (ids.get(name), inputs.get(name)) else {
+            let v = match (inputs.get(name), defaults.get(name)) {
+                (Some(Value::Tensor(v)), _) => v,
+                (None, Some(d)) => d,
+                _ => continue,
+            };
+            let Some(&id) = ids.get(name) else {
                 continue;
             };
             g.inputs.retain(|i| i.id != id);

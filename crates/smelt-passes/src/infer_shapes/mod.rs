@@ -228,6 +228,21 @@ fn infer_node(x: &In) -> Result<Outs> {
             x.constant(0);
             None
         }
+        // A sequence's structure depends on its positions' values (flatten-sequences
+        // resolves it then).
+        Op::Sequence(o) => {
+            use smelt_ir::op::SequenceOp as S;
+            match o {
+                S::SequenceInsert => {
+                    x.constant(2);
+                }
+                S::SequenceAt | S::SequenceErase | S::SplitToSequence { .. } => {
+                    x.constant(1);
+                }
+                _ => {}
+            }
+            None
+        }
         _ => None,
     };
     Ok(r.unwrap_or_default())
