@@ -21,8 +21,13 @@ const GRAPH: &str = r#"graph "g" {
 }"#;
 
 fn session(level: u8) -> Session {
+    load(GRAPH, level)
+}
+
+/// A session of the graph `text` at optimization level `level`.
+fn load(text: &str, level: u8) -> Session {
     let model = Model {
-        graph: smelt_ir::text::parse_graph(GRAPH).expect("parse"),
+        graph: smelt_ir::text::parse_graph(text).expect("parse"),
         opsets: vec![(String::new(), 17)],
         ir_version: 8,
         producer: "test".into(),
@@ -120,20 +125,7 @@ const SEQUENCES: &str = r#"graph "seq" {
 
 #[test]
 fn sequences_of_known_structure_run_planned_with_defaulted_positions_baked() {
-    let load = |level: u8| {
-        let model = Model {
-            graph: smelt_ir::text::parse_graph(SEQUENCES).expect("parse"),
-            opsets: vec![(String::new(), 17)],
-            ir_version: 8,
-            producer: "test".into(),
-        };
-        let options = SessionOptions {
-            opt_level: level,
-            ..Default::default()
-        };
-        Session::from_model_with(model, &options).expect("load")
-    };
-    let (fast, oracle) = (load(1), load(0));
+    let (fast, oracle) = (load(SEQUENCES, 1), load(SEQUENCES, 0));
     let t = |shape: Vec<usize>, base: f32| {
         let n = shape.iter().product::<usize>();
         let v = (0..n).map(|i| base + i as f32 / 8.0).collect();
