@@ -48,8 +48,28 @@ fn flatten(g: &mut Graph) -> bool {
         }
     }
     let mut lists: HashMap<ValueId, Vec<ValueId>> = HashMap::new();
+    // The element types SequenceEmpty declares: what may be inserted into them.
+    let empty: HashMap<ValueId, smelt_ir::DType> = g
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            Op::Sequence(SequenceOp::SequenceEmpty { dtype }) => {
+                Some((n.outputs.first().copied().flatten()?, dtype))
+            }
+            _ => None,
+        })
+        .collect();
     let mut out_nodes = Vec::with_capacity(g.nodes.len());
     for n in std::mem::take(&mut g.nodes) {
+        if let (Op::Sequence(SequenceOp::SequenceInsert), Some(s), Some(t)) = (
+            &n.op,
+            n.inputs.first().copied().flatten(),
+            n.inputs.get(1).copied().flatten(),
+        ) {
+            if empty.get(&s).is_some_and(|&d| dtype_of(g, t) != Some(d)) {
+                return false;
+            }
+        }
         let Some(rewritten) = rewrite(g, &mut lists, n) else {
             return false;
         };
@@ -98,11 +118,19 @@ fn rewrite(
         }
         SequenceOp::SequenceConstruct => {
             let items: Option<Vec<ValueId>> = n.inputs.iter().copied().collect();
-            lists.insert(out?, items?);
+            let items = items?;
+            // Tensors of different types make no sequence: the reference executor says so.
+            if !one_dtype(g, &items) {
+                return None;
+            }
+            lists.insert(out?, items);
             Some(Vec::new())
         }
         SequenceOp::SequenceInsert => {
             let (mut s, t) = (list(0)?, input(1)?);
+            if !one_dtype(g, &[s.as_slice(), &[t]].concat()) {
+                return None;
+            }
             // Positions in [-n, n]: a negative one counts from the back of the n tensors.
             let at = match input(2) {
                 Some(p) => position(g, p, s.len(), true)?,
@@ -263,6 +291,25 @@ fn rewrite(
     }
 }
 
+/// The element type of tensor `v`, when known.
+fn dtype_of(g: &Graph, v: ValueId) -> Option<smelt_ir::DType> {
+    match constant(g, v) {
+        Some(t) => Some(t.dtype()),
+        None => match &g.value(v).ty {
+            Some(ValueType::Tensor { dtype, .. }) => Some(*dtype),
+            _ => None,
+        },
+    }
+}
+
+/// Whether the tensors `vs` share one element type (each known, or the check cannot hold).
+fn one_dtype(g: &Graph, vs: &[ValueId]) -> bool {
+    let Some(first) = vs.first().map(|&v| dtype_of(g, v)) else {
+        return true;
+    };
+    first.is_some() && vs.iter().all(|&v| dtype_of(g, v) == first)
+}
+
 /// The constant tensor value `v` holds, if it is one.
 fn constant(g: &Graph, v: ValueId) -> Option<&Tensor> {
     g.constants.iter().find(|c| c.id == v).map(|c| &c.tensor)
@@ -411,6 +458,32 @@ mod tests {
 }"#);
         assert!(!changed);
         assert_eq!(ops(&g), ["SequenceConstruct", "SequenceAt"]);
+        // Tensors of two types make no sequence, nor one inserted into an empty sequence
+        // of another type: the reference executor's error.
+        let (changed, _) = run(r#"graph "g" {
+  input %0 "b": i64[2]
+  %1 "e" = sequence.SequenceEmpty {"dtype":"F32"} () # "empty"
+  %2 "s" = sequence.SequenceInsert (%1, %0) # "insert"
+  %3 "n" = sequence.SequenceLength (%2) # "length"
+  output %3
+}"#);
+        assert!(!changed);
+        let (changed, _) = run(r#"graph "g" {
+  input %0 "b": f32[2]
+  %1 "e" = sequence.SequenceEmpty {"dtype":"F32"} () # "empty"
+  %2 "s" = sequence.SequenceInsert (%1, %0) # "insert"
+  %3 "n" = sequence.SequenceLength (%2) # "length"
+  output %3
+}"#);
+        assert!(changed, "the same insert of an f32 tensor flattens");
+        let (changed, _) = run(r#"graph "g" {
+  input %0 "a": f32[2]
+  input %1 "b": i64[2]
+  %2 "s" = sequence.SequenceConstruct (%0, %1) # "construct"
+  %3 "n" = sequence.SequenceLength (%2) # "length"
+  output %3
+}"#);
+        assert!(!changed);
         // A position past the end is the run's error, left to the reference executor.
         let (changed, _) = run(r#"graph "g" {
   input %0 "a": f32[2]
