@@ -117,7 +117,7 @@ fn forced(plan: &Plan, choice: KernelChoice) -> KernelPlan {
 #[test]
 fn every_forced_conv_algorithm_matches_the_oracle_on_every_isa() {
     let cases = [
-        // 3x3 stride 1: all three algorithms apply.
+        // 3x3 stride 1: every algorithm applies.
         ConvCase {
             c: 8,
             m: 12,
@@ -126,6 +126,16 @@ fn every_forced_conv_algorithm_matches_the_oracle_on_every_isa() {
             stride: 1,
             pad: 1,
             group: 1,
+        },
+        // 3x3 stride 1 in two groups: Winograd's weights per group.
+        ConvCase {
+            c: 8,
+            m: 6,
+            hw: 9,
+            k: 3,
+            stride: 1,
+            pad: 1,
+            group: 2,
         },
         // Too few channels for the cost model's Winograd, forced anyway.
         ConvCase {
