@@ -1,4 +1,5 @@
-//! Flattening sequences whose structure is known when the graph is compiled: a sequence
+//! Flattening sequences whose structure is known when the graph is compiled (after
+//! inline-if, so a taken branch's sequence ops are flattened with the graph's): a sequence
 //! built by SequenceEmpty, SequenceConstruct, SequenceInsert and SequenceErase (positions
 //! constant), or by SplitToSequence (split and shape known), becomes the list of its
 //! tensors; SequenceAt becomes an Identity of one of them, SequenceLength a constant,

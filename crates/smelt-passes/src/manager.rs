@@ -58,8 +58,8 @@ pub struct PassManager {
 pub const PASS_NAMES: [&str; 12] = [
     "infer-shapes",
     "fold-constants",
-    "flatten-sequences",
     "inline-if",
+    "flatten-sequences",
     "remove-noops",
     "cse",
     "cancel-transposes",
@@ -78,8 +78,8 @@ impl PassManager {
             _ => vec![
                 Box::new(crate::infer_shapes::InferShapes),
                 Box::new(crate::fold_constants::FoldConstants::default()),
-                Box::new(crate::flatten_sequences::FlattenSequences),
                 Box::new(crate::inline_if::InlineIf),
+                Box::new(crate::flatten_sequences::FlattenSequences),
                 Box::new(crate::remove_noops::RemoveNoops),
                 Box::new(crate::cse::Cse),
                 Box::new(crate::cancel_transposes::CancelTransposes),
