@@ -26,7 +26,7 @@ pub const fn points(m: usize) -> usize {
 
 /// Tiles of `m x m` outputs per image of `g`.
 pub fn tiles(g: &Conv2d, m: usize) -> usize {
-    g.oh.div_ceil(m) * g.ow.div_ceil(m)
+    g.oh.div_ceil(m).saturating_mul(g.ow.div_ceil(m))
 }
 
 /// The relative cost of a 3x3 convolution of `g` by Winograd F(m x m) (m = 2 or 4), or by
@@ -37,8 +37,12 @@ pub fn tiles(g: &Conv2d, m: usize) -> usize {
 pub fn cost(g: &Conv2d, m: usize) -> usize {
     const REUSE: usize = 32;
     let points = if m == 1 { 9 } else { points(m) };
-    let tiles = if m == 1 { g.oh * g.ow } else { tiles(g, m) };
-    points * tiles.max(REUSE)
+    let tiles = if m == 1 {
+        g.oh.saturating_mul(g.ow)
+    } else {
+        tiles(g, m)
+    };
+    points.saturating_mul(tiles.max(REUSE))
 }
 
 /// Transformed, packed weights: `U[k] = (G g G^T)[k]` as a `co x ci` matrix per point `k`.

@@ -19,6 +19,9 @@ use std::collections::{HashMap, HashSet};
 /// The sequence-flattening pass.
 pub struct FlattenSequences;
 
+/// Most tensors a SplitToSequence is flattened into; longer sequences stay sequences.
+const MAX_PIECES: usize = 1024;
+
 impl Pass for FlattenSequences {
     fn name(&self) -> &'static str {
         "flatten-sequences"
@@ -62,16 +65,7 @@ fn flatten(g: &mut Graph) -> bool {
         .collect();
     let mut out_nodes = Vec::with_capacity(g.nodes.len());
     for n in std::mem::take(&mut g.nodes) {
-        if let (Op::Sequence(SequenceOp::SequenceInsert), Some(s), Some(t)) = (
-            &n.op,
-            n.inputs.first().copied().flatten(),
-            n.inputs.get(1).copied().flatten(),
-        ) {
-            if empty.get(&s).is_some_and(|&d| dtype_of(g, t) != Some(d)) {
-                return false;
-            }
-        }
-        let Some(rewritten) = rewrite(g, &mut lists, n) else {
+        let Some(rewritten) = rewrite(g, &mut lists, &empty, n) else {
             return false;
         };
         out_nodes.extend(rewritten);
@@ -90,6 +84,7 @@ fn flatten(g: &mut Graph) -> bool {
 fn rewrite(
     g: &mut Graph,
     lists: &mut HashMap<ValueId, Vec<ValueId>>,
+    empty: &HashMap<ValueId, smelt_ir::DType>,
     n: Node,
 ) -> Option<Vec<Node>> {
     let input = |i: usize| n.inputs.get(i).copied().flatten();
@@ -129,7 +124,10 @@ fn rewrite(
         }
         SequenceOp::SequenceInsert => {
             let (mut s, t) = (list(0)?, input(1)?);
-            if !one_dtype(g, &[s.as_slice(), &[t]].concat()) {
+            let declared = input(0).and_then(|v| empty.get(&v));
+            if !one_dtype(g, &[s.as_slice(), &[t]].concat())
+                || declared.is_some_and(|&d| dtype_of(g, t) != Some(d))
+            {
                 return None;
             }
             // Positions in [-n, n]: a negative one counts from the back of the n tensors.
@@ -205,19 +203,23 @@ fn rewrite(
             let shape = known_shape(g, x)?;
             let r = shape.len() as i64;
             let a = if *axis < 0 { axis + r } else { *axis };
-            let len = *shape.get(usize::try_from(a).ok()?)?;
+            // The axis length comes from the model (a declared dim) or the run: the pieces
+            // are counted before any list of them is made.
+            let len = i64::try_from(*shape.get(usize::try_from(a).ok()?)?).ok()?;
             let sizes: Vec<i64> = match input(1) {
-                None => vec![1; len as usize],
+                None if len as usize <= MAX_PIECES => vec![1; len as usize],
+                None => return None,
                 Some(sp) => {
-                    let c = constant(g, sp)?.to_i64().ok()?;
-                    if constant(g, sp)?.shape().is_empty() {
+                    let split = constant(g, sp)?;
+                    let c = split.to_i64().ok()?;
+                    if split.shape().is_empty() {
                         let piece = *c.first()?;
-                        if piece <= 0 {
+                        if piece <= 0 || len / piece > MAX_PIECES as i64 {
                             return None;
                         }
-                        let mut v = vec![piece; (len as i64 / piece) as usize];
-                        if len as i64 % piece != 0 {
-                            v.push(len as i64 % piece);
+                        let mut v = vec![piece; (len / piece) as usize];
+                        if len % piece != 0 {
+                            v.push(len % piece);
                         }
                         v
                     } else {
@@ -225,17 +227,16 @@ fn rewrite(
                     }
                 }
             };
+            let total = sizes.iter().try_fold(0i64, |t, &s| t.checked_add(s));
             if sizes.is_empty()
+                || sizes.len() > MAX_PIECES
                 || sizes.iter().any(|&s| s < 0)
-                || sizes.iter().sum::<i64>() != len as i64
+                || total != Some(len)
             {
                 return None;
             }
             let squeeze = input(1).is_none() && !keepdims;
-            let dtype = match &g.value(x).ty {
-                Some(ValueType::Tensor { dtype, .. }) => *dtype,
-                _ => constant(g, x)?.dtype(),
-            };
+            let dtype = dtype_of(g, x)?;
             // The pieces are typed here, so a stacking reader knows their rank.
             let typed = |size: Option<u64>| {
                 let mut dims: Vec<Dim> = shape.iter().map(|&d| Dim::Known(d)).collect();
@@ -294,10 +295,19 @@ fn rewrite(
 
 /// The element type of tensor `v`, when known.
 fn dtype_of(g: &Graph, v: ValueId) -> Option<smelt_ir::DType> {
+    Some(tensor_type(g, v)?.0)
+}
+
+/// The element type and (when the rank is known) the dims of tensor `v`: a constant's, or
+/// its value's type.
+fn tensor_type(g: &Graph, v: ValueId) -> Option<(smelt_ir::DType, Option<Vec<Dim>>)> {
     match constant(g, v) {
-        Some(t) => Some(t.dtype()),
+        Some(t) => Some((
+            t.dtype(),
+            Some(t.shape().iter().map(|&d| Dim::Known(d as u64)).collect()),
+        )),
         None => match &g.value(v).ty {
-            Some(ValueType::Tensor { dtype, .. }) => Some(*dtype),
+            Some(ValueType::Tensor { dtype, shape }) => Some((*dtype, shape.clone())),
             _ => None,
         },
     }
@@ -333,14 +343,8 @@ fn position(g: &Graph, v: ValueId, len: usize, end: bool) -> Option<usize> {
 
 /// The dims of tensor `v`, when all are known.
 fn known_shape(g: &Graph, v: ValueId) -> Option<Vec<u64>> {
-    let shape = match constant(g, v) {
-        Some(t) => return Some(t.shape().iter().map(|&d| d as u64).collect()),
-        None => match &g.value(v).ty {
-            Some(ValueType::Tensor { shape, .. }) => shape.clone()?,
-            _ => return None,
-        },
-    };
-    shape
+    tensor_type(g, v)?
+        .1?
         .iter()
         .map(|d| match d {
             Dim::Known(n) => Some(*n),
@@ -351,13 +355,7 @@ fn known_shape(g: &Graph, v: ValueId) -> Option<Vec<u64>> {
 
 /// The rank of tensor `v`, when known.
 fn known_rank(g: &Graph, v: ValueId) -> Option<usize> {
-    match constant(g, v) {
-        Some(t) => Some(t.shape().len()),
-        None => match &g.value(v).ty {
-            Some(ValueType::Tensor { shape, .. }) => shape.as_ref().map(|s| s.len()),
-            _ => None,
-        },
-    }
+    Some(tensor_type(g, v)?.1?.len())
 }
 
 #[cfg(test)]
@@ -483,6 +481,15 @@ mod tests {
   %2 "s" = sequence.SequenceConstruct (%0, %1) # "construct"
   %3 "n" = sequence.SequenceLength (%2) # "length"
   output %3
+}"#);
+        assert!(!changed);
+        // A split into more pieces than a sequence is flattened into (the axis a declared
+        // dim of the model) stays a sequence, nothing sized by it.
+        let (changed, _) = run(r#"graph "g" {
+  input %0 "x": f32[4000000000000,1]
+  %1 "s" = sequence.SplitToSequence {"axis":0,"keepdims":true} (%0) # "split"
+  %2 "n" = sequence.SequenceLength (%1) # "length"
+  output %2
 }"#);
         assert!(!changed);
         // A position past the end is the run's error, left to the reference executor.

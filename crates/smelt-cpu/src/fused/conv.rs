@@ -303,7 +303,7 @@ impl ConvPlan {
         // each way (`--autotune` on a Zen 1 EPYC, one thread: 16 -> 16 channels at 80x80
         // 22%, 96 -> 16 and 96 -> 24 at 160x160 19-24% (PP-OCRv4's head), 32 -> 24 at
         // 40x40 26%); the AVX-512 threshold stays where it was measured.
-        let tiles = oh.div_ceil(4) * ow.div_ceil(4);
+        let tiles = winograd::tiles(&geom, 4);
         let min_channels = if kern.micro.nr >= 32 { 32 } else { 16 };
         let winograd =
             winograd::applies(&geom) && cg >= min_channels && mg >= min_channels && tiles >= 16;

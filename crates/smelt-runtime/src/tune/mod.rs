@@ -373,11 +373,11 @@ fn leaner_winograd(plan: &Plan, to: ConvAlgorithm) -> Result<(Option<Plan>, usiz
         ..kp.clone()
     };
     let mut changed = 0;
+    let from = match to {
+        ConvAlgorithm::WinogradF2 => "conv.winograd-f4x4",
+        _ => "conv.winograd",
+    };
     for (g, name) in lean.groups.iter_mut().zip(plan.kernel_names()) {
-        let from = match to {
-            ConvAlgorithm::WinogradF2 => "conv.winograd-f4x4",
-            _ => "conv.winograd",
-        };
         if name.starts_with(from) {
             g.choice.conv = Some(to);
             changed += 1;
