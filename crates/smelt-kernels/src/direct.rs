@@ -768,7 +768,7 @@ pub(crate) mod tests {
     isa_tests!(direct_convolution, check);
 
     /// Delegates tiles to a sink but never offers the fused kernel its epilogue.
-    struct ScratchOnly<'a>(&'a dyn TileSink);
+    pub(crate) struct ScratchOnly<'a>(pub &'a dyn TileSink);
 
     impl TileSink for ScratchOnly<'_> {
         fn tile(

@@ -4,6 +4,7 @@
 //! supports ([`Kernels::for_isa`]). Work is split over the process's one [`pool`].
 
 pub mod attention;
+pub mod blocked;
 pub mod buf;
 pub mod conv;
 pub mod direct;

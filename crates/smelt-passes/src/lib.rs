@@ -1,6 +1,7 @@
 //! smelt's graph passes: small rewrites of a [`smelt_ir::Graph`], run in a fixed pipeline
 //! per optimization level by the [`PassManager`], which can show the IR after any pass.
 
+pub mod blocked_layout;
 pub mod cancel_reshapes;
 pub mod cancel_transposes;
 pub mod cse;

@@ -55,7 +55,7 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 12] = [
+pub const PASS_NAMES: [&str; 13] = [
     "infer-shapes",
     "fold-constants",
     "inline-if",
@@ -67,6 +67,7 @@ pub const PASS_NAMES: [&str; 12] = [
     "fold-batchnorm",
     "fold-scalars",
     "recognize-composites",
+    "blocked-layout",
     "dead-code",
 ];
 
@@ -95,6 +96,17 @@ impl PassManager {
             verify: cfg!(debug_assertions),
             stop_after: None,
         }
+    }
+
+    /// Adds the blocked-layout pass (before dead-code) when `on`: a choice for the CPU
+    /// kernels the plan will run on (see [`crate::blocked_layout`]).
+    pub fn blocked_layout(mut self, on: bool) -> Self {
+        let at = self.passes.iter().position(|p| p.name() == "dead-code");
+        if let (true, Some(at)) = (on, at) {
+            self.passes
+                .insert(at, Box::new(crate::blocked_layout::BlockedLayout));
+        }
+        self
     }
 
     /// Runs the verifier after every pass (always on in debug builds).
@@ -224,7 +236,13 @@ pub(crate) mod tests {
         let pm = PassManager::for_level(1).stop_after(Some("nope".into()));
         let mut g = Graph::default();
         assert!(pm.run(&mut g, &no_eval(), |_, _| {}).is_err());
-        assert_eq!(PassManager::for_level(1).names(), PASS_NAMES.to_vec());
+        let all = PassManager::for_level(1).blocked_layout(true).names();
+        assert_eq!(all, PASS_NAMES.to_vec());
+        let plain: Vec<_> = PASS_NAMES
+            .into_iter()
+            .filter(|&p| p != "blocked-layout")
+            .collect();
+        assert_eq!(PassManager::for_level(1).names(), plain);
         assert!(PassManager::for_level(0).names().is_empty());
     }
 

@@ -37,7 +37,9 @@ pub(crate) fn optimize_and_lower(
     t: Instant,
     depth: usize,
 ) -> Result<Plan> {
-    let pm = PassManager::for_level(options.opt_level).stop_after(options.stop_after.clone());
+    let pm = PassManager::for_level(options.opt_level)
+        .blocked_layout(blocked_layout(options))
+        .stop_after(options.stop_after.clone());
     let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
         smelt_reference::eval_op(op, x, n)
     };
@@ -80,6 +82,23 @@ pub(crate) fn optimize_and_lower(
 
 /// Lowers a graph that can be planned whole to CPU kernels (its sizes checked against the
 /// limits first).
+/// Whether convolutions run in the blocked channel layout: as the options say, by default
+/// where the CPU kernels' tiles span two blocks (AVX-512: measured there), unless
+/// `SMELT_BLOCKED_LAYOUT=0` or `1` overrides them.
+fn blocked_layout(options: &SessionOptions) -> bool {
+    match std::env::var("SMELT_BLOCKED_LAYOUT").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => options.blocked_layout.unwrap_or_else(|| {
+            let isa = options.isa.unwrap_or_else(smelt_kernels::Isa::detect);
+            smelt_kernels::Kernels::for_isa(isa).is_some_and(|k| k.micro.nr >= 2 * BLOCK)
+        }),
+    }
+}
+
+/// Channels per block of the blocked layout.
+const BLOCK: usize = smelt_ir::op::nn::CHANNEL_BLOCK;
+
 pub(crate) fn kernels(g: &mut Graph, options: &SessionOptions) -> Result<Execution> {
     check_value_sizes(g, &options.limits)?;
     let kp = smelt_passes::lower::lower(g)?;

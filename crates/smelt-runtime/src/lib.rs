@@ -80,6 +80,10 @@ pub struct SessionOptions {
     /// Artifacts only: check the weights' checksum at load (reads every weight byte, so
     /// mapping is no longer lazy). The header and plan are always checked.
     pub verify_weights: bool,
+    /// Run chains of convolutions in the blocked channel layout (the `blocked-layout`
+    /// pass): None chooses, on where the CPU kernels' tiles span two blocks (AVX-512, where
+    /// it was measured). `SMELT_BLOCKED_LAYOUT=0` or `1` in the environment overrides it.
+    pub blocked_layout: Option<bool>,
 }
 
 /// Options of one run: a deadline or timeout (the sooner of them and the session's timeout
@@ -106,6 +110,7 @@ impl Default for SessionOptions {
             isa: None,
             limits: Limits::default(),
             verify_weights: false,
+            blocked_layout: None,
         }
     }
 }

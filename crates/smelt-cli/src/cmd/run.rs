@@ -73,6 +73,11 @@ pub struct CompileArgs {
     /// Artifacts: check the weights' checksum at load too (reads every weight byte).
     #[arg(long)]
     pub verify_weights: bool,
+    /// Convolutions' channel layout: `blocked` runs chains of them in blocks of 16
+    /// channels (NCHW16c), `plain` never; `auto` (default) blocks where the CPU kernels are
+    /// AVX-512 (`SMELT_BLOCKED_LAYOUT=0` or `1` overrides either way)
+    #[arg(long, value_name = "auto|plain|blocked", default_value = "auto", value_parser = ["auto", "plain", "blocked"])]
+    pub layout: String,
 }
 
 /// A byte count: digits with an optional K, M, G or T suffix (powers of 1024; "KiB" too).
@@ -111,6 +116,11 @@ impl CompileArgs {
             dump_after: self.dump_after.clone(),
             stop_after: self.stop_after.clone(),
             verify_weights: self.verify_weights,
+            blocked_layout: match self.layout.as_str() {
+                "plain" => Some(false),
+                "blocked" => Some(true),
+                _ => None,
+            },
             ..Default::default()
         };
         if let Some(t) = self.threads {

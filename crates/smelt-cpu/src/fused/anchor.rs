@@ -4,6 +4,7 @@
 
 use super::access::Elem;
 use super::conv::ConvPlan;
+use super::conv_blocked::BlockedConvPlan;
 use super::conv_transpose::ConvTransposePlan;
 use super::elementwise::LoopPlan;
 use super::matmul::MatMulPlan;
@@ -23,6 +24,7 @@ use smelt_reference::eval_values;
 enum Path {
     MatMul(MatMulPlan),
     Conv(ConvPlan),
+    ConvBlocked(BlockedConvPlan),
     Sdpa(SdpaPlan),
     Pool(PoolPlan),
     ConvTranspose(ConvTransposePlan),
@@ -84,6 +86,12 @@ impl AnchorPlan {
                     "Conv: not a 2-D f32 convolution with constant weights and bias, or its padded input is past the memory limits".into(),
                 ),
             },
+            Op::Nn(NnOp::ConvBlocked { .. }) => match BlockedConvPlan::new(c, weights, a, kern) {
+                Some(p) => Path::ConvBlocked(p),
+                None => Path::Reference(
+                    "ConvBlocked: not an f32 one with constant weights and bias of a width stride the kernels have, or its padded input is past the memory limits".into(),
+                ),
+            },
             Op::Nn(NnOp::Attention { .. }) => match SdpaPlan::new(c, a, kern) {
                 Some(p) => Path::Sdpa(p),
                 None => Path::Reference(
@@ -123,6 +131,7 @@ impl AnchorPlan {
         match &self.path {
             Path::MatMul(p) => p.name.clone(),
             Path::Conv(p) => p.name.clone(),
+            Path::ConvBlocked(p) => p.name.clone(),
             Path::Sdpa(p) => p.name.clone(),
             Path::Pool(p) => p.name.clone(),
             Path::ConvTranspose(p) => p.name.clone(),
@@ -137,6 +146,7 @@ impl AnchorPlan {
         match &self.path {
             Path::MatMul(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Conv(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::ConvBlocked(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Sdpa(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Pool(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::ConvTranspose(p) => unsafe { p.run(&cx.mem, &cx.ex) },

@@ -62,7 +62,11 @@ pub(crate) struct ConvPlan {
 }
 
 /// The dense f32 contents of a window over a weight buffer.
-fn weight_values<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Option<Cow<'w, [f32]>> {
+pub(crate) fn weight_values<'w>(
+    c: &Checker,
+    weights: &'w [Tensor],
+    r: &TensorRef,
+) -> Option<Cow<'w, [f32]>> {
     let b = c.plan.buffer(r.buffer);
     let BufferKind::Weight(i) = b.kind else {
         return None;
@@ -93,6 +97,62 @@ fn weight_values<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Optio
         }
     }
     Some(Cow::Owned(out))
+}
+
+/// A 2-D convolution's geometry from its attributes (strides, dilations, pads, each two
+/// spatial axes), channels per group and sizes; None when a stride or dilation is not
+/// positive or the pads do not resolve.
+pub(crate) fn geometry(
+    auto_pad: &AutoPad,
+    [strides, dilations, pads]: [&[i64]; 3],
+    c: usize,
+    [h, w]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [oh, ow]: [usize; 2],
+) -> Option<Conv2d> {
+    let at = |v: &[i64], i: usize| {
+        usize::try_from(v.get(i).copied().unwrap_or(1))
+            .ok()
+            .filter(|&x| x > 0)
+    };
+    let (sh, sw, dh, dw) = (
+        at(strides, 0)?,
+        at(strides, 1)?,
+        at(dilations, 0)?,
+        at(dilations, 1)?,
+    );
+    Some(Conv2d {
+        c,
+        h,
+        w,
+        kh,
+        kw,
+        sh,
+        sw,
+        dh,
+        dw,
+        ph: lead_pad(auto_pad, pads, 0, h, kh, sh, dh, oh)?,
+        pw: lead_pad(auto_pad, pads, 1, w, kw, sw, dw, ow)?,
+        oh,
+        ow,
+    })
+}
+
+/// The anchor's constant bias of `m` values (input 2), `Some(None)` when it has none, None
+/// when it is not a constant of that length.
+pub(crate) fn bias_values(
+    c: &Checker,
+    weights: &[Tensor],
+    a: &Anchor,
+    m: usize,
+) -> Option<Option<Vec<f32>>> {
+    match a.inputs.get(2).cloned().flatten() {
+        None => Some(None),
+        Some(br) => {
+            let b = weight_values(c, weights, &br)?.into_owned();
+            (b.len() == m).then_some(Some(b))
+        }
+    }
 }
 
 /// Leading pads of one spatial axis, from the attributes and the sizes.
@@ -208,43 +268,17 @@ impl ConvPlan {
         if groups == 0 || ch != cg * groups || m % groups != 0 || kh == 0 || kw == 0 {
             return None;
         }
-        let at = |v: &[i64], i: usize| {
-            usize::try_from(v.get(i).copied().unwrap_or(1))
-                .ok()
-                .filter(|&x| x > 0)
-        };
-        let (sh, sw, dh, dw) = (
-            at(strides, 0)?,
-            at(strides, 1)?,
-            at(dilations, 0)?,
-            at(dilations, 1)?,
-        );
-        let ph = lead_pad(auto_pad, pads, 0, h, kh, sh, dh, oh)?;
-        let pw = lead_pad(auto_pad, pads, 1, w, kw, sw, dw, ow)?;
-        let geom = Conv2d {
-            c: cg,
-            h,
-            w,
-            kh,
-            kw,
-            sh,
-            sw,
-            dh,
-            dw,
-            ph,
-            pw,
-            oh,
-            ow,
-        };
+        let geom = geometry(
+            auto_pad,
+            [strides, dilations, pads],
+            cg,
+            [h, w],
+            [kh, kw],
+            [oh, ow],
+        )?;
         let mg = m / groups;
         let wv = weight_values(c, weights, wr)?;
-        let bias = match a.inputs.get(2).cloned().flatten() {
-            None => None,
-            Some(br) => Some(weight_values(c, weights, &br)?.into_owned()).filter(|b| b.len() == m),
-        };
-        if a.inputs.get(2).cloned().flatten().is_some() && bias.is_none() {
-            return None;
-        }
+        let bias = bias_values(c, weights, a, m)?;
         // The epilogue sees batches (image, group), rows the group's channels, columns pixels.
         let layout = Layout {
             batch_base: (0..n * groups)

@@ -57,7 +57,7 @@ impl BiasSrc {
 pub(crate) struct FastEpilogue {
     pub alpha: f32,
     pub row_bias: Option<BiasSrc>,
-    pub col_bias: Option<Win>,
+    pub col_bias: Option<BiasSrc>,
     pub act1: Act,
     /// The affine step after `act1`: a window and whether it is per row (else per column).
     pub scale: Option<(BiasSrc, bool)>,
@@ -227,7 +227,7 @@ impl FastEpilogue {
                                 e.row_bias = Some(BiasSrc::Window(w));
                                 stage = Stage::Biased;
                             } else if stage < Stage::Biased && by_col && e.col_bias.is_none() {
-                                e.col_bias = Some(w);
+                                e.col_bias = Some(BiasSrc::Window(w));
                                 stage = Stage::Biased;
                             } else if stage < Stage::Residual && w.cs == 1 && w.rs != 0 {
                                 e.residual = Some(w);
@@ -255,11 +255,7 @@ impl FastEpilogue {
         Fused {
             alpha: self.alpha,
             row_bias: self.row_bias.as_ref().map(|b| b.bind(mem, true)),
-            col_bias: self.col_bias.as_ref().map(|w| Vector {
-                ptr: ptr(w),
-                batch: &w.batch,
-                step: 1,
-            }),
+            col_bias: self.col_bias.as_ref().map(|b| b.bind(mem, false)),
             act1: self.act1,
             scale: self.scale.as_ref().map(|(v, r)| (v.bind(mem, *r), *r)),
             shift: self.shift.as_ref().map(|(v, r)| (v.bind(mem, *r), *r)),

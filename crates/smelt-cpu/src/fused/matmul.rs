@@ -266,7 +266,7 @@ impl MatMulPlan {
             if let Some(cw) = &sc.c {
                 let no_bias = f.row_bias.is_none() && f.col_bias.is_none();
                 if ok && no_bias && cw.rs == 0 && cw.cs == 1 {
-                    f.col_bias = Some(cw.clone());
+                    f.col_bias = Some(BiasSrc::Window(cw.clone()));
                 } else if ok && no_bias && cw.cs == 0 && cw.rs != 0 {
                     f.row_bias = Some(BiasSrc::Window(cw.clone()));
                 } else {

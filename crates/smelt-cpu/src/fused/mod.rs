@@ -14,6 +14,7 @@ mod anchor;
 mod arena;
 mod concat;
 mod conv;
+mod conv_blocked;
 mod conv_transpose;
 mod elementwise;
 mod epilogue;

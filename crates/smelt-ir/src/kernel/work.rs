@@ -119,7 +119,7 @@ fn anchor_flops(op: &Op, inputs: &[&[usize]], out: &[usize]) -> u64 {
             let m = out.first().copied().unwrap_or(1).max(1) as u64;
             2 * out_n * (numel(shape(0)) / m)
         }
-        Op::Nn(NnOp::Conv { .. }) => {
+        Op::Nn(NnOp::Conv { .. } | NnOp::ConvBlocked { .. }) => {
             // Each output element takes (C_in / group) * kernel products.
             let w = shape(1);
             let cout = w.first().copied().unwrap_or(1).max(1) as u64;

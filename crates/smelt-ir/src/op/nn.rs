@@ -54,6 +54,22 @@ crate::op_family! {
             /// Stride per spatial axis (empty: ones).
             strides: Vec<i64>,
         },
+        /// A 2-D convolution in the blocked channel layout (NCHW16c), made by the
+        /// `blocked-layout` pass: input `[N, C/16, H, W, 16]`, weights `M x C x kh x kw`,
+        /// optional bias `[M]`, output `[N, M/16, OH, OW, 16]`; C and M multiples of 16,
+        /// one group. Attributes as Conv's.
+        ConvBlocked {
+            /// Padding style.
+            auto_pad: AutoPad,
+            /// Dilation per spatial axis (empty: ones).
+            dilations: Vec<i64>,
+            /// Kernel spatial shape (empty: from W).
+            kernel_shape: Vec<i64>,
+            /// Begin pads then end pads (empty: zeros).
+            pads: Vec<i64>,
+            /// Stride per spatial axis (empty: ones).
+            strides: Vec<i64>,
+        },
         /// N-D transposed convolution (weights C x M/group x k...).
         ConvTranspose {
             /// Padding style.
@@ -277,6 +293,32 @@ crate::op_family! {
     }
 }
 
+/// Channels per block of the blocked layout [`NnOp::ConvBlocked`] reads and writes.
+pub const CHANNEL_BLOCK: usize = 16;
+
+impl NnOp {
+    /// The plain (NCHW) convolution a [`NnOp::ConvBlocked`] computes; None for other ops.
+    pub fn unblocked_conv(&self) -> Option<NnOp> {
+        match self {
+            NnOp::ConvBlocked {
+                auto_pad,
+                dilations,
+                kernel_shape,
+                pads,
+                strides,
+            } => Some(NnOp::Conv {
+                auto_pad: auto_pad.clone(),
+                dilations: dilations.clone(),
+                group: 1,
+                kernel_shape: kernel_shape.clone(),
+                pads: pads.clone(),
+                strides: strides.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +334,13 @@ mod tests {
                 group: 2,
                 kernel_shape: vec![],
                 pads: vec![],
+                strides: vec![2, 2],
+            },
+            NnOp::ConvBlocked {
+                auto_pad: AutoPad::NotSet,
+                dilations: vec![],
+                kernel_shape: vec![3, 3],
+                pads: vec![1, 1, 1, 1],
                 strides: vec![2, 2],
             },
             NnOp::LayerNormalization {

@@ -51,6 +51,12 @@ pub struct Micro {
     /// `offsets[r - 1]` computes `r` rows with B's rows at per-step offsets (see
     /// [`super::offsets`]).
     pub offsets: [super::offsets::OffsetsFn; MAX_MR],
+    /// `gathered[s][r - 1]` computes `r` rows with A's rows at per-step offsets, consecutive
+    /// rows `gathered::STRIDES[s]` floats apart, and B packed (see [`super::gathered`]).
+    pub gathered: super::gathered::GatheredTables,
+    /// [`Micro::gathered`] finishing the tile's halves with fused epilogues from
+    /// registers, where the ISA has them.
+    pub gathered_fused: Option<super::gathered::GatheredFusedTables>,
 }
 
 impl Micro {
@@ -167,6 +173,8 @@ pub fn portable_micro() -> Micro {
         fused_warm: None,
         half: None,
         offsets: super::offsets::portable_table(),
+        gathered: super::gathered::portable_tables(),
+        gathered_fused: None,
     }
 }
 
@@ -696,6 +704,8 @@ pub(crate) mod x86 {
             fused_warm: Some(avx2_fused),
             half: Some(rows_table!(avx2_half, AVX2_MR)),
             offsets: crate::gemm::offsets::avx2_table(),
+            gathered: crate::gemm::gathered::avx2_tables(),
+            gathered_fused: Some(crate::gemm::gathered::avx2_fused_tables()),
         }
     }
 
@@ -720,6 +730,8 @@ pub(crate) mod x86 {
             }),
             half: Some(rows_table!(avx512_half, AVX512_MR)),
             offsets: crate::gemm::offsets::avx512_table(),
+            gathered: crate::gemm::gathered::avx512_tables(),
+            gathered_fused: Some(crate::gemm::gathered::avx512_fused_tables()),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! Every element of C is one micro-kernel's in-order sum over all of k, whatever the grid
 //! or the thread count, so results do not depend on how the work was split.
 
+pub mod gathered;
 pub mod micro;
 pub mod offsets;
 pub mod pack;

@@ -91,6 +91,30 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
             };
             Some(vec![typed(dt, conv_shape(x.shape(0), x.shape(1), &w)?)])
         }
+        ConvBlocked { .. } => {
+            let Some(Conv {
+                auto_pad,
+                dilations,
+                group,
+                kernel_shape,
+                pads,
+                strides,
+            }) = op.unblocked_conv()
+            else {
+                bail!(Internal, "ConvBlocked without its plain form")
+            };
+            let w = ConvAttrs {
+                auto_pad: &auto_pad,
+                dilations: &dilations,
+                group,
+                kernel_shape: &kernel_shape,
+                pads: &pads,
+                strides: &strides,
+            };
+            let plain = x.shape(0).map(|s| unblocked_shape(&s)).transpose()?;
+            let out = conv_shape(plain, x.shape(1), &w)?;
+            Some(vec![typed(dt, out.map(|o| blocked_shape(&o)).transpose()?)])
+        }
         ConvTranspose {
             auto_pad,
             dilations,
@@ -294,6 +318,44 @@ pub(super) struct ConvAttrs<'a> {
     pub kernel_shape: &'a [i64],
     pub pads: &'a [i64],
     pub strides: &'a [i64],
+}
+
+/// The plain shape `[N, C, H, W]` of a blocked one `[N, C/16, H, W, 16]`.
+fn unblocked_shape(s: &[Dim]) -> Result<Vec<Dim>> {
+    use smelt_ir::op::nn::CHANNEL_BLOCK;
+    ensure!(
+        s.len() == 5 && s[4] == Dim::Known(CHANNEL_BLOCK as u64),
+        InvalidModel,
+        "a blocked input has shape [N, C/16, H, W, 16], not {}",
+        smelt_ir::dim::format_shape(s)
+    );
+    Ok(vec![
+        s[0].clone(),
+        mul(&s[1], &Dim::Known(CHANNEL_BLOCK as u64)),
+        s[2].clone(),
+        s[3].clone(),
+    ])
+}
+
+/// The blocked shape `[N, C/16, H, W, 16]` of a plain one `[N, C, H, W]` (C a known
+/// multiple of 16).
+fn blocked_shape(s: &[Dim]) -> Result<Vec<Dim>> {
+    use smelt_ir::op::nn::CHANNEL_BLOCK;
+    let b = CHANNEL_BLOCK as u64;
+    match s {
+        [n, Dim::Known(c), h, w] if c % b == 0 => Ok(vec![
+            n.clone(),
+            Dim::Known(c / b),
+            h.clone(),
+            w.clone(),
+            Dim::Known(b),
+        ]),
+        _ => bail!(
+            InvalidModel,
+            "a blocked convolution's output {} has no whole blocks of 16 channels",
+            smelt_ir::dim::format_shape(s)
+        ),
+    }
 }
 
 /// A convolution's output shape from its input's and weights' shapes.

@@ -103,6 +103,7 @@ fn is_anchor(g: &Graph, n: &Node) -> bool {
                 NnOp::MatMul
                     | NnOp::Gemm { .. }
                     | NnOp::Conv { .. }
+                    | NnOp::ConvBlocked { .. }
                     | NnOp::ConvTranspose { .. }
                     | NnOp::Attention { .. }
                     | NnOp::MaxPool { .. }

@@ -216,6 +216,69 @@ pub fn conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     )?)
 }
 
+/// Convolution in the blocked channel layout: the plain convolution of the unblocked input,
+/// blocked again.
+pub fn conv_blocked(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
+    use smelt_ir::op::nn::CHANNEL_BLOCK as B;
+    let Some(NnOp::Conv {
+        auto_pad,
+        dilations,
+        group,
+        kernel_shape,
+        pads,
+        strides,
+    }) = op.unblocked_conv()
+    else {
+        bail!(Internal, "not ConvBlocked")
+    };
+    let xb = x.tensor(0)?;
+    let (Some(v), &[n, cb, h, w, lanes]) = (xb.as_f32(), xb.shape()) else {
+        bail!(
+            InvalidModel,
+            "ConvBlocked takes f32 [N, C/16, H, W, 16], not {} {:?}",
+            xb.dtype(),
+            xb.shape()
+        );
+    };
+    ensure!(
+        lanes == B,
+        InvalidModel,
+        "ConvBlocked: blocks of {lanes} lanes"
+    );
+    // [n][cb][p][l] -> [n][cb * 16 + l][p] and back.
+    let px = h * w;
+    let mut plain = vec![0f32; v.len()];
+    for (i, &e) in v.iter().enumerate() {
+        let (l, p, blk) = (i % B, (i / B) % px, i / (B * px));
+        plain[(blk * B + l) * px + p] = e;
+    }
+    let plain = Tensor::from_f32(vec![n, cb * B, h, w], plain)?;
+    let a = ConvAttrs {
+        auto_pad: &auto_pad,
+        dilations: &dilations,
+        group,
+        kernel_shape: &kernel_shape,
+        pads: &pads,
+        strides: &strides,
+    };
+    let y = conv_tensor(&a, &plain, x.tensor(1)?, x.opt_tensor(2)?)?;
+    let (Some(yv), &[_, m, oh, ow]) = (y.as_f32(), y.shape()) else {
+        bail!(Internal, "ConvBlocked: output {:?}", y.shape());
+    };
+    ensure!(
+        m % B == 0,
+        InvalidModel,
+        "ConvBlocked: {m} output channels are no whole blocks"
+    );
+    let opx = oh * ow;
+    let mut out = vec![0f32; yv.len()];
+    for (i, &e) in yv.iter().enumerate() {
+        let (p, c, img) = (i % opx, (i / opx) % m, i / (opx * m));
+        out[((img * (m / B) + c / B) * opx + p) * B + c % B] = e;
+    }
+    one(Tensor::from_f32(vec![n, m / B, oh, ow, B], out)?)
+}
+
 fn conv_tensor(a: &ConvAttrs, xt: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
     ensure!(
         xt.rank() >= 3,

@@ -21,6 +21,7 @@ pub fn run(op: &NnOp, x: &Inputs, cx: &Ctx) -> Result<Vec<Value>> {
         NnOp::MatMul => matmul::matmul(x.tensor(0)?, x.tensor(1)?),
         NnOp::Gemm { .. } => matmul::gemm(op, x),
         NnOp::Conv { .. } => conv::conv(op, x),
+        NnOp::ConvBlocked { .. } => conv::conv_blocked(op, x),
         NnOp::ConvTranspose { .. } => conv::conv_transpose(op, x),
         NnOp::DeformConv { .. } => conv::deform_conv(op, x),
         NnOp::MaxPool { .. } | NnOp::AveragePool { .. } | NnOp::LpPool { .. } => {
