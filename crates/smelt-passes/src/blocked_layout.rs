@@ -63,6 +63,11 @@ fn known_shape(g: &Graph, v: ValueId) -> Option<Vec<u64>> {
         .collect()
 }
 
+/// The product of sizes from the model, saturating (a hostile shape cannot overflow it).
+fn product(dims: &[u64]) -> u64 {
+    dims.iter().fold(1u64, |a, &d| a.saturating_mul(d))
+}
+
 /// The element type of tensor `v`, when known.
 fn dtype(g: &Graph, v: ValueId) -> Option<DType> {
     crate::lower::dtype_of(g, v)
@@ -104,10 +109,10 @@ fn candidate(g: &Graph, n: &Node) -> Option<u64> {
     // kernel: ResNet-50's 56x56 3x3 layers 1.1 against 1.45 ms), and weights past a few
     // MiB, whose panels the blocked kernel reads from L2 once per tile (ResNet-50's 7x7
     // 3x3 layers, 9.4 MB: 2.3 ms plain, 2.4-2.9 blocked).
-    if winograd_territory(n, &ws, &os) || ws.iter().product::<u64>() * 4 > MAX_WEIGHT_BYTES {
+    if winograd_territory(n, &ws, &os) || product(&ws).saturating_mul(4) > MAX_WEIGHT_BYTES {
         return None;
     }
-    Some(2 * os.iter().product::<u64>() * c * ws[2] * ws[3])
+    Some(product(&[2, product(&os), c, ws[2], ws[3]]))
 }
 
 /// Whether a convolution is one the plain layout's Winograd kernels serve better: 3x3,
@@ -146,7 +151,7 @@ fn transparent(g: &Graph, n: &Node, blocked: &HashSet<ValueId>) -> bool {
             any = true;
         } else {
             match known_shape(g, *i) {
-                Some(s) if s.len() <= 4 && s.iter().product::<u64>() == 1 => {}
+                Some(s) if s.len() <= 4 && product(&s) == 1 => {}
                 _ => return false,
             }
         }
@@ -212,12 +217,13 @@ fn block(g: &mut Graph) -> bool {
         }
     }
     let plain = plain_read(g, &blocked);
-    let numel = |v: ValueId| known_shape(g, v).map_or(u64::MAX, |s| s.iter().product());
+    let numel = |v: ValueId| known_shape(g, v).map_or(u64::MAX, |s| product(&s));
     // Each region's work and reorder traffic.
     let mut work: HashMap<ValueId, (u64, u64)> = HashMap::new();
     for (&i, &f) in &conv_flops {
         let r = regions.root(g.nodes[i].outputs[0].unwrap());
-        work.entry(r).or_default().0 += f;
+        let e = work.entry(r).or_default();
+        e.0 = e.0.saturating_add(f);
     }
     for (&x, convs) in &reorder_in {
         let r = regions.root(g.nodes[convs[0]].outputs[0].unwrap());
@@ -257,12 +263,15 @@ fn block(g: &mut Graph) -> bool {
     true
 }
 
-/// The values some reader needs plain (a reorder out): the graph's outputs and every input
-/// but those of nodes making blocked values (a convolution's input 0, an elementwise
-/// node's inputs).
+/// The values some reader needs plain (a reorder out): the graph's outputs, what its
+/// nodes' subgraphs capture, and every input but those of nodes making blocked values (a
+/// convolution's input 0, an elementwise node's inputs).
 fn plain_read(g: &Graph, blocked: &HashSet<ValueId>) -> HashSet<ValueId> {
     let mut plain: HashSet<ValueId> = g.outputs.iter().copied().collect();
     for n in &g.nodes {
+        for sub in n.op.subgraphs() {
+            plain.extend(sub.captures.iter().map(|c| c.outer));
+        }
         let makes_blocked = n
             .outputs
             .first()
@@ -375,7 +384,10 @@ fn rewrite(g: &mut Graph, blocked: &HashSet<ValueId>) {
 
 /// Appends `Reshape` and `Transpose` making the blocked twin of plain `v`; returns it.
 fn reorder_in(g: &mut Graph, v: ValueId, out: &mut Vec<Node>, at: &str) -> ValueId {
-    let s = known_shape(g, v).unwrap_or_default();
+    // A candidate's input has a known 4-D shape (see `candidate`).
+    let Some(s) = known_shape(g, v).filter(|s| s.len() == 4) else {
+        return v;
+    };
     let dt = dtype(g, v).unwrap_or(DType::F32);
     let split = [s[0], s[1] / B, B, s[2], s[3]];
     let mid_ty = tensor_type(dt, split.iter().map(|&d| Dim::Known(d)).collect());
