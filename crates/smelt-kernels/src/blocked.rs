@@ -154,8 +154,13 @@ unsafe impl Sync for BlockedInput<'_> {}
 /// The rows and row width a convolution reads of its (possibly padded) input, and whether
 /// the input itself serves (dense, no padding, every tap inside the image).
 fn extent(g: &Conv2d, dense: bool) -> (usize, usize, bool) {
-    let hp = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
-    let wp = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+    let reach = |o: usize, s: usize, k: usize, d: usize| {
+        o.saturating_sub(1)
+            .saturating_mul(s)
+            .saturating_add(k.saturating_sub(1).saturating_mul(d))
+            .saturating_add(1)
+    };
+    let (hp, wp) = (reach(g.oh, g.sh, g.kh, g.dh), reach(g.ow, g.sw, g.kw, g.dw));
     if dense && g.ph == 0 && g.pw == 0 && hp <= g.h && wp <= g.w {
         (g.h, g.w, true)
     } else {
@@ -166,6 +171,9 @@ fn extent(g: &Conv2d, dense: bool) -> (usize, usize, bool) {
 /// Floats of the padded copy [`blocked_conv`] makes of `batches` images, counted without
 /// overflow (a plan checks it against the memory limits first): at most this many.
 pub fn copy_floats(g: &Conv2d, batches: usize) -> u128 {
+    if g.pixels() == 0 {
+        return 0;
+    }
     let (rows, width, _) = extent(g, false);
     batches as u128 * blocks(g.c) as u128 * rows as u128 * width as u128 * BLOCK as u128
 }

@@ -260,7 +260,7 @@ fn block(g: &mut Graph) -> bool {
     }
     let kept: HashSet<ValueId> = work
         .iter()
-        .filter(|(_, &(flops, moved))| flops / MIN_FLOPS_PER_REORDERED >= moved)
+        .filter(|(_, &(flops, moved))| flops > 0 && flops / MIN_FLOPS_PER_REORDERED >= moved)
         .map(|(&r, _)| r)
         .collect();
     let blocked: HashSet<ValueId> = blocked
