@@ -48,22 +48,9 @@ const MAX_WEIGHT_BYTES: u64 = 4 << 20;
 
 const B: u64 = CHANNEL_BLOCK as u64;
 
-/// The dims of tensor `v`, when all are known.
+/// The dims of tensor `v` (a value or a constant), when all are known.
 fn known_shape(g: &Graph, v: ValueId) -> Option<Vec<u64>> {
-    let shape = match &g.value(v).ty {
-        Some(ValueType::Tensor { shape: Some(s), .. }) => s.clone(),
-        _ => {
-            let c = g.constants.iter().find(|c| c.id == v)?;
-            return Some(c.tensor.shape().iter().map(|&d| d as u64).collect());
-        }
-    };
-    shape
-        .iter()
-        .map(|d| match d {
-            Dim::Known(n) => Some(*n),
-            _ => None,
-        })
-        .collect()
+    crate::lower::shape_of_value(g, v).map(|s| s.into_iter().map(|d| d as u64).collect())
 }
 
 /// The product of sizes from the model, saturating (a hostile shape cannot overflow it).

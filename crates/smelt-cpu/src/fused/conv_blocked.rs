@@ -27,8 +27,10 @@ pub(crate) struct BlockedConvPlan {
     blocks: usize,
     x_slot: usize,
     x_offset: isize,
-    /// Input steps: image, block, row, pixel, lane.
-    xs: [isize; 5],
+    /// Each image's first input element, past `x_offset`.
+    batch: Vec<isize>,
+    /// Input steps: block, row, pixel, lane.
+    xs: [isize; 4],
     bias: Option<Vec<f32>>,
     weights: BlockedWeights,
     epi: Epilogue,
@@ -109,7 +111,9 @@ impl BlockedConvPlan {
         let copy_bytes = u64::try_from(copy * 4).unwrap_or(u64::MAX);
         smelt_ir::limits::check_alloc(copy_bytes, &|| "a convolution's padded input".into())
             .ok()?;
-        let xs = <[isize; 5]>::try_from(xr.strides.as_slice()).ok()?;
+        let &[sn, sb, sh, sw, sl] = xr.strides.as_slice() else {
+            return None;
+        };
         let base = kern.name("conv.blocked");
         let name = match &fast {
             Some(f) => format!("{base}, epilogue fused {}", f.describe()),
@@ -122,7 +126,8 @@ impl BlockedConvPlan {
             blocks: mb,
             x_slot: xr.buffer.0 as usize,
             x_offset: xr.offset as isize,
-            xs,
+            batch: (0..n).map(|i| i as isize * sn).collect(),
+            xs: [sb, sh, sw, sl],
             bias,
             epi,
             fast,
@@ -136,12 +141,10 @@ impl BlockedConvPlan {
     /// `mem` holds the storages the plan was validated against.
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let x = (mem.ptrs[self.x_slot] as *const f32).offset(self.x_offset);
-        let [sn, sb, sh, sw, sl] = self.xs;
-        let batch: Vec<isize> = (0..self.images).map(|i| i as isize * sn).collect();
         let input = BlockedInput {
             x,
-            batch: &batch,
-            strides: [sb, sh, sw, sl],
+            batch: &self.batch,
+            strides: self.xs,
         };
         let threads = if self.epi.parallel { ex.threads } else { 1 };
         let (g, images, w) = (&self.geom, self.images, &self.weights);
