@@ -7,7 +7,7 @@ use std::fmt;
 pub enum Isa {
     /// Plain Rust, vectorized by the compiler for the build's baseline target.
     Portable,
-    /// AVX2 with FMA3 (Haswell, Zen 1-3 and later).
+    /// AVX2 with FMA3 and F16C (Haswell, Zen 1-3 and later).
     Avx2,
     /// AVX-512 F/VL/DQ/BW besides AVX2+FMA (Skylake-SP, Ice Lake, Zen 4 and later).
     Avx512,
@@ -34,6 +34,7 @@ impl Isa {
             Isa::Avx2 => {
                 std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {

@@ -10,6 +10,7 @@ pub mod conv;
 pub mod direct;
 pub mod epilogue;
 pub mod gemm;
+pub mod half;
 pub mod implicit;
 pub mod isa;
 pub mod pool;
@@ -77,6 +78,8 @@ pub struct Kernels {
     pub recurrent_cell: recurrent::cell::CellFn,
     /// A recurrent step's products for a few batch rows, several gates at once.
     pub recurrent_gates: recurrent::gates::GatesFn,
+    /// Widens bf16 or f16 elements to f32 (half-precision weights).
+    pub widen: half::WidenFn,
 }
 
 impl Kernels {
@@ -118,6 +121,7 @@ impl Kernels {
             finish: epilogue::portable::finish,
             recurrent_cell: recurrent::cell::cell_portable,
             recurrent_gates: recurrent::gates::gates_portable,
+            widen: half::widen_portable,
         };
         match isa {
             Isa::Portable => portable,
@@ -145,6 +149,7 @@ impl Kernels {
                 finish: epilogue::x86::finish_avx2,
                 recurrent_cell: recurrent::cell::x86::cell_avx2,
                 recurrent_gates: recurrent::gates::x86::gates_avx2,
+                widen: half::x86::widen_avx2,
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Kernels {
@@ -174,6 +179,7 @@ impl Kernels {
                 finish: epilogue::x86::finish_avx512,
                 recurrent_cell: recurrent::cell::x86::cell_avx512,
                 recurrent_gates: recurrent::gates::x86::gates_avx512,
+                widen: half::x86::widen_avx512,
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => portable,

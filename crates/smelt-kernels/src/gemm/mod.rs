@@ -12,6 +12,7 @@ pub mod pack;
 
 use crate::buf::with_scratch;
 use crate::epilogue::TileEpi;
+use crate::half::HalfPanels;
 use crate::pool::ThreadPool;
 use crate::prepack::{packed, Floats};
 use crate::Kernels;
@@ -223,6 +224,9 @@ pub enum Lhs<'a> {
     /// Produced panel by panel, packed per call: `mr` rows of A at a time, each panel laid
     /// out as a [`PanelSource`] lays out B's (`out[p * mr + r] = A_batch[i0 + r, p]`).
     Panels(&'a dyn PanelSource),
+    /// Half-precision weights shared by every batch (panels of `mr` rows, A transposed:
+    /// the panels' rows are k), widened once per call.
+    Half(&'a HalfPanels),
 }
 
 /// The right operand of a product.
@@ -531,11 +535,15 @@ pub unsafe fn gemm(
         // Row-major A (unit column step) is read in place by the micro-kernel.
         Lhs::Strided(a, _) if a.cs == 1 => 0,
         Lhs::Strided(..) | Lhs::Panels(_) => g.batch * a_batch_len,
+        Lhs::Half(h) => {
+            debug_assert!(h.width() == mr && h.cols() == g.m && h.rows() == k);
+            a_batch_len
+        }
     };
     // Where row panel `i` starts: every `mr` rows, or where A is packed here and its last
     // panel would be a sliver, the rows spread evenly over the same panels (see
     // `even_row_panels`). Packed, each panel still takes `mr` rows' room.
-    let even = a_len > 0 && even_row_panels(g.m, mr);
+    let even = a_len > 0 && !matches!(g.a, Lhs::Half(_)) && even_row_panels(g.m, mr);
     let row0 = move |i: usize| {
         if even {
             i * (g.m / mp) + i.min(g.m % mp)
@@ -578,7 +586,11 @@ pub unsafe fn gemm(
         let (abuf, bbuf) = scratch.split_at_mut(a_len);
         let (ap, bp) = (Shared(abuf.as_mut_ptr()), Shared(bbuf.as_mut_ptr()));
         // Phase 1: pack the operands that were not packed ahead (panels split among threads).
-        let a_tasks = if a_len > 0 { g.batch * mp } else { 0 };
+        let a_tasks = match g.a {
+            Lhs::Half(_) => mp,
+            _ if a_len > 0 => g.batch * mp,
+            _ => 0,
+        };
         let b_tasks = if b_len > 0 { g.batch * np } else { 0 };
         if a_tasks + b_tasks > 0 {
             let pack_threads = if (a_len + b_len) > (1 << 15) {
@@ -600,6 +612,7 @@ pub unsafe fn gemm(
                             pack_a_panel(a.offset(bs.at(bi)), row0(i), rows, k, mr, out)
                         }
                         Lhs::Panels(src) => src.pack(bi, row0(i), rows, k, mr, out),
+                        Lhs::Half(h) => h.widen_panel(i, out),
                         Lhs::Packed(_) | Lhs::PackedEach(_) => {}
                     }
                 } else {
@@ -642,6 +655,7 @@ pub unsafe fn gemm(
                 Lhs::Strided(a, bs) if a.cs == 1 => {
                     (a.ptr.offset(bs.at(bi)), a.rs, 1, a.rs * mr as isize)
                 }
+                Lhs::Half(_) => (ap.0, 1, mr as isize, (k * mr) as isize),
                 Lhs::Strided(..) | Lhs::Panels(_) => (
                     ap.0.add(bi * a_batch_len),
                     1,

@@ -344,3 +344,84 @@ isa_tests!(warm_kernels_match_the_plain_ones, |kern: &Kernels| {
         }
     }
 });
+
+/// A product of half-precision weights (A, B or both) against the plain product of the
+/// widened values.
+fn check_half(
+    kern: &Kernels,
+    m: usize,
+    n: usize,
+    k: usize,
+    kind: crate::half::Half,
+    threads: usize,
+) {
+    use crate::half::{Half, HalfPanels};
+    let bits = |v: &[f32]| -> Vec<u16> {
+        v.iter()
+            .map(|&x| match kind {
+                Half::Bf16 => ::half::bf16::from_f32(x).to_bits(),
+                Half::F16 => ::half::f16::from_f32(x).to_bits(),
+            })
+            .collect()
+    };
+    let wide = |h: &[u16]| -> Vec<f32> {
+        let mut o = vec![0f32; h.len()];
+        unsafe { crate::half::widen_portable(kind, h.as_ptr(), o.as_mut_ptr(), h.len()) };
+        o
+    };
+    let (ah, bh) = (
+        bits(&rand_vec(m * k, 5 + m as u64)),
+        bits(&rand_vec(k * n, 6 + n as u64)),
+    );
+    let want = naive(m, n, k, &wide(&ah), &wide(&bh));
+    // A row-major m x k: as panels it is the k x m matrix read with strides (1, k).
+    let pa = HalfPanels::new(kern, kind, kern.micro.mr, k, m, &ah, 1, k);
+    let pb = HalfPanels::new(kern, kind, kern.micro.nr, k, n, &bh, n, 1);
+    let af = wide(&ah);
+    for (half_a, half_b) in [(true, true), (true, false), (false, true)] {
+        let bf = wide(&bh);
+        let lhs = if half_a {
+            Lhs::Half(&pa)
+        } else {
+            Lhs::Strided(MatRef::rows(af.as_ptr(), k), Batches::Stride(0))
+        };
+        let rhs = if half_b {
+            Rhs::Panels(&pb)
+        } else {
+            Rhs::Strided(MatRef::rows(bf.as_ptr(), n), Batches::Stride(0))
+        };
+        let mut c = vec![f32::NAN; m * n];
+        let sink = StoreC {
+            c: c.as_mut_ptr(),
+            ldc: n,
+            batch_stride: 0,
+        };
+        let g = Gemm {
+            batch: 1,
+            m,
+            n,
+            k,
+            a: lhs,
+            b: rhs,
+        };
+        unsafe { gemm(kern, crate::pool::global(), threads, &g, &sink) };
+        for (i, (&x, &w)) in c.iter().zip(&want).enumerate() {
+            let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+            assert!(
+                (x as f64 - w).abs() <= tol,
+                "{} {kind:?} {m}x{n}x{k} a={half_a} b={half_b} t={threads}: C[{i}] = {x}, want {w}",
+                kern.isa
+            );
+        }
+    }
+}
+
+isa_tests!(half_weights, |kern: &Kernels| {
+    use crate::half::Half;
+    let (mr, nr) = (kern.micro.mr, kern.micro.nr);
+    for kind in [Half::Bf16, Half::F16] {
+        check_half(kern, 3 * mr + 1, 2 * nr + 3, 37, kind, 1);
+        check_half(kern, mr - 1, nr + 1, 300, kind, 2);
+        check_half(kern, 7 * mr, 5 * nr, 64, kind, 2);
+    }
+});
