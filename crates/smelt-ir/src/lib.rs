@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod limits;
 pub mod lowp;
 pub mod op;
+pub mod precision;
 pub mod tensor;
 pub mod text;
 pub mod value;
@@ -26,6 +27,7 @@ pub use error::{Error, ErrorKind, Result, ResultExt};
 pub use graph::{Capture, Constant, Graph, GraphInput, Model, Node, ValueId, ValueInfo};
 pub use limits::{CancelToken, Limits, RunControl, WorkPacer};
 pub use op::Op;
+pub use precision::{Precision, PrecisionPolicy};
 pub use tensor::{numel, strides, Data, Tensor};
 pub use value::{Map, Optional, Sequence, Value, ValueType};
 

@@ -14,6 +14,7 @@ pub mod infer_shapes;
 pub mod inline_if;
 pub mod lower;
 pub mod manager;
+pub mod precision;
 pub mod recognize;
 pub mod remove_noops;
 pub mod rewire;

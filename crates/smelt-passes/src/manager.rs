@@ -55,7 +55,7 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 13] = [
+pub const PASS_NAMES: [&str; 14] = [
     "infer-shapes",
     "fold-constants",
     "inline-if",
@@ -68,6 +68,7 @@ pub const PASS_NAMES: [&str; 13] = [
     "fold-scalars",
     "recognize-composites",
     "blocked-layout",
+    "precision",
     "dead-code",
 ];
 
@@ -105,6 +106,19 @@ impl PassManager {
         if let (true, Some(at)) = (on, at) {
             self.passes
                 .insert(at, Box::new(crate::blocked_layout::BlockedLayout));
+        }
+        self
+    }
+
+    /// Adds the precision pass before dead-code elimination, when `policy` narrows anything
+    /// (see [`crate::precision`]).
+    pub fn precision(mut self, policy: &smelt_ir::PrecisionPolicy) -> Self {
+        let at = self.passes.iter().position(|p| p.name() == "dead-code");
+        if let (false, Some(at)) = (policy.is_f32(), at) {
+            self.passes.insert(
+                at,
+                Box::new(crate::precision::PrecisionPass(policy.clone())),
+            );
         }
         self
     }
@@ -236,11 +250,15 @@ pub(crate) mod tests {
         let pm = PassManager::for_level(1).stop_after(Some("nope".into()));
         let mut g = Graph::default();
         assert!(pm.run(&mut g, &no_eval(), |_, _| {}).is_err());
-        let all = PassManager::for_level(1).blocked_layout(true).names();
+        let bf16 = smelt_ir::PrecisionPolicy::uniform(smelt_ir::Precision::Bf16);
+        let all = PassManager::for_level(1)
+            .blocked_layout(true)
+            .precision(&bf16)
+            .names();
         assert_eq!(all, PASS_NAMES.to_vec());
         let plain: Vec<_> = PASS_NAMES
             .into_iter()
-            .filter(|&p| p != "blocked-layout")
+            .filter(|&p| p != "blocked-layout" && p != "precision")
             .collect();
         assert_eq!(PassManager::for_level(1).names(), plain);
         assert!(PassManager::for_level(0).names().is_empty());

@@ -5,7 +5,7 @@
 
 use smelt_ir::op::nn::DropoutMode;
 use smelt_ir::op::{ElementwiseOp, LayoutOp, NnOp};
-use smelt_ir::{Graph, Node, Op, ValueId};
+use smelt_ir::{DType, Graph, Node, Op, ValueId};
 use std::collections::HashMap;
 
 /// A window onto a stored value (the root), in elements of the root's dense layout.
@@ -92,8 +92,14 @@ pub fn view_of(
             (inference && no_mask).then(|| input.clone())
         }
         Op::Elementwise(ElementwiseOp::Cast { to, .. }) => {
-            let from = crate::lower::dtype_of(g, n.inputs[0]?)?;
-            (from == *to).then(|| input.clone())
+            let x = n.inputs[0]?;
+            let from = crate::lower::dtype_of(g, x)?;
+            let widened_weight = consts.contains_key(&x)
+                && input.root == x
+                && matches!(from, DType::BF16 | DType::F16)
+                && *to == DType::F32
+                && read_as_weights_only(g, out);
+            (from == *to || widened_weight).then(|| input.clone())
         }
         Op::Layout(
             LayoutOp::Reshape { .. }
@@ -175,6 +181,26 @@ pub fn view_of(
         }
         _ => None,
     }
+}
+
+/// Whether every reader of `v` is a product that reads it as its weights (MatMul's or
+/// Gemm's A or B, a convolution's filter), and `v` is no graph output. A widening cast of
+/// narrow constant weights read only so is a view of the narrow weights: those kernels
+/// widen them as they pack them (see `crate::precision`).
+fn read_as_weights_only(g: &Graph, v: ValueId) -> bool {
+    if g.outputs.contains(&v) {
+        return false;
+    }
+    g.nodes.iter().all(|n| {
+        n.inputs.iter().enumerate().all(|(s, x)| {
+            *x != Some(v)
+                || match &n.op {
+                    Op::Nn(NnOp::MatMul | NnOp::Gemm { .. }) => s < 2,
+                    Op::Nn(NnOp::Conv { .. } | NnOp::ConvBlocked { .. }) => s == 1,
+                    _ => false,
+                }
+        })
+    })
 }
 
 /// The views of a Split node's outputs, in order (None for an absent output).
