@@ -49,6 +49,9 @@ enum Command {
     Check(cmd::check::Args),
     /// Show what the compiler did: passes, kernel groups, refused fusions, memory plan.
     Explain(cmd::explain::Args),
+    /// Compare a lower precision with fp32 node by node, naming the first node that turns
+    /// NaN/Inf or diverges (exit 1 if one does).
+    Compare(cmd::compare::Args),
     /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::main(a),
         Command::Check(a) => cmd::check::main(a),
         Command::Explain(a) => cmd::explain::main(a),
+        Command::Compare(a) => cmd::compare::main(a),
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => cmd::bench::main(*a),
         Command::Compile(a) => cmd::compile::main(a),

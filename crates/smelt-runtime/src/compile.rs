@@ -39,6 +39,7 @@ pub(crate) fn optimize_and_lower(
 ) -> Result<Plan> {
     let pm = PassManager::for_level(options.opt_level)
         .blocked_layout(blocked_layout(options))
+        .precision(&options.precision)
         .stop_after(options.stop_after.clone());
     let eval = |op: &smelt_ir::Op, x: &[Option<&smelt_ir::Tensor>], n: usize| {
         smelt_reference::eval_op(op, x, n)

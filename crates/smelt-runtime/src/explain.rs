@@ -56,6 +56,7 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
     let mut out = json!({
         "model": model,
         "opt_level": s.options().opt_level,
+        "precision": s.options().precision.describe(),
         "compile_seconds": plan.compile_seconds(),
         "passes": passes,
         "compilations": compilations,
@@ -102,6 +103,15 @@ pub fn explain_json(model: &str, s: &Session, plan: &Plan) -> Json {
                     _ => None,
                 })
                 .collect();
+            // Weight bytes by element type, as the plan stores them (before any packing).
+            let mut weights: BTreeMap<String, usize> = BTreeMap::new();
+            for w in (0..).map_while(|i| plan.weight(i)) {
+                *weights.entry(w.dtype().to_string()).or_default() += w.nbytes();
+            }
+            out["weights"] = json!({
+                "bytes": weights.values().sum::<usize>(),
+                "by_dtype": weights,
+            });
             let m = &k.memory;
             out["execution"] = json!("kernels");
             out["kernel_count"] = json!(k.groups.len());

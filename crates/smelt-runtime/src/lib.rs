@@ -12,6 +12,8 @@ mod bodies;
 mod cache;
 mod check;
 #[cfg(feature = "compiler")]
+pub mod compare;
+#[cfg(feature = "compiler")]
 mod compile;
 pub mod explain;
 pub mod npy;
@@ -84,6 +86,9 @@ pub struct SessionOptions {
     /// pass): None chooses, on where the CPU kernels' tiles span two blocks (AVX-512, where
     /// it was measured). `SMELT_BLOCKED_LAYOUT=0` or `1` in the environment overrides it.
     pub blocked_layout: Option<bool>,
+    /// Which nodes' weights are stored in a lower precision (the `precision` pass; default
+    /// all f32).
+    pub precision: smelt_ir::PrecisionPolicy,
 }
 
 /// Options of one run: a deadline or timeout (the sooner of them and the session's timeout
@@ -111,6 +116,7 @@ impl Default for SessionOptions {
             limits: Limits::default(),
             verify_weights: false,
             blocked_layout: None,
+            precision: smelt_ir::PrecisionPolicy::default(),
         }
     }
 }

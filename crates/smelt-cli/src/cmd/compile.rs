@@ -82,6 +82,12 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let t = std::time::Instant::now();
     let mut session = Session::load_with(&a.model, &options)?;
     let mut decisions = Vec::new();
+    if !options.precision.is_f32() {
+        decisions.push(format!(
+            "weights stored in {} (accumulation in f32)",
+            options.precision.describe()
+        ));
+    }
     let deterministic = a.deterministic || a.preset == Some(Preset::Edge);
     if a.preset == Some(Preset::Edge) {
         for (name, dims) in preset::batch_one(&session, &options.input_shapes) {

@@ -237,6 +237,12 @@ fn print_text(r: &Json, plan: &Plan, buffers: bool) {
     let m = &k.memory;
     outln!("kernel_count: {}  {}", k.groups.len(), r["kernels_by_kind"]);
     outln!(
+        "weights: {} bytes {} (precision {})",
+        r["weights"]["bytes"],
+        r["weights"]["by_dtype"],
+        r["precision"].as_str().unwrap_or("fp32")
+    );
+    outln!(
         "memory: arena {} bytes for {} bytes of intermediates ({:.1}%), {} in place, {} concats in place",
         m.arena_bytes,
         m.intermediate_bytes,

@@ -4,6 +4,7 @@ mod autotune;
 pub mod bench;
 pub mod bench_server;
 pub mod check;
+pub mod compare;
 pub mod compile;
 pub mod explain;
 pub mod inspect;

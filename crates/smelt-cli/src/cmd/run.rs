@@ -78,6 +78,31 @@ pub struct CompileArgs {
     /// AVX-512 (`SMELT_BLOCKED_LAYOUT=0` or `1` overrides either way)
     #[arg(long, value_name = "auto|plain|blocked", default_value = "auto", value_parser = ["auto", "plain", "blocked"])]
     pub layout: String,
+    /// Precision of the products' weights: fp32 (default), bf16 or fp16 (stored narrow,
+    /// widened as the kernels pack them; accumulation stays f32)
+    #[arg(long, value_name = "fp32|bf16|fp16", default_value = "fp32", value_parser = parse_precision)]
+    pub precision: smelt_ir::Precision,
+    /// With --precision: the ops it applies to, comma-separated (default MatMul, Gemm and
+    /// Conv; every other op keeps f32)
+    #[arg(long, value_name = "OP,OP", value_delimiter = ',')]
+    pub precision_ops: Option<Vec<String>>,
+    /// A node's own precision, e.g. `--precision-node /fc/MatMul=fp32` (repeatable)
+    #[arg(long, value_name = "NODE=PRECISION", value_parser = parse_node_precision)]
+    pub precision_node: Vec<(String, smelt_ir::Precision)>,
+}
+
+/// A precision by name.
+pub fn parse_precision(s: &str) -> std::result::Result<smelt_ir::Precision, String> {
+    smelt_ir::Precision::from_name(s)
+        .ok_or_else(|| format!("'{s}' is not a precision (fp32, bf16 or fp16)"))
+}
+
+/// `NODE=PRECISION`.
+fn parse_node_precision(s: &str) -> std::result::Result<(String, smelt_ir::Precision), String> {
+    let (node, p) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("'{s}' is not NODE=PRECISION"))?;
+    Ok((node.to_string(), parse_precision(p)?))
 }
 
 /// A byte count: digits with an optional K, M, G or T suffix (powers of 1024; "KiB" too).
@@ -120,6 +145,11 @@ impl CompileArgs {
                 "plain" => Some(false),
                 "blocked" => Some(true),
                 _ => None,
+            },
+            precision: smelt_ir::PrecisionPolicy {
+                precision: self.precision,
+                ops: self.precision_ops.clone(),
+                nodes: self.precision_node.clone(),
             },
             ..Default::default()
         };

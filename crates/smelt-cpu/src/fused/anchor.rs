@@ -16,9 +16,36 @@ use super::{Exec, RunCx};
 use smelt_ir::kernel::check::{Checker, Use};
 use smelt_ir::kernel::{Anchor, KernelChoice};
 use smelt_ir::op::NnOp;
-use smelt_ir::{ensure, err, Op, Result, Tensor, Value};
+use smelt_ir::{ensure, err, DType, Op, Result, Tensor, Value};
 use smelt_kernels::Kernels;
 use smelt_reference::eval_values;
+
+/// Widens a product's half-precision weights (a widening cast lowering read as a view, see
+/// `smelt_passes::precision`) to f32, the type of its other operands.
+fn widen_weights(op: &Op, args: &mut [Arg]) -> Result<()> {
+    if !matches!(
+        op,
+        Op::Nn(NnOp::MatMul | NnOp::Gemm { .. } | NnOp::Conv { .. } | NnOp::ConvBlocked { .. })
+    ) {
+        return Ok(());
+    }
+    for arg in args.iter_mut() {
+        let narrow = arg.value().and_then(|v| match v {
+            Value::Tensor(t) if matches!(t.dtype(), DType::BF16 | DType::F16) => Some(t),
+            _ => None,
+        });
+        if let Some(t) = narrow {
+            let wide = smelt_reference::elementwise::cast(
+                t,
+                DType::F32,
+                true,
+                smelt_ir::op::elementwise::E8M0Rounding::Up,
+            )?;
+            *arg = Arg::Owned(Value::Tensor(wide));
+        }
+    }
+    Ok(())
+}
 
 /// How an anchor runs.
 enum Path {
@@ -159,7 +186,8 @@ impl AnchorPlan {
     fn run_reference(&self, cx: &mut RunCx, a: &Anchor) -> Result<()> {
         let name = a.op.name();
         let result = {
-            let args = gather_args(cx, &a.inputs)?;
+            let mut args = gather_args(cx, &a.inputs)?;
+            widen_weights(&a.op, &mut args)?;
             let vals: Vec<Option<&Value>> = args.iter().map(Arg::value).collect();
             eval_values(&a.op, &vals, 1)?
         };

@@ -6,6 +6,7 @@
 use super::epilogue::{Epilogue, EpilogueSink, Layout};
 use super::fast_epilogue::{BiasSrc, FastEpilogue, Narrowed};
 use super::{Exec, Mem};
+use half::slice::HalfFloatSliceExt;
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, ConvAlgorithm, TensorRef};
 use smelt_ir::op::{AutoPad, NnOp};
@@ -19,14 +20,30 @@ use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{
     gemm, Batches, Gemm, Lhs, MatRef, Micro, PackedA, PackedB, Rhs, TileSink, Transposed,
 };
+use smelt_kernels::half::HalfPanels;
 use smelt_kernels::implicit::implicit_conv;
 use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::Kernels;
 use std::borrow::Cow;
 
+/// A group's weights as the GEMM's A: packed f32, or half precision widened per run.
+enum GemmWeights {
+    F32(PackedA),
+    Half(HalfPanels),
+}
+
+impl GemmWeights {
+    fn lhs(&self) -> Lhs<'_> {
+        match self {
+            GemmWeights::F32(p) => Lhs::Packed(p),
+            GemmWeights::Half(h) => Lhs::Half(h),
+        }
+    }
+}
+
 enum Method {
     /// One GEMM per group: packed weights times the input's im2col view.
-    Gemm(Vec<PackedA>),
+    Gemm(Vec<GemmWeights>),
     /// One implicit GEMM per group: packed weights times the im2col rows read in place
     /// from a phase-split padded copy of the input.
     Implicit(Vec<PackedA>),
@@ -61,7 +78,18 @@ pub(crate) struct ConvPlan {
     pub name: String,
 }
 
-/// The dense f32 contents of a window over a weight buffer.
+/// Half-precision values as f32s (F16C where the CPU has it).
+fn widened<T>(v: &[T]) -> Vec<f32>
+where
+    [T]: HalfFloatSliceExt,
+{
+    let mut out = vec![0f32; v.len()];
+    v.convert_to_f32_slice(&mut out);
+    out
+}
+
+/// The dense f32 contents of a window over a weight buffer (half-precision weights widened:
+/// the kernels that transform their weights keep them in f32).
 pub(crate) fn weight_values<'w>(
     c: &Checker,
     weights: &'w [Tensor],
@@ -71,12 +99,21 @@ pub(crate) fn weight_values<'w>(
     let BufferKind::Weight(i) = b.kind else {
         return None;
     };
-    let data = weights.get(i)?.as_f32()?;
+    let data: Cow<'w, [f32]> = match weights.get(i)?.data() {
+        smelt_ir::Data::F32(v) => Cow::Borrowed(v.as_slice()),
+        smelt_ir::Data::BF16(v) => Cow::Owned(widened(v.as_slice())),
+        smelt_ir::Data::F16(v) => Cow::Owned(widened(v.as_slice())),
+        _ => return None,
+    };
     let n: usize = smelt_ir::dims_product(&r.shape);
     if r.is_contiguous() {
         // The usual case, a whole weight: borrowed, not copied (the packers read it only
         // when a pack is not replayed from an artifact, so a load touches no raw weight).
-        return Some(Cow::Borrowed(data.get(r.offset..r.offset.checked_add(n)?)?));
+        let range = r.offset..r.offset.checked_add(n)?;
+        return match data {
+            Cow::Borrowed(d) => Some(Cow::Borrowed(d.get(range)?)),
+            Cow::Owned(d) => Some(Cow::Owned(d.get(range)?.to_vec())),
+        };
     }
     let mut out = Vec::with_capacity(n);
     let mut idx = vec![0usize; r.shape.len()];
@@ -405,10 +442,29 @@ impl ConvPlan {
                     .collect(),
             )
         } else {
+            // Half-precision weights stay so (their widened copy `wv` goes).
+            let half = super::matmul::half_weight(c, weights, wr).filter(|_| wr.is_contiguous());
             Method::Gemm(
                 (0..groups)
-                    .map(|g| {
-                        PackedA::new(&kern.micro, mg, k, &wv[g * mg * k..(g + 1) * mg * k], k, 1)
+                    .map(|g| match half {
+                        Some((bits, kind)) => GemmWeights::Half(HalfPanels::new(
+                            kern,
+                            kind,
+                            kern.micro.mr,
+                            k,
+                            mg,
+                            &bits[g * mg * k..(g + 1) * mg * k],
+                            1,
+                            k,
+                        )),
+                        None => GemmWeights::F32(PackedA::new(
+                            &kern.micro,
+                            mg,
+                            k,
+                            &wv[g * mg * k..(g + 1) * mg * k],
+                            k,
+                            1,
+                        )),
                     })
                     .collect(),
             )
@@ -447,6 +503,14 @@ impl ConvPlan {
                 kern.name("conv.pointwise-gemm-pixel-rows")
             }
             Method::GemmPixelRows(_) => kern.name("conv.im2col-gemm-pixel-rows"),
+        };
+        // Weights the plan keeps narrow, or widened to f32 at plan time.
+        let base = match (&method, c.plan.buffer(wr.buffer).dtype) {
+            (_, DType::F32) => base,
+            (Method::Gemm(w), d) if matches!(w.first(), Some(GemmWeights::Half(_))) => {
+                format!("{base} ({d} weights)")
+            }
+            (_, d) => format!("{base} ({d} weights widened)"),
         };
         let name = match &fast {
             Some(f) => format!("{base}, epilogue fused {}", f.describe()),
@@ -567,7 +631,7 @@ impl ConvPlan {
                             m: self.mg,
                             n: g.pixels(),
                             k: g.k(),
-                            a: Lhs::Packed(pa),
+                            a: pa.lhs(),
                             b: rhs,
                         };
                         self.finish_with(mem, ex, gi, |sink| {

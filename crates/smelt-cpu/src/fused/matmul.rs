@@ -11,6 +11,7 @@ use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, PackedB, Rhs};
+use smelt_kernels::half::{Half, HalfPanels};
 use smelt_kernels::Kernels;
 
 /// An operand as the plan gives it: a window read each run, or packed once.
@@ -22,6 +23,8 @@ enum Operand<P> {
         cs: isize,
     },
     Packed(P),
+    /// Half-precision weights, packed once, widened per run.
+    Half(HalfPanels),
 }
 
 /// Gemm's extra terms: `alpha * A B + beta * C`.
@@ -111,6 +114,37 @@ fn weight_matrix<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Optio
     weights.get(i)?.as_f32()?.get(r.offset..)
 }
 
+/// The half-precision weight behind a window (see [`weight_matrix`]): its bits and format.
+pub(crate) fn half_weight<'w>(
+    c: &Checker,
+    weights: &'w [Tensor],
+    r: &TensorRef,
+) -> Option<(&'w [u16], Half)> {
+    use half::slice::HalfFloatSliceExt;
+    let b = c.plan.buffer(r.buffer);
+    let BufferKind::Weight(i) = b.kind else {
+        return None;
+    };
+    if r.strides.iter().any(|&s| s < 0) {
+        return None;
+    }
+    let (bits, kind): (&[u16], Half) = match weights.get(i)?.data() {
+        smelt_ir::Data::BF16(v) if b.dtype == DType::BF16 => {
+            (v.as_slice().reinterpret_cast(), Half::Bf16)
+        }
+        smelt_ir::Data::F16(v) if b.dtype == DType::F16 => {
+            (v.as_slice().reinterpret_cast(), Half::F16)
+        }
+        _ => return None,
+    };
+    Some((bits.get(r.offset..)?, kind))
+}
+
+/// Whether a window lies in half-precision weights.
+fn is_half(c: &Checker, r: &TensorRef) -> bool {
+    matches!(c.plan.buffer(r.buffer).dtype, DType::BF16 | DType::F16)
+}
+
 impl MatMulPlan {
     /// Plans a MatMul or Gemm anchor on f32, or None when it is outside this path (the
     /// reference kernel runs it then).
@@ -124,7 +158,13 @@ impl MatMulPlan {
             r.as_ref()
                 .is_some_and(|r| c.plan.buffer(r.buffer).dtype == DType::F32)
         };
-        if a.inputs.len() < 2 || !f32_in(&a.inputs[0]) || !f32_in(&a.inputs[1]) {
+        // An operand may be half-precision weights (packed below, or the reference runs it).
+        let f32_or_half = |r: &Option<TensorRef>| {
+            f32_in(r)
+                || r.as_ref()
+                    .is_some_and(|r| half_weight(c, weights, r).is_some())
+        };
+        if a.inputs.len() < 2 || !f32_or_half(&a.inputs[0]) || !f32_or_half(&a.inputs[1]) {
             return None;
         }
         let (ar, br) = (a.inputs[0].as_ref()?, a.inputs[1].as_ref()?);
@@ -280,10 +320,31 @@ impl MatMulPlan {
             }
         }
         // Constant operands shared by every batch are packed now.
+        let a_shared = aw.batch.iter().all(|&o| o == aw.batch[0]) && !fold;
         let a_op = match weight_matrix(c, weights, &ar) {
-            Some(w) if aw.batch.iter().all(|&o| o == aw.batch[0]) && !fold => Operand::Packed(
-                PackedA::new(&kern.micro, m, k, w, aw.rs as usize, aw.cs as usize),
-            ),
+            Some(w) if a_shared => Operand::Packed(PackedA::new(
+                &kern.micro,
+                m,
+                k,
+                w,
+                aw.rs as usize,
+                aw.cs as usize,
+            )),
+            // A's element (i, p) is panel row p, column i.
+            _ if is_half(c, &ar) => {
+                let (bits, kind) = half_weight(c, weights, &ar).filter(|_| a_shared)?;
+                let (rs, cs) = (aw.rs as usize, aw.cs as usize);
+                Operand::Half(HalfPanels::new(
+                    kern,
+                    kind,
+                    kern.micro.mr,
+                    k,
+                    m,
+                    bits,
+                    cs,
+                    rs,
+                ))
+            }
             _ => Operand::Window {
                 slot: aw.slot,
                 batch: aw.batch,
@@ -300,6 +361,20 @@ impl MatMulPlan {
                 bw.rs as usize,
                 bw.cs as usize,
             )),
+            _ if is_half(c, &br) => {
+                let (bits, kind) = half_weight(c, weights, &br).filter(|_| b_shared)?;
+                let (rs, cs) = (bw.rs as usize, bw.cs as usize);
+                Operand::Half(HalfPanels::new(
+                    kern,
+                    kind,
+                    kern.micro.nr,
+                    k,
+                    n,
+                    bits,
+                    rs,
+                    cs,
+                ))
+            }
             _ => Operand::Window {
                 slot: bw.slot,
                 batch: bw.batch,
@@ -308,10 +383,19 @@ impl MatMulPlan {
             },
         };
         let packed = matches!(b_op, Operand::Packed(_)) || matches!(a_op, Operand::Packed(_));
+        let half = match (&a_op, &b_op) {
+            (Operand::Half(h), _) | (_, Operand::Half(h)) => Some(h.kind()),
+            _ => None,
+        };
         let name = format!(
             "{}{}, epilogue {}",
             kern.name("gemm"),
-            if packed { " (packed weights)" } else { "" },
+            match half {
+                Some(Half::Bf16) => " (bf16 weights)",
+                Some(Half::F16) => " (f16 weights)",
+                None if packed => " (packed weights)",
+                None => "",
+            },
             fast.as_ref()
                 .map_or("interpreted".into(), |f| format!("fused {}", f.describe()))
         );
@@ -337,6 +421,7 @@ impl MatMulPlan {
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let lhs = match &self.a {
             Operand::Packed(p) => Lhs::Packed(p),
+            Operand::Half(h) => Lhs::Half(h),
             Operand::Window {
                 slot,
                 batch,
@@ -362,6 +447,7 @@ impl MatMulPlan {
         };
         let rhs = match &self.b {
             Operand::Packed(p) => Rhs::Packed(p),
+            Operand::Half(h) => Rhs::Panels(h),
             Operand::Window {
                 slot,
                 batch,
