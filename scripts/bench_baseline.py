@@ -74,26 +74,31 @@ def load_tract(model, threads, feeds):
     return version, run
 
 
-def load_openvino(model, threads):
+def load_openvino(model, threads, f32=True):
     try:
         import openvino as ov
     except ImportError as e:
         fail(f"openvino is not importable: {e}", "pip install openvino numpy")
     core = ov.Core()
     # Same precision as smelt (f32): OpenVINO would otherwise use bf16 on AVX512-BF16 CPUs.
+    # openvino-default leaves the precision to OpenVINO and reports what it chose.
     config = {
         "INFERENCE_NUM_THREADS": threads,
-        "INFERENCE_PRECISION_HINT": "f32",
         "PERFORMANCE_HINT": "LATENCY",
         "NUM_STREAMS": 1,
     }
+    if f32:
+        config["INFERENCE_PRECISION_HINT"] = "f32"
     compiled = core.compile_model(model, "CPU", config)
     req = compiled.create_infer_request()
 
     def run(feeds):
         return req.infer(feeds)
 
-    return ov.__version__ if hasattr(ov, "__version__") else ov.get_version(), run
+    version = ov.__version__ if hasattr(ov, "__version__") else ov.get_version()
+    if not f32:
+        version = f"{version} (precision {compiled.get_property('INFERENCE_PRECISION_HINT')})"
+    return version, run
 
 
 def main():
@@ -118,8 +123,10 @@ def main():
             version, run = load_tract(a.model, a.threads, feeds)
         elif a.runtime == "openvino":
             version, run = load_openvino(a.model, a.threads)
+        elif a.runtime == "openvino-default":
+            version, run = load_openvino(a.model, a.threads, f32=False)
         else:
-            fail(f"unknown runtime '{a.runtime}'", "use onnxruntime, tract or openvino")
+            fail(f"unknown runtime '{a.runtime}'", "use onnxruntime, tract, openvino or openvino-default")
         load_ms = (time.perf_counter_ns() - t0) / 1e6
         run(feeds)  # fail now on a model or input the runtime rejects
     except SystemExit:

@@ -11,8 +11,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 /// The worker script, embedded so the binary works from any directory.
 pub const WORKER_SCRIPT: &str = include_str!("../../../scripts/bench_baseline.py");
 
-/// Runtimes the worker knows.
-pub const RUNTIMES: &[&str] = &["onnxruntime", "tract", "openvino"];
+/// Runtimes the worker knows: `openvino` runs in f32 like smelt's default; `openvino-default`
+/// with OpenVINO's own choice of precision (bf16 on CPUs with AVX512-BF16 or AMX), the
+/// baseline of smelt's `--precision bf16` (the worker reports the precision it chose).
+pub const RUNTIMES: &[&str] = &["onnxruntime", "tract", "openvino", "openvino-default"];
 
 /// The Python to use: the one given, else `$SMELT_PYTHON`, else the project's venv in
 /// `${SMELT_CACHE:-~/.cache/smelt}/venv/bin/python`.
@@ -163,7 +165,7 @@ impl Worker {
 pub fn pip_name(runtime: &str) -> &str {
     match runtime {
         "tract" => "tract",
-        "openvino" => "openvino",
+        "openvino" | "openvino-default" => "openvino",
         _ => "onnxruntime",
     }
 }

@@ -3,6 +3,7 @@
 //! by feature detection ([`kernels`]); tests and benchmarks can ask for any ISA the CPU
 //! supports ([`Kernels::for_isa`]). Work is split over the process's one [`pool`].
 
+pub mod amx;
 pub mod attention;
 pub mod blocked;
 pub mod buf;

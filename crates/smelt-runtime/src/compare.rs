@@ -44,6 +44,10 @@ pub struct Comparison {
     pub first_nonfinite: Option<usize>,
     /// The first value whose cosine is under the threshold.
     pub first_divergent: Option<usize>,
+    /// The graph outputs of the two compiled plans themselves (the kernels, not the
+    /// reference executor: where the kernels round more than the graph says, as bf16
+    /// products on AMX tiles round their activations, this is where it shows).
+    pub outputs: Vec<ValueDiff>,
 }
 
 /// The optimized graph `options` compile `model` to (the pipeline stopped after its last
@@ -202,9 +206,35 @@ pub fn compare(
     }
     let first_nonfinite = values.iter().position(|v| v.nonfinite > v.base_nonfinite);
     let first_divergent = values.iter().position(|v| v.cosine < min_cosine);
+    let run = |o: &SessionOptions| -> Result<Vec<(String, Value)>> {
+        Session::from_model_with(model.clone(), o)?.run(inputs.clone())
+    };
+    let mut outputs = Vec::new();
+    for ((name, a), (_, b)) in run(lower)?.iter().zip(run(base)?.iter()) {
+        let (Value::Tensor(a), Value::Tensor(b)) = (a, b) else {
+            continue;
+        };
+        let (Ok(x), Ok(y)) = (a.to_f64(), b.to_f64()) else {
+            continue;
+        };
+        if x.len() != y.len() {
+            continue;
+        }
+        let (cosine, max_abs, nonfinite, base_nonfinite) = diff(&x, &y);
+        outputs.push(ValueDiff {
+            node: String::new(),
+            op: String::new(),
+            value: name.clone(),
+            cosine,
+            max_abs,
+            nonfinite,
+            base_nonfinite,
+        });
+    }
     Ok(Comparison {
         values,
         first_nonfinite,
         first_divergent,
+        outputs,
     })
 }

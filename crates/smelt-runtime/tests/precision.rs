@@ -3,7 +3,10 @@
 //! store those weights narrow (the plan's weights and kernel names say so) and match the
 //! f32 oracle of the same model with its weights rounded to that precision, on every ISA
 //! this CPU runs: widening is exact and products still accumulate in f32, so the only
-//! difference is summation order. Tolerance: |plan - oracle| <= 2e-4 (1 + |oracle|).
+//! difference is summation order. Tolerance: |plan - oracle| <= 2e-4 (1 + |oracle|);
+//! 2e-2 for the products' output where bf16 products run on AMX tiles, which round their
+//! activations to bf16 too (the kernel's own test checks it exactly against rounded
+//! operands).
 
 use smelt_ir::{DType, Model, Precision, PrecisionPolicy, Tensor, Value};
 use smelt_kernels::Isa;
@@ -120,26 +123,32 @@ fn half_weights_match_the_oracle_of_rounded_weights_on_every_isa() {
             let got = run(&s);
             let plan = s.last_plan().expect("plan");
             let names = plan.kernel_names().join("\n");
-            let tag = format!("({} weights)", p.dtype());
+            let tag = format!("({} weights", p.dtype());
             // The MatMul, the Gemm and the pointwise convolution read narrow weights; the
             // 3x3 one too, or widens them at plan time (direct kernels).
-            let narrow_read = names.matches(&tag).count();
+            let narrow = names.matches(&tag).count();
             let widened = names.matches("weights widened").count();
-            assert!(
-                narrow_read >= 3 && narrow_read + widened == 4,
-                "{isa:?} {p}:\n{names}"
-            );
+            assert!(narrow == 4 && widened <= 1, "{isa:?} {p}:\n{names}");
             // Every weight but the bias and the shape is narrow.
             let narrow = (0..)
                 .map_while(|i| plan.weight(i))
                 .filter(|w| w.dtype() == p.dtype())
                 .count();
             assert_eq!(narrow, 5, "{isa:?} {p}");
+            // On AMX the bf16 products also round their activations to bf16 (8 significant
+            // bits): the MatMul and Gemm then differ from the oracle by up to about 2^-8 of
+            // their terms' magnitudes.
+            let amx = names.contains("amx");
+            assert_eq!(
+                amx,
+                isa == Isa::Avx512 && p == Precision::Bf16 && smelt_kernels::amx::available()
+            );
             for (o, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g.len(), w.len());
+                let tol = if amx && o == 0 { 2e-2 } else { 2e-4 };
                 for (i, (a, b)) in g.iter().zip(w).enumerate() {
                     assert!(
-                        (a - b).abs() <= 2e-4 * (1.0 + b.abs()),
+                        (a - b).abs() <= tol * (1.0 + b.abs()),
                         "{isa:?} {p} output {o} [{i}]: {a} vs {b}"
                     );
                 }

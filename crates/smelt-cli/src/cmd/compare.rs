@@ -89,6 +89,16 @@ pub fn main(a: Args) -> Result<ExitCode> {
         ),
         None => outln!("first under cosine {}: none", a.min_cosine),
     }
+    outln!("the compiled plans' outputs:");
+    for v in &c.outputs {
+        outln!(
+            "  {:<10.6} {:<11.4e} {:>6}  {}",
+            v.cosine,
+            v.max_abs,
+            v.nonfinite,
+            v.value
+        );
+    }
     let bad = c.first_nonfinite.is_some() || c.first_divergent.is_some();
     Ok(if bad {
         ExitCode::from(1)

@@ -9,7 +9,9 @@ use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
 use smelt_ir::op::NnOp;
 use smelt_ir::{DType, Op, Tensor};
+use smelt_kernels::amx::{amx_gemm, AmxB};
 use smelt_kernels::epilogue::FusedSink;
+use smelt_kernels::gemm::TileSink;
 use smelt_kernels::gemm::{gemm, Batches, Gemm, Lhs, MatRef, PackedA, PackedB, Rhs};
 use smelt_kernels::half::{Half, HalfPanels};
 use smelt_kernels::Kernels;
@@ -25,6 +27,9 @@ enum Operand<P> {
     Packed(P),
     /// Half-precision weights, packed once, widened per run.
     Half(HalfPanels),
+    /// bf16 weights packed for AMX tiles (B only; A then a window, rounded to bf16 as it
+    /// is packed).
+    Amx(AmxB),
 }
 
 /// Gemm's extra terms: `alpha * A B + beta * C`.
@@ -138,6 +143,14 @@ pub(crate) fn half_weight<'w>(
         _ => return None,
     };
     Some((bits.get(r.offset..)?, kind))
+}
+
+/// Whether a product with bf16 weights as B runs on AMX tiles: the CPU and OS allow it,
+/// the kernels are AVX-512 (a lower ISA asked for is kept) and A is read from memory.
+fn amx_applies<P>(kern: &Kernels, a: &Operand<P>) -> bool {
+    kern.isa == smelt_kernels::Isa::Avx512
+        && matches!(a, Operand::Window { .. })
+        && smelt_kernels::amx::available()
 }
 
 /// Whether a window lies in half-precision weights.
@@ -364,16 +377,20 @@ impl MatMulPlan {
             _ if is_half(c, &br) => {
                 let (bits, kind) = half_weight(c, weights, &br).filter(|_| b_shared)?;
                 let (rs, cs) = (bw.rs as usize, bw.cs as usize);
-                Operand::Half(HalfPanels::new(
-                    kern,
-                    kind,
-                    kern.micro.nr,
-                    k,
-                    n,
-                    bits,
-                    rs,
-                    cs,
-                ))
+                if kind == Half::Bf16 && amx_applies(kern, &a_op) {
+                    Operand::Amx(AmxB::new(k, n, bits, rs, cs))
+                } else {
+                    Operand::Half(HalfPanels::new(
+                        kern,
+                        kind,
+                        kern.micro.nr,
+                        k,
+                        n,
+                        bits,
+                        rs,
+                        cs,
+                    ))
+                }
             }
             _ => Operand::Window {
                 slot: bw.slot,
@@ -387,10 +404,16 @@ impl MatMulPlan {
             (Operand::Half(h), _) | (_, Operand::Half(h)) => Some(h.kind()),
             _ => None,
         };
+        let amx = matches!(b_op, Operand::Amx(_));
         let name = format!(
             "{}{}, epilogue {}",
-            kern.name("gemm"),
+            if amx {
+                "gemm.amx-bf16".to_string()
+            } else {
+                kern.name("gemm")
+            },
             match half {
+                _ if amx => " (bf16 weights and activations)",
                 Some(Half::Bf16) => " (bf16 weights)",
                 Some(Half::F16) => " (f16 weights)",
                 None if packed => " (packed weights)",
@@ -422,6 +445,8 @@ impl MatMulPlan {
         let lhs = match &self.a {
             Operand::Packed(p) => Lhs::Packed(p),
             Operand::Half(h) => Lhs::Half(h),
+            // Never planned for A (AMX takes its A from memory).
+            Operand::Amx(_) => Lhs::Strided(MatRef::rows(std::ptr::null(), 0), Batches::Stride(0)),
             Operand::Window {
                 slot,
                 batch,
@@ -448,6 +473,8 @@ impl MatMulPlan {
         let rhs = match &self.b {
             Operand::Packed(p) => Rhs::Packed(p),
             Operand::Half(h) => Rhs::Panels(h),
+            // Run by `amx_gemm`, which takes B from the plan, not from this.
+            Operand::Amx(_) => Rhs::Strided(MatRef::rows(std::ptr::null(), 0), Batches::Stride(0)),
             Operand::Window {
                 slot,
                 batch,
@@ -481,12 +508,18 @@ impl MatMulPlan {
         };
         let map = |b: usize| (b, 0);
         let threads = if self.epi.parallel { ex.threads } else { 1 };
+        let product = |sink: &dyn TileSink| match (&self.b, lhs) {
+            (Operand::Amx(b), Lhs::Strided(a, bs)) => {
+                amx_gemm(ex.pool, threads, self.batch, self.m, a, bs, b, sink)
+            }
+            _ => gemm(ex.kern, ex.pool, threads, &g, sink),
+        };
         if let Some(f) = &self.fast {
             let sink = FusedSink {
                 epi: f.bind(mem),
                 finish: ex.kern.finish,
             };
-            gemm(ex.kern, ex.pool, threads, &g, &sink);
+            product(&sink);
             return;
         }
         match &self.scale {
@@ -498,7 +531,7 @@ impl MatMulPlan {
                     map: &map,
                     pre: |_, _, _, _, _, _: &mut [f32], _| {},
                 };
-                gemm(ex.kern, ex.pool, threads, &g, &sink);
+                product(&sink);
             }
             Some(s) => {
                 let pre = |_b: usize,
@@ -534,7 +567,7 @@ impl MatMulPlan {
                     map: &map,
                     pre,
                 };
-                gemm(ex.kern, ex.pool, threads, &g, &sink);
+                product(&sink);
             }
         }
     }

@@ -1,0 +1,466 @@
+//! Products on AMX tiles (Intel Advanced Matrix Extensions, Sapphire Rapids and later):
+//! `C[m x n] (f32) = A (f32, rounded to bf16 as it is packed) * B (bf16 weights)`, each
+//! `tdpbf16ps` multiplying a 16 x 32 block of A by a 32 x 16 block of B into 16 x 16 f32
+//! sums, sixteen times the work of an AVX-512 FMA per instruction. A bf16 plan's products
+//! run here where the CPU and the OS allow AMX ([`available`]).
+//!
+//! Each task packs a block of 32 rows of A to bf16 (rows of `kp`, k padded to a multiple
+//! of 32 with zeros) and sweeps column panels of 32: two A tiles, two B tiles and four
+//! accumulator tiles make a 32 x 32 block of C per k step of 32. B is packed once
+//! ([`AmxB`]): per panel, k pairs of 32 columns of bf16 pairs, the layout `tdpbf16ps`
+//! reads. Finished blocks go to a [`TileSink`] as f32 tiles.
+//!
+//! The instructions are written as inline assembly (Rust's AMX intrinsics are unstable);
+//! tile state is configured at the start of each task and released at its end.
+
+use crate::gemm::{Batches, MatRef, TileSink};
+use crate::pool::ThreadPool;
+
+/// Rows and columns of a block of C (two tiles each way).
+pub const BLOCK: usize = 32;
+
+/// Whether this CPU and OS run AMX bf16 products: CPUID says AMX-TILE and AMX-BF16, the
+/// OS enables tile state (XCR0), and Linux grants this process the tile data permission.
+/// Checked once. `SMELT_AMX=0` in the environment turns AMX off.
+pub fn available() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| std::env::var("SMELT_AMX").as_deref() != Ok("0") && detect())
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn detect() -> bool {
+    use std::arch::x86_64::{__cpuid_count, _xgetbv};
+    // SAFETY: CPUID leaf 7 exists on every x86-64 CPU that reports max leaf >= 7.
+    let max = __cpuid_count(0, 0).eax;
+    if max < 7 {
+        return false;
+    }
+    let l7 = __cpuid_count(7, 0);
+    let (amx_bf16, amx_tile) = (l7.edx & (1 << 22) != 0, l7.edx & (1 << 24) != 0);
+    let osxsave = __cpuid_count(1, 0).ecx & (1 << 27) != 0;
+    if !(amx_bf16 && amx_tile && osxsave && crate::Isa::Avx512.is_supported()) {
+        return false;
+    }
+    // SAFETY: OSXSAVE is set, so XGETBV is enabled.
+    let xcr0 = unsafe { _xgetbv(0) };
+    if xcr0 & (0b11 << 17) != 0b11 << 17 {
+        return false;
+    }
+    // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): per process, once.
+    let r: i64;
+    // SAFETY: a plain syscall with no memory arguments.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") 158i64 => r,
+            in("rdi") 0x1023i64,
+            in("rsi") 18i64,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack)
+        );
+    }
+    r == 0
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn detect() -> bool {
+    false
+}
+
+/// bf16 bits of `x`, rounded to nearest even (NaN stays NaN, quieted).
+#[inline]
+pub fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// B packed for the tiles: per panel of 32 columns, `kp / 2` rows of 32 bf16 pairs
+/// (`data[q][p / 2][j][p % 2]` = `B[p][q * 32 + j]`), zero past `k` and `n`.
+#[derive(Debug, Clone)]
+pub struct AmxB {
+    k: usize,
+    n: usize,
+    kp: usize,
+    data: Vec<u16>,
+}
+
+impl AmxB {
+    /// Packs the `k x n` bf16 matrix `B[p][j] = src[p * rs + j * cs]`.
+    ///
+    /// # Panics
+    /// When an element lies outside `src`.
+    pub fn new(k: usize, n: usize, src: &[u16], rs: usize, cs: usize) -> AmxB {
+        let kp = k.next_multiple_of(BLOCK);
+        let panels = n.div_ceil(BLOCK);
+        let mut data = vec![0u16; panels * kp * BLOCK];
+        for q in 0..panels {
+            let out = &mut data[q * kp * BLOCK..(q + 1) * kp * BLOCK];
+            for p in 0..k {
+                for j in 0..BLOCK.min(n - q * BLOCK) {
+                    out[(p / 2) * 2 * BLOCK + j * 2 + p % 2] = src[p * rs + (q * BLOCK + j) * cs];
+                }
+            }
+        }
+        AmxB { k, n, kp, data }
+    }
+
+    /// Depth.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 2
+    }
+}
+
+/// The tile configuration: palette 1, eight tiles of 16 rows of 64 bytes.
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+}
+
+const CONFIG: TileConfig = TileConfig {
+    palette: 1,
+    start_row: 0,
+    reserved: [0; 14],
+    colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+    rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+};
+
+/// One 32 x 32 block: `c` (row stride 32) = `a` (32 rows of `kp` bf16) times panel `b`.
+///
+/// # Safety
+/// Tiles configured ([`CONFIG`]); `a` holds `32 * kp`, `b` `kp * 32` elements, `c` 1024.
+#[cfg(target_arch = "x86_64")]
+unsafe fn block(kp: usize, a: *const u16, b: *const u16, c: *mut f32) {
+    use std::arch::asm;
+    asm!(
+        "tilezero tmm0",
+        "tilezero tmm1",
+        "tilezero tmm2",
+        "tilezero tmm3",
+        options(nostack)
+    );
+    let sa = (kp * 2) as isize;
+    let sb = (BLOCK * 4) as isize;
+    let mut p = 0;
+    while p < kp {
+        let (a0, a1) = (a.add(p), a.add(16 * kp + p));
+        let b0 = b.add(p * BLOCK);
+        let b1 = b0.add(BLOCK);
+        asm!(
+            "tileloadd tmm4, [{a0} + {sa}*1]",
+            "tileloadd tmm6, [{b0} + {sb}*1]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tileloadd tmm7, [{b1} + {sb}*1]",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tileloadd tmm5, [{a1} + {sa}*1]",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            a0 = in(reg) a0,
+            a1 = in(reg) a1,
+            b0 = in(reg) b0,
+            b1 = in(reg) b1,
+            sa = in(reg) sa,
+            sb = in(reg) sb,
+            options(nostack)
+        );
+        p += BLOCK;
+    }
+    let sc = (BLOCK * 4) as isize;
+    asm!(
+        "tilestored [{c0} + {sc}*1], tmm0",
+        "tilestored [{c1} + {sc}*1], tmm1",
+        "tilestored [{c2} + {sc}*1], tmm2",
+        "tilestored [{c3} + {sc}*1], tmm3",
+        c0 = in(reg) c,
+        c1 = in(reg) c.add(16),
+        c2 = in(reg) c.add(16 * BLOCK),
+        c3 = in(reg) c.add(16 * BLOCK + 16),
+        sc = in(reg) sc,
+        options(nostack)
+    );
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn block(_kp: usize, _a: *const u16, _b: *const u16, _c: *mut f32) {
+    unreachable!("AMX is x86-64 only")
+}
+
+/// Rows `i0 .. i0 + rows` of the f32 matrix `a` (k columns) as bf16 rows of `kp`.
+///
+/// # Safety
+/// Every element of those rows is readable; AVX-512 F/BW present (see [`available`]).
+unsafe fn pack_rows(a: MatRef, i0: usize, rows: usize, k: usize, kp: usize, out: &mut [u16]) {
+    out.fill(0);
+    for r in 0..rows {
+        let row = a.ptr.offset((i0 + r) as isize * a.rs);
+        let o = &mut out[r * kp..r * kp + k];
+        if a.cs == 1 {
+            round_row(row, o.as_mut_ptr(), k);
+        } else {
+            for (p, d) in o.iter_mut().enumerate() {
+                *d = bf16_bits(*row.offset(p as isize * a.cs));
+            }
+        }
+    }
+}
+
+/// `n` floats at `src` as bf16 bits at `dst`, rounded to nearest even (NaN quieted): as
+/// [`bf16_bits`], sixteen at a time.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `n` elements; AVX-512 F/BW present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn round_row(src: *const f32, dst: *mut u16, n: usize) {
+    use std::arch::x86_64::*;
+    let (one, bias, abs, inf, quiet) = (
+        _mm512_set1_epi32(1),
+        _mm512_set1_epi32(0x7fff),
+        _mm512_set1_epi32(0x7fff_ffff),
+        _mm512_set1_epi32(0x7f80_0000),
+        _mm512_set1_epi32(0x40),
+    );
+    let mut i = 0;
+    while i < n {
+        let left = n - i;
+        let mask: u16 = if left >= 16 { !0 } else { (1u16 << left) - 1 };
+        let x = _mm512_maskz_loadu_epi32(mask, src.add(i) as *const i32);
+        let lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+        let rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, lsb)), 16);
+        let nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
+        let quieted = _mm512_or_si512(_mm512_srli_epi32(x, 16), quiet);
+        let r = _mm512_mask_blend_epi32(nan, rounded, quieted);
+        _mm256_mask_storeu_epi16(dst.add(i) as *mut i16, mask, _mm512_cvtepi32_epi16(r));
+        i += 16;
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn round_row(src: *const f32, dst: *mut u16, n: usize) {
+    for i in 0..n {
+        *dst.add(i) = bf16_bits(*src.add(i));
+    }
+}
+
+/// `batch` products `C_b = A_b * B` on up to `threads` threads of `pool`, every 32 x 32
+/// block of C handed to `sink` (clipped to `m x n`).
+///
+/// # Safety
+/// [`available`] is true; every element of every batch of `a` (`m x k`) is readable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn amx_gemm(
+    pool: &ThreadPool,
+    threads: usize,
+    batch: usize,
+    m: usize,
+    a: MatRef,
+    a_batches: Batches,
+    b: &AmxB,
+    sink: &dyn TileSink,
+) {
+    let (n, k, kp) = (b.n, b.k, b.kp);
+    if batch == 0 || m == 0 || n == 0 {
+        return;
+    }
+    let rb = m.div_ceil(BLOCK);
+    let panels = n.div_ceil(BLOCK);
+    // Column chunks: enough tasks for every thread twice over, each chunk a few panels.
+    let want = (2 * threads).div_ceil(batch * rb);
+    let cb = want.clamp(1, panels);
+    let tasks = batch * rb * cb;
+    let chunk = |q: usize| q * (panels / cb) + q.min(panels % cb);
+    pool.run(threads, tasks, &|t| {
+        let bi = t / (rb * cb);
+        let (ib, jb) = ((t / cb) % rb, t % cb);
+        let i0 = ib * BLOCK;
+        let rows = BLOCK.min(m - i0);
+        let mut apack = vec![0u16; BLOCK * kp];
+        let ab = a.offset(a_batches.at(bi));
+        pack_rows(ab, i0, rows, k, kp, &mut apack);
+        let mut tile = [0f32; BLOCK * BLOCK];
+        std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
+        for q in chunk(jb)..chunk(jb + 1) {
+            let j0 = q * BLOCK;
+            let cols = BLOCK.min(n - j0);
+            block(
+                kp,
+                apack.as_ptr(),
+                b.data.as_ptr().add(q * kp * BLOCK),
+                tile.as_mut_ptr(),
+            );
+            if cols < BLOCK {
+                for r in 0..rows {
+                    tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
+                }
+                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
+            } else {
+                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
+            }
+        }
+        std::arch::asm!("tilerelease", options(nostack));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::StoreC;
+    use crate::testing::rand_vec;
+
+    fn check(batch: usize, m: usize, n: usize, k: usize, threads: usize) {
+        let a = rand_vec(batch * m * k, 3 + m as u64);
+        let bw = rand_vec(k * n, 4 + n as u64);
+        let bits: Vec<u16> = bw.iter().map(|&x| bf16_bits(x)).collect();
+        let b = AmxB::new(k, n, &bits, n, 1);
+        let mut c = vec![f32::NAN; batch * m * n];
+        let sink = StoreC {
+            c: c.as_mut_ptr(),
+            ldc: n,
+            batch_stride: m * n,
+        };
+        unsafe {
+            amx_gemm(
+                crate::pool::global(),
+                threads,
+                batch,
+                m,
+                MatRef::rows(a.as_ptr(), k),
+                Batches::Stride((m * k) as isize),
+                &b,
+                &sink,
+            )
+        };
+        let wide = |h: u16| f32::from_bits((h as u32) << 16) as f64;
+        for bi in 0..batch {
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut s, mut mag) = (0f64, 0f64);
+                    for p in 0..k {
+                        let t = wide(bf16_bits(a[bi * m * k + i * k + p])) * wide(bits[p * n + j]);
+                        s += t;
+                        mag += t.abs();
+                    }
+                    let got = c[bi * m * n + i * n + j] as f64;
+                    assert!(
+                        (got - s).abs() <= 1e-5 * (1.0 + mag),
+                        "{batch}x{m}x{n}x{k} t{threads} C[{bi}][{i}][{j}] = {got}, want {s}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn products_match_the_rounded_operands() {
+        if !available() {
+            eprintln!("note: no AMX here; its kernel was not run");
+            return;
+        }
+        check(1, 32, 32, 32, 1);
+        check(1, 7, 45, 19, 1);
+        check(2, 70, 100, 97, 2);
+        check(1, 1, 1536, 384, 2);
+    }
+
+    #[test]
+    fn rows_round_as_one_value_does() {
+        if !crate::Isa::Avx512.is_supported() {
+            return;
+        }
+        let mut v = rand_vec(37, 5);
+        v.extend([
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            -0.0,
+            1e-40,
+            f32::from_bits(0x3f80_8000),
+        ]);
+        v.extend((0..64).map(|i| f32::from_bits(0x3f80_0000 + i * 0x1111)));
+        let mut out = vec![0u16; v.len() + 1];
+        unsafe { round_row(v.as_ptr(), out.as_mut_ptr(), v.len()) };
+        for (x, o) in v.iter().zip(&out) {
+            assert_eq!(*o, bf16_bits(*x), "{x} ({:#x})", x.to_bits());
+        }
+        assert_eq!(out[v.len()], 0);
+    }
+
+    #[test]
+    fn rounding_is_to_nearest_even() {
+        assert_eq!(bf16_bits(1.0), 0x3f80);
+        assert_eq!(bf16_bits(f32::from_bits(0x3f80_8000)), 0x3f80);
+        assert_eq!(bf16_bits(f32::from_bits(0x3f81_8000)), 0x3f82);
+        assert_eq!(bf16_bits(f32::from_bits(0x3f80_8001)), 0x3f81);
+        assert!(f32::from_bits((bf16_bits(f32::NAN) as u32) << 16).is_nan());
+        assert_eq!(bf16_bits(f32::INFINITY), 0x7f80);
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::gemm::StoreC;
+
+    /// `cargo test --release -p smelt-kernels amx_time -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn amx_time() {
+        if !available() {
+            return;
+        }
+        let (m, n, k) = (1024, 1536, 384);
+        let a = crate::testing::rand_vec(m * k, 1);
+        let bits: Vec<u16> = crate::testing::rand_vec(k * n, 2)
+            .iter()
+            .map(|&x| bf16_bits(x))
+            .collect();
+        let b = AmxB::new(k, n, &bits, n, 1);
+        let mut c = vec![0f32; m * n];
+        let sink = StoreC {
+            c: c.as_mut_ptr(),
+            ldc: n,
+            batch_stride: 0,
+        };
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let reps = 20;
+            for _ in 0..reps {
+                unsafe {
+                    amx_gemm(
+                        crate::pool::global(),
+                        1,
+                        1,
+                        m,
+                        MatRef::rows(a.as_ptr(), k),
+                        Batches::Stride(0),
+                        &b,
+                        &sink,
+                    )
+                };
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            eprintln!(
+                "{m}x{n}x{k}: {:.3} ms, {:.0} GFLOP/s",
+                s * 1e3,
+                2.0 * (m * n * k) as f64 / s / 1e9
+            );
+        }
+    }
+}
