@@ -425,7 +425,12 @@ mod timing {
         if !available() {
             return;
         }
-        let (m, n, k) = (1024, 1536, 384);
+        let dims: Vec<usize> = std::env::var("AMX_DIMS")
+            .unwrap_or("1024,1536,384".into())
+            .split(',')
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let (m, n, k) = (dims[0], dims[1], dims[2]);
         let a = crate::testing::rand_vec(m * k, 1);
         let bits: Vec<u16> = crate::testing::rand_vec(k * n, 2)
             .iter()
