@@ -318,6 +318,183 @@ pub unsafe fn amx_gemm(
     });
 }
 
+/// Weights as A for the tiles: bf16 rows in blocks of 32 (`data[b][r][p]` = `A[b * 32 +
+/// r][p]`, rows of `kp`, zero past `m` and `k`), for products whose B is activations (a
+/// convolution's filters times its input).
+#[derive(Debug, Clone)]
+pub struct AmxA {
+    m: usize,
+    k: usize,
+    kp: usize,
+    data: Vec<u16>,
+}
+
+impl AmxA {
+    /// Packs the `m x k` bf16 matrix `A[i][p] = src[i * rs + p * cs]`.
+    ///
+    /// # Panics
+    /// When an element lies outside `src`.
+    pub fn new(m: usize, k: usize, src: &[u16], rs: usize, cs: usize) -> AmxA {
+        let kp = k.next_multiple_of(BLOCK);
+        let mut data = vec![0u16; m.div_ceil(BLOCK) * BLOCK * kp];
+        for i in 0..m {
+            for p in 0..k {
+                data[i * kp + p] = src[i * rs + p * cs];
+            }
+        }
+        AmxA { m, k, kp, data }
+    }
+
+    /// Rows.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Depth.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 2
+    }
+}
+
+/// Activations as B: read in place (rows of k a stride apart, batches at offsets) or
+/// produced a panel at a time (an im2col view).
+#[derive(Clone, Copy)]
+pub enum AmxRhs<'a> {
+    /// `B_b[p][j]` at `b.offset(batches.at(b))`, `p * rs + j * cs`.
+    Strided(MatRef, Batches<'a>),
+    /// Panels from a source (`nr` = 32).
+    Panels(&'a dyn crate::gemm::PanelSource),
+}
+
+/// The f32 panel `stage` (`k` rows of 32) as bf16 pairs for the tiles (`out[p / 2][j][p %
+/// 2]`, `kp / 2` rows of 32 pairs, zero past `k`), rounded to nearest even.
+///
+/// # Safety
+/// `stage` holds `k * 32` and `out` `kp * 32` elements; AVX-512 F/BW present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn pair_panel(stage: &[f32], k: usize, kp: usize, out: &mut [u16]) {
+    use std::arch::x86_64::*;
+    let (one, bias, abs, inf, quiet, high) = (
+        _mm512_set1_epi32(1),
+        _mm512_set1_epi32(0x7fff),
+        _mm512_set1_epi32(0x7fff_ffff),
+        _mm512_set1_epi32(0x7f80_0000),
+        _mm512_set1_epi32(0x0040_0000),
+        _mm512_set1_epi32(0xffff_0000u32 as i32),
+    );
+    // The bf16 of each lane in its top half (low half zero).
+    let round = |x: __m512i| {
+        let lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+        let r = _mm512_add_epi32(x, _mm512_add_epi32(bias, lsb));
+        let nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
+        _mm512_and_si512(
+            _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(x, quiet)),
+            high,
+        )
+    };
+    let row = |p: usize, h: usize| {
+        if p < k {
+            _mm512_loadu_si512(stage.as_ptr().add(p * BLOCK + h * 16) as *const _)
+        } else {
+            _mm512_setzero_si512()
+        }
+    };
+    let o = out.as_mut_ptr();
+    for p in (0..kp).step_by(2) {
+        for h in 0..2 {
+            let lo = _mm512_srli_epi32(round(row(p, h)), 16);
+            let pair = _mm512_or_si512(round(row(p + 1, h)), lo);
+            _mm512_storeu_si512(o.add((p / 2) * 2 * BLOCK + h * BLOCK) as *mut _, pair);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn pair_panel(stage: &[f32], k: usize, kp: usize, out: &mut [u16]) {
+    out.fill(0);
+    for p in 0..k {
+        for j in 0..BLOCK {
+            out[(p / 2) * 2 * BLOCK + j * 2 + p % 2] = bf16_bits(stage[p * BLOCK + j]);
+        }
+    }
+    let _ = kp;
+}
+
+/// `batch` products `C_b = A * B_b` (A bf16 weights, B activations rounded to bf16 as
+/// each panel of 32 columns is packed) on up to `threads` threads, every 32 x 32 block of
+/// C handed to `sink` (clipped to `m x n`). Each task packs one panel and sweeps every
+/// block of A's rows over it.
+///
+/// # Safety
+/// [`available`] is true; every element of every batch of B (`k x n`) is readable.
+pub unsafe fn amx_gemm_weights(
+    pool: &ThreadPool,
+    threads: usize,
+    batch: usize,
+    n: usize,
+    a: &AmxA,
+    b: AmxRhs,
+    sink: &dyn TileSink,
+) {
+    let (m, k, kp) = (a.m, a.k, a.kp);
+    if batch == 0 || m == 0 || n == 0 {
+        return;
+    }
+    let panels = n.div_ceil(BLOCK);
+    let blocks = m.div_ceil(BLOCK);
+    pool.run(threads, batch * panels, &|t| {
+        let (bi, q) = (t / panels, t % panels);
+        let (j0, cols) = (q * BLOCK, BLOCK.min(n - q * BLOCK));
+        let mut stage = vec![0f32; k * BLOCK];
+        match b {
+            AmxRhs::Strided(src, bs) => {
+                let src = src.offset(bs.at(bi));
+                for p in 0..k {
+                    let row = src.ptr.offset(p as isize * src.rs);
+                    let out = &mut stage[p * BLOCK..p * BLOCK + cols];
+                    if src.cs == 1 {
+                        out.copy_from_slice(std::slice::from_raw_parts(row.add(j0), cols));
+                    } else {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = *row.offset((j0 + j) as isize * src.cs);
+                        }
+                    }
+                }
+            }
+            AmxRhs::Panels(src) => src.pack(bi, j0, cols, k, BLOCK, &mut stage),
+        }
+        let mut panel = vec![0u16; kp * BLOCK];
+        pair_panel(&stage, k, kp, &mut panel);
+        let mut tile = [0f32; BLOCK * BLOCK];
+        std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
+        for ib in 0..blocks {
+            let i0 = ib * BLOCK;
+            let rows = BLOCK.min(m - i0);
+            block(
+                kp,
+                a.data.as_ptr().add(i0 * kp),
+                panel.as_ptr(),
+                tile.as_mut_ptr(),
+            );
+            if cols < BLOCK {
+                for r in 0..rows {
+                    tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
+                }
+                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
+            } else {
+                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
+            }
+        }
+        std::arch::asm!("tilerelease", options(nostack));
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +554,53 @@ mod tests {
         check(1, 7, 45, 19, 1);
         check(2, 70, 100, 97, 2);
         check(1, 1, 1536, 384, 2);
+    }
+
+    fn check_weights(batch: usize, m: usize, n: usize, k: usize, threads: usize) {
+        let wa = rand_vec(m * k, 7 + m as u64);
+        let bits: Vec<u16> = wa.iter().map(|&x| bf16_bits(x)).collect();
+        let a = AmxA::new(m, k, &bits, k, 1);
+        let bv = rand_vec(batch * k * n, 8 + n as u64);
+        let mut c = vec![f32::NAN; batch * m * n];
+        let sink = StoreC {
+            c: c.as_mut_ptr(),
+            ldc: n,
+            batch_stride: m * n,
+        };
+        let rhs = AmxRhs::Strided(
+            MatRef::rows(bv.as_ptr(), n),
+            Batches::Stride((k * n) as isize),
+        );
+        unsafe { amx_gemm_weights(crate::pool::global(), threads, batch, n, &a, rhs, &sink) };
+        let wide = |h: u16| f32::from_bits((h as u32) << 16) as f64;
+        for bi in 0..batch {
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut s, mut mag) = (0f64, 0f64);
+                    for p in 0..k {
+                        let t = wide(bits[i * k + p]) * wide(bf16_bits(bv[bi * k * n + p * n + j]));
+                        s += t;
+                        mag += t.abs();
+                    }
+                    let got = c[bi * m * n + i * n + j] as f64;
+                    assert!(
+                        (got - s).abs() <= 1e-5 * (1.0 + mag),
+                        "weights {batch}x{m}x{n}x{k} t{threads} C[{bi}][{i}][{j}] = {got}, want {s}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn weight_products_match_the_rounded_operands() {
+        if !available() {
+            return;
+        }
+        check_weights(1, 32, 32, 32, 1);
+        check_weights(1, 7, 45, 19, 1);
+        check_weights(2, 70, 100, 97, 2);
+        check_weights(1, 64, 49, 2304, 2);
     }
 
     #[test]

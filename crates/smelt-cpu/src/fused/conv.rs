@@ -11,6 +11,7 @@ use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, ConvAlgorithm, TensorRef};
 use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
+use smelt_kernels::amx::{amx_gemm_weights, AmxA, AmxRhs};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::Conv2d;
 use smelt_kernels::direct::{
@@ -20,25 +21,21 @@ use smelt_kernels::epilogue::FusedSink;
 use smelt_kernels::gemm::{
     gemm, Batches, Gemm, Lhs, MatRef, Micro, PackedA, PackedB, Rhs, TileSink, Transposed,
 };
-use smelt_kernels::half::HalfPanels;
+use smelt_kernels::half::{Half, HalfPanels};
 use smelt_kernels::implicit::implicit_conv;
 use smelt_kernels::winograd::{self, winograd_conv, WinogradWeights};
 use smelt_kernels::Kernels;
 use std::borrow::Cow;
 
-/// A group's weights as the GEMM's A: packed f32, or half precision widened per run.
+/// Output channels (per group) from which a bf16 convolution runs on AMX tiles.
+const AMX_MIN_CHANNELS: usize = 64;
+
+/// A group's weights as the GEMM's A: packed f32, half precision widened per run, or bf16
+/// for AMX tiles (the input then rounded to bf16 as it is packed).
 enum GemmWeights {
     F32(PackedA),
     Half(HalfPanels),
-}
-
-impl GemmWeights {
-    fn lhs(&self) -> Lhs<'_> {
-        match self {
-            GemmWeights::F32(p) => Lhs::Packed(p),
-            GemmWeights::Half(h) => Lhs::Half(h),
-        }
-    }
+    Amx(AmxA),
 }
 
 enum Method {
@@ -394,10 +391,24 @@ impl ConvPlan {
             ConvAlgorithm::Direct => !geom.is_pointwise(),
             ConvAlgorithm::Winograd | ConvAlgorithm::WinogradF2 => winograd::applies(&geom),
         });
+        // bf16 weights on a CPU with AMX: the im2col GEMM on AMX tiles (its products
+        // several times the FMA rate; a tuned choice still overrides), where the filters
+        // are enough to amortize packing each 32 pixels' input to bf16 (two blocks of 32
+        // output channels: PP-OCRv4 det's 16- and 24-channel layers at 160x160 took 2-3x
+        // their f32 time on the tiles, packing-bound).
+        let half = super::matmul::half_weight(c, weights, wr).filter(|_| wr.is_contiguous());
+        let amx = matches!(half, Some((_, Half::Bf16)))
+            && kern.isa == smelt_kernels::Isa::Avx512
+            && !depthwise
+            && mg >= AMX_MIN_CHANNELS
+            && k >= 16
+            && chosen.is_none()
+            && smelt_kernels::amx::available();
         let (winograd, direct, wino_m) = match chosen {
             Some(ConvAlgorithm::Winograd) => (true, false, 4),
             Some(ConvAlgorithm::WinogradF2) => (true, false, 2),
             Some(c) => (false, c == ConvAlgorithm::Direct, wino_m),
+            None if amx => (false, false, wino_m),
             None => (winograd, direct, wino_m),
         };
         let method = if depthwise {
@@ -424,6 +435,20 @@ impl ConvPlan {
                     .map(|g| DirectWeights::new(kern, mg, k, &wv[g * mg * k..(g + 1) * mg * k]))
                     .collect(),
             )
+        } else if let (true, Some((bits, _))) = (amx, half) {
+            Method::Gemm(
+                (0..groups)
+                    .map(|g| {
+                        GemmWeights::Amx(AmxA::new(
+                            mg,
+                            k,
+                            &bits[g * mg * k..(g + 1) * mg * k],
+                            k,
+                            1,
+                        ))
+                    })
+                    .collect(),
+            )
         } else if smelt_kernels::implicit::applies(&kern.micro, &geom, mg) {
             Method::Implicit(
                 (0..groups)
@@ -443,7 +468,6 @@ impl ConvPlan {
             )
         } else {
             // Half-precision weights stay so (their widened copy `wv` goes).
-            let half = super::matmul::half_weight(c, weights, wr).filter(|_| wr.is_contiguous());
             Method::Gemm(
                 (0..groups)
                     .map(|g| match half {
@@ -496,6 +520,9 @@ impl ConvPlan {
             Method::Direct(_) => kern.name("conv.direct"),
             Method::Winograd(_) if wino_m == 2 => kern.name("conv.winograd-f2x2"),
             Method::Winograd(_) => kern.name("conv.winograd-f4x4"),
+            Method::Gemm(w) if matches!(w.first(), Some(GemmWeights::Amx(_))) => {
+                "conv.amx-bf16".to_string()
+            }
             Method::Gemm(_) if geom.is_pointwise() => kern.name("conv.pointwise-gemm"),
             Method::Gemm(_) => kern.name("conv.im2col-gemm"),
             Method::Implicit(_) => kern.name("conv.implicit-gemm"),
@@ -507,6 +534,9 @@ impl ConvPlan {
         // Weights the plan keeps narrow, or widened to f32 at plan time.
         let base = match (&method, c.plan.buffer(wr.buffer).dtype) {
             (_, DType::F32) => base,
+            (Method::Gemm(w), _) if matches!(w.first(), Some(GemmWeights::Amx(_))) => {
+                format!("{base} (bf16 weights and activations)")
+            }
             (Method::Gemm(w), d) if matches!(w.first(), Some(GemmWeights::Half(_))) => {
                 format!("{base} ({d} weights)")
             }
@@ -626,12 +656,29 @@ impl ConvPlan {
                 for (gi, pa) in packed.iter().enumerate() {
                     let offsets = group_offsets(gi);
                     let product = |rhs: Rhs| {
+                        let a = match pa {
+                            GemmWeights::F32(p) => Lhs::Packed(p),
+                            GemmWeights::Half(h) => Lhs::Half(h),
+                            GemmWeights::Amx(w) => {
+                                let b = match rhs {
+                                    Rhs::Strided(m, bs) => AmxRhs::Strided(m, bs),
+                                    Rhs::Panels(src) => AmxRhs::Panels(src),
+                                    // (The convolution's B is never packed ahead.)
+                                    Rhs::Packed(_) | Rhs::PackedEach(_) => return,
+                                };
+                                let n = g.pixels();
+                                self.finish_with(mem, ex, gi, |sink| {
+                                    amx_gemm_weights(ex.pool, threads, self.images, n, w, b, sink)
+                                });
+                                return;
+                            }
+                        };
                         let gm = Gemm {
                             batch: self.images,
                             m: self.mg,
                             n: g.pixels(),
                             k: g.k(),
-                            a: pa.lhs(),
+                            a,
                             b: rhs,
                         };
                         self.finish_with(mem, ex, gi, |sink| {
