@@ -448,50 +448,58 @@ pub unsafe fn amx_gemm_weights(
     }
     let panels = n.div_ceil(BLOCK);
     let blocks = m.div_ceil(BLOCK);
-    pool.run(threads, batch * panels, &|t| {
-        let (bi, q) = (t / panels, t % panels);
-        let (j0, cols) = (q * BLOCK, BLOCK.min(n - q * BLOCK));
-        let mut stage = vec![0f32; k * BLOCK];
-        match b {
-            AmxRhs::Strided(src, bs) => {
-                let src = src.offset(bs.at(bi));
-                for p in 0..k {
-                    let row = src.ptr.offset(p as isize * src.rs);
-                    let out = &mut stage[p * BLOCK..p * BLOCK + cols];
-                    if src.cs == 1 {
-                        out.copy_from_slice(std::slice::from_raw_parts(row.add(j0), cols));
-                    } else {
-                        for (j, o) in out.iter_mut().enumerate() {
-                            *o = *row.offset((j0 + j) as isize * src.cs);
+    // Tasks of a few panels each (four per thread), so a task configures the tiles and
+    // takes its scratch once for several panels.
+    let chunks = (4 * threads).div_ceil(batch).clamp(1, panels);
+    let chunk = |c: usize| c * (panels / chunks) + c.min(panels % chunks);
+    pool.run(threads, batch * chunks, &|t| {
+        let (bi, c) = (t / chunks, t % chunks);
+        let src = match b {
+            AmxRhs::Strided(src, bs) => Some(src.offset(bs.at(bi))),
+            AmxRhs::Panels(_) => None,
+        };
+        crate::buf::with_scratch(k * BLOCK + kp * BLOCK / 2, |scratch| {
+            let (stage, panel) = scratch.split_at_mut(k * BLOCK);
+            let panel = std::slice::from_raw_parts_mut(panel.as_mut_ptr() as *mut u16, kp * BLOCK);
+            let mut tile = [0f32; BLOCK * BLOCK];
+            std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
+            for q in chunk(c)..chunk(c + 1) {
+                let (j0, cols) = (q * BLOCK, BLOCK.min(n - q * BLOCK));
+                match (b, src) {
+                    (AmxRhs::Strided(..), Some(src)) => {
+                        for p in 0..k {
+                            let row = src.ptr.offset(p as isize * src.rs);
+                            let out = &mut stage[p * BLOCK..(p + 1) * BLOCK];
+                            if src.cs == 1 {
+                                out[..cols].copy_from_slice(std::slice::from_raw_parts(row.add(j0), cols));
+                            } else {
+                                for (j, o) in out[..cols].iter_mut().enumerate() {
+                                    *o = *row.offset((j0 + j) as isize * src.cs);
+                                }
+                            }
+                            out[cols..].fill(0.0);
                         }
+                    }
+                    (AmxRhs::Panels(src), _) => src.pack(bi, j0, cols, k, BLOCK, stage),
+                    (AmxRhs::Strided(..), None) => {}
+                }
+                pair_panel(stage, k, kp, panel);
+                for ib in 0..blocks {
+                    let i0 = ib * BLOCK;
+                    let rows = BLOCK.min(m - i0);
+                    block(kp, a.data.as_ptr().add(i0 * kp), panel.as_ptr(), tile.as_mut_ptr());
+                    if cols < BLOCK {
+                        for r in 0..rows {
+                            tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
+                        }
+                        sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
+                    } else {
+                        sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
                     }
                 }
             }
-            AmxRhs::Panels(src) => src.pack(bi, j0, cols, k, BLOCK, &mut stage),
-        }
-        let mut panel = vec![0u16; kp * BLOCK];
-        pair_panel(&stage, k, kp, &mut panel);
-        let mut tile = [0f32; BLOCK * BLOCK];
-        std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
-        for ib in 0..blocks {
-            let i0 = ib * BLOCK;
-            let rows = BLOCK.min(m - i0);
-            block(
-                kp,
-                a.data.as_ptr().add(i0 * kp),
-                panel.as_ptr(),
-                tile.as_mut_ptr(),
-            );
-            if cols < BLOCK {
-                for r in 0..rows {
-                    tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
-                }
-                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
-            } else {
-                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
-            }
-        }
-        std::arch::asm!("tilerelease", options(nostack));
+            std::arch::asm!("tilerelease", options(nostack));
+        });
     });
 }
 
