@@ -43,6 +43,13 @@ fn line(v: &ValueDiff) -> String {
 pub fn main(a: Args) -> Result<ExitCode> {
     let mut lower = a.compile.options()?;
     lower.input_shapes = parse_shapes(&a.inputs.shape)?;
+    if smelt_runtime::artifact::is_artifact(&a.model) {
+        bail!(
+            InvalidInput,
+            "{}: an artifact is compiled for one precision; compare the ONNX model",
+            a.model.display()
+        );
+    }
     if a.inputs.input.is_empty() && !a.inputs.random_inputs {
         bail!(
             InvalidInput,
