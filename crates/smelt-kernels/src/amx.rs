@@ -126,7 +126,7 @@ impl AmxB {
 
 /// The tile configuration: palette 1, eight tiles of 16 rows of 64 bytes.
 #[repr(C, align(64))]
-struct TileConfig {
+pub(crate) struct TileConfig {
     palette: u8,
     start_row: u8,
     reserved: [u8; 14],
@@ -134,7 +134,7 @@ struct TileConfig {
     rows: [u8; 16],
 }
 
-const CONFIG: TileConfig = TileConfig {
+pub(crate) const CONFIG: TileConfig = TileConfig {
     palette: 1,
     start_row: 0,
     reserved: [0; 14],

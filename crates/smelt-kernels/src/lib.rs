@@ -4,6 +4,7 @@
 //! supports ([`Kernels::for_isa`]). Work is split over the process's one [`pool`].
 
 pub mod amx;
+pub mod amx_conv;
 pub mod attention;
 pub mod blocked;
 pub mod buf;

@@ -12,6 +12,7 @@ use smelt_ir::kernel::{Anchor, BufferKind, ConvAlgorithm, TensorRef};
 use smelt_ir::op::{AutoPad, NnOp};
 use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::amx::{amx_gemm_weights, AmxA, AmxRhs};
+use smelt_kernels::amx_conv::{amx_conv, AmxConvWeights};
 use smelt_kernels::buf::with_scratch;
 use smelt_kernels::conv::Conv2d;
 use smelt_kernels::direct::{
@@ -53,6 +54,8 @@ enum Method {
     Winograd(Vec<WinogradWeights>),
     /// Per channel, a direct kernel; taps per channel.
     Depthwise(Vec<f32>),
+    /// Stride 1 on AMX tiles, read in place from a bf16 copy of the input (per group).
+    AmxConv(Vec<AmxConvWeights>),
 }
 
 /// A planned convolution.
@@ -435,6 +438,17 @@ impl ConvPlan {
                     .map(|g| DirectWeights::new(kern, mg, k, &wv[g * mg * k..(g + 1) * mg * k]))
                     .collect(),
             )
+        } else if let (true, true, Some((bits, _))) =
+            (amx, smelt_kernels::amx_conv::applies(&geom), half)
+        {
+            Method::AmxConv(
+                (0..groups)
+                    .map(|g| {
+                        let w = &bits[g * mg * k..(g + 1) * mg * k];
+                        AmxConvWeights::new(mg, cg, geom.kh, geom.kw, w)
+                    })
+                    .collect(),
+            )
         } else if let (true, Some((bits, _))) = (amx, half) {
             Method::Gemm(
                 (0..groups)
@@ -499,6 +513,7 @@ impl ConvPlan {
         let padded = !(geom.kh == 1 && geom.kw == 1 && geom.ph == 0 && geom.pw == 0);
         let copy = match &method {
             Method::Implicit(_) => smelt_kernels::implicit::copy_floats(&geom),
+            Method::AmxConv(_) => smelt_kernels::amx_conv::copy_bytes(&geom).div_ceil(4),
             Method::Winograd(_) => winograd::padded_floats(&geom, wino_m),
             Method::Direct(_) if !in_place_s2 => {
                 smelt_kernels::direct::padded_copy_floats(&geom, kern.micro.nr)
@@ -517,6 +532,7 @@ impl ConvPlan {
         };
         let base = match &method {
             Method::Depthwise(_) => kern.name("conv.depthwise"),
+            Method::AmxConv(_) => "conv.amx-bf16-direct".to_string(),
             Method::Direct(_) => kern.name("conv.direct"),
             Method::Winograd(_) if wino_m == 2 => kern.name("conv.winograd-f2x2"),
             Method::Winograd(_) => kern.name("conv.winograd-f4x4"),
@@ -537,6 +553,7 @@ impl ConvPlan {
             (Method::Gemm(w), _) if matches!(w.first(), Some(GemmWeights::Amx(_))) => {
                 format!("{base} (bf16 weights and activations)")
             }
+            (Method::AmxConv(_), _) => format!("{base} (bf16 weights and activations)"),
             (Method::Gemm(w), d) if matches!(w.first(), Some(GemmWeights::Half(_))) => {
                 format!("{base} ({d} weights)")
             }
@@ -619,6 +636,24 @@ impl ConvPlan {
                     };
                     self.finish_with(mem, ex, gi, |sink| {
                         winograd_conv(ex.kern, ex.pool, threads, g, self.images, &input, ww, sink)
+                    });
+                }
+            }
+            Method::AmxConv(weights) => {
+                for (gi, w) in weights.iter().enumerate() {
+                    let offsets = group_offsets(gi);
+                    self.finish_with(mem, ex, gi, |sink| {
+                        amx_conv(
+                            ex.pool,
+                            threads,
+                            g,
+                            self.images,
+                            x,
+                            &offsets,
+                            [sc, sh, sw],
+                            w,
+                            sink,
+                        )
                     });
                 }
             }
