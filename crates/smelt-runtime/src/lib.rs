@@ -84,7 +84,8 @@ pub struct SessionOptions {
     pub verify_weights: bool,
     /// Run chains of convolutions in the blocked channel layout (the `blocked-layout`
     /// pass): None chooses, on where the CPU kernels' tiles span two blocks (AVX-512, where
-    /// it was measured). `SMELT_BLOCKED_LAYOUT=0` or `1` in the environment overrides it.
+    /// it was measured) unless bf16 puts the convolutions on AMX tiles.
+    /// `SMELT_BLOCKED_LAYOUT=0` or `1` in the environment overrides it.
     pub blocked_layout: Option<bool>,
     /// Which nodes' weights are stored in a lower precision (the `precision` pass; default
     /// all f32).
