@@ -142,48 +142,62 @@ pub(crate) const CONFIG: TileConfig = TileConfig {
     rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
 };
 
-/// One 32 x 32 block: `c` (row stride 32) = `a` (32 rows of `kp` bf16) times panel `b`.
+/// Zeroes the four accumulator tiles (tmm0-3) of a 32 x 32 block.
 ///
 /// # Safety
-/// Tiles configured ([`CONFIG`]); `a` holds `32 * kp`, `b` `kp * 32` elements, `c` 1024.
+/// Tiles configured ([`CONFIG`]).
 #[cfg(target_arch = "x86_64")]
-unsafe fn block(kp: usize, a: *const u16, b: *const u16, c: *mut f32) {
-    use std::arch::asm;
-    asm!(
+#[inline]
+pub(crate) unsafe fn zero_block() {
+    std::arch::asm!(
         "tilezero tmm0",
         "tilezero tmm1",
         "tilezero tmm2",
         "tilezero tmm3",
         options(nostack)
     );
-    let sa = (kp * 2) as isize;
-    let sb = (BLOCK * 4) as isize;
-    let mut p = 0;
-    while p < kp {
-        let (a0, a1) = (a.add(p), a.add(16 * kp + p));
-        let b0 = b.add(p * BLOCK);
-        let b1 = b0.add(BLOCK);
-        asm!(
-            "tileloadd tmm4, [{a0} + {sa}*1]",
-            "tileloadd tmm6, [{b0} + {sb}*1]",
-            "tdpbf16ps tmm0, tmm4, tmm6",
-            "tileloadd tmm7, [{b1} + {sb}*1]",
-            "tdpbf16ps tmm1, tmm4, tmm7",
-            "tileloadd tmm5, [{a1} + {sa}*1]",
-            "tdpbf16ps tmm2, tmm5, tmm6",
-            "tdpbf16ps tmm3, tmm5, tmm7",
-            a0 = in(reg) a0,
-            a1 = in(reg) a1,
-            b0 = in(reg) b0,
-            b1 = in(reg) b1,
-            sa = in(reg) sa,
-            sb = in(reg) sb,
-            options(nostack)
-        );
-        p += BLOCK;
-    }
+}
+
+/// One k step of 32 into the block: A tiles of 16 rows at `a0` and `a1` (row stride `sa`
+/// bytes), B tiles of 16 pair rows at `b0` and `b1` (row stride `sb` bytes), four
+/// `tdpbf16ps`.
+///
+/// # Safety
+/// Tiles configured; the 16 rows of 64 bytes of each tile readable.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) unsafe fn step_block<A, B>(
+    (a0, a1, sa): (*const A, *const A, isize),
+    (b0, b1, sb): (*const B, *const B, isize),
+) {
+    std::arch::asm!(
+        "tileloadd tmm4, [{a0} + {sa}*1]",
+        "tileloadd tmm6, [{b0} + {sb}*1]",
+        "tdpbf16ps tmm0, tmm4, tmm6",
+        "tileloadd tmm7, [{b1} + {sb}*1]",
+        "tdpbf16ps tmm1, tmm4, tmm7",
+        "tileloadd tmm5, [{a1} + {sa}*1]",
+        "tdpbf16ps tmm2, tmm5, tmm6",
+        "tdpbf16ps tmm3, tmm5, tmm7",
+        a0 = in(reg) a0,
+        a1 = in(reg) a1,
+        b0 = in(reg) b0,
+        b1 = in(reg) b1,
+        sa = in(reg) sa,
+        sb = in(reg) sb,
+        options(nostack)
+    );
+}
+
+/// Stores the block's four accumulator tiles to `c` (32 x 32 f32, row stride 32).
+///
+/// # Safety
+/// Tiles configured; `c` writable for 1024 floats.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) unsafe fn store_block(c: *mut f32) {
     let sc = (BLOCK * 4) as isize;
-    asm!(
+    std::arch::asm!(
         "tilestored [{c0} + {sc}*1], tmm0",
         "tilestored [{c1} + {sc}*1], tmm1",
         "tilestored [{c2} + {sc}*1], tmm2",
@@ -197,9 +211,45 @@ unsafe fn block(kp: usize, a: *const u16, b: *const u16, c: *mut f32) {
     );
 }
 
+/// One 32 x 32 block: `c` (row stride 32) = `a` (32 rows of `kp` bf16) times panel `b`.
+///
+/// # Safety
+/// Tiles configured ([`CONFIG`]); `a` holds `32 * kp`, `b` `kp * 32` elements, `c` 1024.
+#[cfg(target_arch = "x86_64")]
+unsafe fn block(kp: usize, a: *const u16, b: *const u16, c: *mut f32) {
+    zero_block();
+    let (sa, sb) = ((kp * 2) as isize, (BLOCK * 4) as isize);
+    for p in (0..kp).step_by(BLOCK) {
+        let b0 = b.add(p * BLOCK);
+        step_block((a.add(p), a.add(16 * kp + p), sa), (b0, b0.add(BLOCK), sb));
+    }
+    store_block(c);
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn block(_kp: usize, _a: *const u16, _b: *const u16, _c: *mut f32) {
     unreachable!("AMX is x86-64 only")
+}
+
+/// Each lane's bf16, rounded to nearest even (NaN quieted), in the lane's top half (the
+/// low half zero).
+///
+/// # Safety
+/// AVX-512 F present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn round_high(x: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    let lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    let r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    let abs = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff_ffff));
+    let nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7f80_0000));
+    let quieted = _mm512_or_si512(x, _mm512_set1_epi32(0x0040_0000));
+    _mm512_and_si512(
+        _mm512_mask_blend_epi32(nan, r, quieted),
+        _mm512_set1_epi32(0xffff_0000u32 as i32),
+    )
 }
 
 /// Rows `i0 .. i0 + rows` of the f32 matrix `a` (k columns) as bf16 rows of `kp`.
@@ -230,23 +280,12 @@ unsafe fn pack_rows(a: MatRef, i0: usize, rows: usize, k: usize, kp: usize, out:
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn round_row(src: *const f32, dst: *mut u16, n: usize) {
     use std::arch::x86_64::*;
-    let (one, bias, abs, inf, quiet) = (
-        _mm512_set1_epi32(1),
-        _mm512_set1_epi32(0x7fff),
-        _mm512_set1_epi32(0x7fff_ffff),
-        _mm512_set1_epi32(0x7f80_0000),
-        _mm512_set1_epi32(0x40),
-    );
     let mut i = 0;
     while i < n {
         let left = n - i;
         let mask: u16 = if left >= 16 { !0 } else { (1u16 << left) - 1 };
         let x = _mm512_maskz_loadu_epi32(mask, src.add(i) as *const i32);
-        let lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-        let rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, lsb)), 16);
-        let nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
-        let quieted = _mm512_or_si512(_mm512_srli_epi32(x, 16), quiet);
-        let r = _mm512_mask_blend_epi32(nan, rounded, quieted);
+        let r = _mm512_srli_epi32(round_high(x), 16);
         _mm256_mask_storeu_epi16(dst.add(i) as *mut i16, mask, _mm512_cvtepi32_epi16(r));
         i += 16;
     }
@@ -380,24 +419,7 @@ pub enum AmxRhs<'a> {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn pair_panel(stage: &[f32], k: usize, kp: usize, out: &mut [u16]) {
     use std::arch::x86_64::*;
-    let (one, bias, abs, inf, quiet, high) = (
-        _mm512_set1_epi32(1),
-        _mm512_set1_epi32(0x7fff),
-        _mm512_set1_epi32(0x7fff_ffff),
-        _mm512_set1_epi32(0x7f80_0000),
-        _mm512_set1_epi32(0x0040_0000),
-        _mm512_set1_epi32(0xffff_0000u32 as i32),
-    );
-    // The bf16 of each lane in its top half (low half zero).
-    let round = |x: __m512i| {
-        let lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-        let r = _mm512_add_epi32(x, _mm512_add_epi32(bias, lsb));
-        let nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
-        _mm512_and_si512(
-            _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(x, quiet)),
-            high,
-        )
-    };
+    let round = |x: __m512i| round_high(x);
     let row = |p: usize, h: usize| {
         if p < k {
             _mm512_loadu_si512(stage.as_ptr().add(p * BLOCK + h * 16) as *const _)

@@ -132,23 +132,7 @@ unsafe fn pair_plane(
         let p0 = x.offset(c0 as isize * sc + y as isize * sh);
         let p1 = (c1 < g.c).then(|| x.offset(c1 as isize * sc + y as isize * sh));
         if sw == 1 {
-            let (one, bias, abs, inf, quiet, high) = (
-                _mm512_set1_epi32(1),
-                _mm512_set1_epi32(0x7fff),
-                _mm512_set1_epi32(0x7fff_ffff),
-                _mm512_set1_epi32(0x7f80_0000),
-                _mm512_set1_epi32(0x0040_0000),
-                _mm512_set1_epi32(0xffff_0000u32 as i32),
-            );
-            let round = |v: __m512i| {
-                let lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), one);
-                let r = _mm512_add_epi32(v, _mm512_add_epi32(bias, lsb));
-                let nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, abs), inf);
-                _mm512_and_si512(
-                    _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(v, quiet)),
-                    high,
-                )
-            };
+            let round = |v: __m512i| crate::amx::round_high(v);
             let mut i = 0;
             while i < g.w {
                 let left = g.w - i;
@@ -207,14 +191,8 @@ unsafe fn conv_block(
     f0: usize,
     c: *mut f32,
 ) {
-    use std::arch::asm;
-    asm!(
-        "tilezero tmm0",
-        "tilezero tmm1",
-        "tilezero tmm2",
-        "tilezero tmm3",
-        options(nostack)
-    );
+    use crate::amx::{step_block, store_block, zero_block};
+    zero_block();
     let sa = (w.cp * 2) as isize;
     let sb = (npix * 4) as isize;
     for t in 0..w.taps {
@@ -222,41 +200,11 @@ unsafe fn conv_block(
         let arow = w.data.as_ptr().add((t * w.mp + m0) * w.cp);
         for cb in (0..w.cp).step_by(BLOCK) {
             let a0 = arow.add(cb);
-            let a1 = a0.add(16 * w.cp);
             let b0 = xp.add((cb / 2) * npix + off);
-            let b1 = b0.add(16);
-            asm!(
-                "tileloadd tmm4, [{a0} + {sa}*1]",
-                "tileloadd tmm6, [{b0} + {sb}*1]",
-                "tdpbf16ps tmm0, tmm4, tmm6",
-                "tileloadd tmm7, [{b1} + {sb}*1]",
-                "tdpbf16ps tmm1, tmm4, tmm7",
-                "tileloadd tmm5, [{a1} + {sa}*1]",
-                "tdpbf16ps tmm2, tmm5, tmm6",
-                "tdpbf16ps tmm3, tmm5, tmm7",
-                a0 = in(reg) a0,
-                a1 = in(reg) a1,
-                b0 = in(reg) b0,
-                b1 = in(reg) b1,
-                sa = in(reg) sa,
-                sb = in(reg) sb,
-                options(nostack)
-            );
+            step_block((a0, a0.add(16 * w.cp), sa), (b0, b0.add(16), sb));
         }
     }
-    let sc = (BLOCK * 4) as isize;
-    asm!(
-        "tilestored [{c0} + {sc}*1], tmm0",
-        "tilestored [{c1} + {sc}*1], tmm1",
-        "tilestored [{c2} + {sc}*1], tmm2",
-        "tilestored [{c3} + {sc}*1], tmm3",
-        c0 = in(reg) c,
-        c1 = in(reg) c.add(16),
-        c2 = in(reg) c.add(16 * BLOCK),
-        c3 = in(reg) c.add(16 * BLOCK + 16),
-        sc = in(reg) sc,
-        options(nostack)
-    );
+    store_block(c);
 }
 
 #[cfg(not(target_arch = "x86_64"))]
