@@ -298,6 +298,25 @@ unsafe fn round_row(src: *const f32, dst: *mut u16, n: usize) {
     }
 }
 
+/// Hands a finished block (`rows x cols` of it, row stride 32 in `tile`) to `sink` at
+/// (batch, row, column) `at`, its rows packed together first when it is narrower.
+fn hand(
+    sink: &dyn TileSink,
+    (bi, i0, j0): (usize, usize, usize),
+    rows: usize,
+    cols: usize,
+    tile: &mut [f32; BLOCK * BLOCK],
+) {
+    if cols < BLOCK {
+        for r in 0..rows {
+            tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
+        }
+        sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
+    } else {
+        sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
+    }
+}
+
 /// `batch` products `C_b = A_b * B` on up to `threads` threads of `pool`, every 32 x 32
 /// block of C handed to `sink` (clipped to `m x n`).
 ///
@@ -330,30 +349,20 @@ pub unsafe fn amx_gemm(
         let (ib, jb) = ((t / cb) % rb, t % cb);
         let i0 = ib * BLOCK;
         let rows = BLOCK.min(m - i0);
-        let mut apack = vec![0u16; BLOCK * kp];
-        let ab = a.offset(a_batches.at(bi));
-        pack_rows(ab, i0, rows, k, kp, &mut apack);
-        let mut tile = [0f32; BLOCK * BLOCK];
-        std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
-        for q in chunk(jb)..chunk(jb + 1) {
-            let j0 = q * BLOCK;
-            let cols = BLOCK.min(n - j0);
-            block(
-                kp,
-                apack.as_ptr(),
-                b.data.as_ptr().add(q * kp * BLOCK),
-                tile.as_mut_ptr(),
-            );
-            if cols < BLOCK {
-                for r in 0..rows {
-                    tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
-                }
-                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
-            } else {
-                sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
+        crate::buf::with_scratch(BLOCK * kp / 2, |scratch| {
+            let apack = std::slice::from_raw_parts_mut(scratch.as_mut_ptr() as *mut u16, BLOCK * kp);
+            pack_rows(a.offset(a_batches.at(bi)), i0, rows, k, kp, apack);
+            let mut tile = [0f32; BLOCK * BLOCK];
+            std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
+            for q in chunk(jb)..chunk(jb + 1) {
+                let j0 = q * BLOCK;
+                let cols = BLOCK.min(n - j0);
+                let panel = b.data.as_ptr().add(q * kp * BLOCK);
+                block(kp, apack.as_ptr(), panel, tile.as_mut_ptr());
+                hand(sink, (bi, i0, j0), rows, cols, &mut tile);
             }
-        }
-        std::arch::asm!("tilerelease", options(nostack));
+            std::arch::asm!("tilerelease", options(nostack));
+        });
     });
 }
 
@@ -510,14 +519,7 @@ pub unsafe fn amx_gemm_weights(
                     let i0 = ib * BLOCK;
                     let rows = BLOCK.min(m - i0);
                     block(kp, a.data.as_ptr().add(i0 * kp), panel.as_ptr(), tile.as_mut_ptr());
-                    if cols < BLOCK {
-                        for r in 0..rows {
-                            tile.copy_within(r * BLOCK..r * BLOCK + cols, r * cols);
-                        }
-                        sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * cols], cols);
-                    } else {
-                        sink.tile(bi, i0, j0, rows, cols, &mut tile[..rows * BLOCK], BLOCK);
-                    }
+                    hand(sink, (bi, i0, j0), rows, cols, &mut tile);
                 }
             }
             std::arch::asm!("tilerelease", options(nostack));
@@ -530,6 +532,39 @@ mod tests {
     use super::*;
     use crate::gemm::StoreC;
     use crate::testing::rand_vec;
+
+    /// A bf16 bit pattern's value.
+    fn wide(h: u16) -> f64 {
+        f32::from_bits((h as u32) << 16) as f64
+    }
+
+    /// Asserts `c` (`batch` row-major `m x n` products) is the product of the bf16 values
+    /// `a(b, i, p)` and `b(b, p, j)` up to f32 summation (`what` names the case).
+    fn assert_product(
+        c: &[f32],
+        [batch, m, n, k]: [usize; 4],
+        a: impl Fn(usize, usize, usize) -> u16,
+        b: impl Fn(usize, usize, usize) -> u16,
+        what: &str,
+    ) {
+        for bi in 0..batch {
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut s, mut mag) = (0f64, 0f64);
+                    for p in 0..k {
+                        let t = wide(a(bi, i, p)) * wide(b(bi, p, j));
+                        s += t;
+                        mag += t.abs();
+                    }
+                    let got = c[bi * m * n + i * n + j] as f64;
+                    assert!(
+                        (got - s).abs() <= 1e-5 * (1.0 + mag),
+                        "{what} {batch}x{m}x{n}x{k} C[{bi}][{i}][{j}] = {got}, want {s}"
+                    );
+                }
+            }
+        }
+    }
 
     fn check(batch: usize, m: usize, n: usize, k: usize, threads: usize) {
         let a = rand_vec(batch * m * k, 3 + m as u64);
@@ -554,24 +589,13 @@ mod tests {
                 &sink,
             )
         };
-        let wide = |h: u16| f32::from_bits((h as u32) << 16) as f64;
-        for bi in 0..batch {
-            for i in 0..m {
-                for j in 0..n {
-                    let (mut s, mut mag) = (0f64, 0f64);
-                    for p in 0..k {
-                        let t = wide(bf16_bits(a[bi * m * k + i * k + p])) * wide(bits[p * n + j]);
-                        s += t;
-                        mag += t.abs();
-                    }
-                    let got = c[bi * m * n + i * n + j] as f64;
-                    assert!(
-                        (got - s).abs() <= 1e-5 * (1.0 + mag),
-                        "{batch}x{m}x{n}x{k} t{threads} C[{bi}][{i}][{j}] = {got}, want {s}"
-                    );
-                }
-            }
-        }
+        assert_product(
+            &c,
+            [batch, m, n, k],
+            |bi, i, p| bf16_bits(a[bi * m * k + i * k + p]),
+            |_, p, j| bits[p * n + j],
+            &format!("t{threads}"),
+        );
     }
 
     #[test]
@@ -602,24 +626,13 @@ mod tests {
             Batches::Stride((k * n) as isize),
         );
         unsafe { amx_gemm_weights(crate::pool::global(), threads, batch, n, &a, rhs, &sink) };
-        let wide = |h: u16| f32::from_bits((h as u32) << 16) as f64;
-        for bi in 0..batch {
-            for i in 0..m {
-                for j in 0..n {
-                    let (mut s, mut mag) = (0f64, 0f64);
-                    for p in 0..k {
-                        let t = wide(bits[i * k + p]) * wide(bf16_bits(bv[bi * k * n + p * n + j]));
-                        s += t;
-                        mag += t.abs();
-                    }
-                    let got = c[bi * m * n + i * n + j] as f64;
-                    assert!(
-                        (got - s).abs() <= 1e-5 * (1.0 + mag),
-                        "weights {batch}x{m}x{n}x{k} t{threads} C[{bi}][{i}][{j}] = {got}, want {s}"
-                    );
-                }
-            }
-        }
+        assert_product(
+            &c,
+            [batch, m, n, k],
+            |_, i, p| bits[i * k + p],
+            |bi, p, j| bf16_bits(bv[bi * k * n + p * n + j]),
+            &format!("weights t{threads}"),
+        );
     }
 
     #[test]

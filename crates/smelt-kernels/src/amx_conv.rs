@@ -248,48 +248,51 @@ pub unsafe fn amx_conv(
     let flat = g.oh * wp;
     let chunks = flat.div_ceil(BLOCK);
     let blocks = w.m.div_ceil(BLOCK);
-    let mut xp = vec![0u32; pairs * npix];
-    for (b, &offset) in batch.iter().enumerate().take(images) {
-        let xb = In(x.offset(offset));
-        let xs = Ptr(xp.as_mut_ptr());
-        let real = g.c.div_ceil(2);
-        pool.run(threads, pairs, &|q| {
-            let _ = (&xs, &xb);
-            let plane = std::slice::from_raw_parts_mut(xs.0.add(q * npix), npix);
-            if q < real {
-                pair_plane(g, xb.0, strides, q, wp, plane);
-            } else {
-                plane.fill(0);
-            }
-        });
-        let xp = Ptr(xp.as_mut_ptr());
-        pool.run(threads, chunks, &|ch| {
-            let _ = &xp;
-            let f0 = ch * BLOCK;
-            let mut tile = [0f32; BLOCK * BLOCK];
-            std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
-            for ib in 0..blocks {
-                let m0 = ib * BLOCK;
-                let rows = BLOCK.min(w.m - m0);
-                conv_block(w, g, m0, xp.0, npix, wp, f0, tile.as_mut_ptr());
-                // The block's valid pixels, a run per output row.
-                let mut f = f0;
-                while f < (f0 + BLOCK).min(flat) {
-                    let (y, col) = (f / wp, f % wp);
-                    if col >= g.ow {
-                        f = (y + 1) * wp;
-                        continue;
-                    }
-                    let run = (g.ow - col).min(f0 + BLOCK - f);
-                    let at = f - f0;
-                    let len = (rows - 1) * BLOCK + run;
-                    sink.tile(b, m0, y * g.ow + col, rows, run, &mut tile[at..at + len], BLOCK);
-                    f += run;
+    // The paired copy: every plane is written whole (pads zeroed) before it is read.
+    crate::buf::with_scratch(pairs * npix, |scratch| {
+        let xp = scratch.as_mut_ptr() as *mut u32;
+        for (b, &offset) in batch.iter().enumerate().take(images) {
+            let xb = In(x.offset(offset));
+            let xs = Ptr(xp);
+            let real = g.c.div_ceil(2);
+            pool.run(threads, pairs, &|q| {
+                let _ = (&xs, &xb);
+                let plane = std::slice::from_raw_parts_mut(xs.0.add(q * npix), npix);
+                if q < real {
+                    pair_plane(g, xb.0, strides, q, wp, plane);
+                } else {
+                    plane.fill(0);
                 }
-            }
-            std::arch::asm!("tilerelease", options(nostack));
-        });
-    }
+            });
+            let xp = Ptr(xp);
+            pool.run(threads, chunks, &|ch| {
+                let _ = &xp;
+                let f0 = ch * BLOCK;
+                let mut tile = [0f32; BLOCK * BLOCK];
+                std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack));
+                for ib in 0..blocks {
+                    let m0 = ib * BLOCK;
+                    let rows = BLOCK.min(w.m - m0);
+                    conv_block(w, g, m0, xp.0, npix, wp, f0, tile.as_mut_ptr());
+                    // The block's valid pixels, a run per output row.
+                    let mut f = f0;
+                    while f < (f0 + BLOCK).min(flat) {
+                        let (y, col) = (f / wp, f % wp);
+                        if col >= g.ow {
+                            f = (y + 1) * wp;
+                            continue;
+                        }
+                        let run = (g.ow - col).min(f0 + BLOCK - f);
+                        let at = f - f0;
+                        let len = (rows - 1) * BLOCK + run;
+                        sink.tile(b, m0, y * g.ow + col, rows, run, &mut tile[at..at + len], BLOCK);
+                        f += run;
+                    }
+                }
+                std::arch::asm!("tilerelease", options(nostack));
+            });
+        }
+    });
 }
 
 #[cfg(test)]

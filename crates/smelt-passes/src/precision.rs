@@ -91,15 +91,17 @@ fn known(dtype: DType, shape: &[usize]) -> Option<ValueType> {
 
 /// Narrows the weights of the nodes the policy names; true if any changed.
 fn narrow_weights(g: &mut Graph, policy: &PrecisionPolicy) -> Result<bool> {
-    let index: HashMap<ValueId, usize> = g
-        .constants
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.id, i))
-        .collect();
-    // One widened twin per (weight, precision), shared by every node that reads it.
-    let mut widened: HashMap<(ValueId, Precision), Option<ValueId>> = HashMap::new();
-    let mut casts = Vec::new();
+    let mut n8 = Narrowing {
+        index: g
+            .constants
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i))
+            .collect(),
+        narrow: HashMap::new(),
+        widened: HashMap::new(),
+        casts: Vec::new(),
+    };
     let mut after: HashMap<usize, Node> = HashMap::new();
     let mut changed = false;
     for ni in 0..g.nodes.len() {
@@ -109,7 +111,7 @@ fn narrow_weights(g: &mut Graph, policy: &PrecisionPolicy) -> Result<bool> {
             continue;
         }
         if matches!(n.op, Op::Layout(LayoutOp::Gather { .. })) {
-            if let Some(cast) = narrow_table(g, ni, &index, p) {
+            if let Some(cast) = n8.table(g, ni, p) {
                 after.insert(ni, cast);
                 changed = true;
             }
@@ -119,30 +121,7 @@ fn narrow_weights(g: &mut Graph, policy: &PrecisionPolicy) -> Result<bool> {
             let Some(Some(w)) = g.nodes[ni].inputs.get(s).copied() else {
                 continue;
             };
-            let Some(&ci) = index.get(&w) else { continue };
-            let twin = *widened.entry((w, p)).or_insert_with(|| {
-                let t = &g.constants[ci].tensor;
-                if t.dtype() != DType::F32 || t.len() < MIN_NARROWED_ELEMENTS {
-                    return None;
-                }
-                let narrow = narrowed(t, p)?;
-                let shape = t.shape().to_vec();
-                let base = g.name_of(w).to_string();
-                let nv = g.add_value(format!("{base}.{}", p.name()), known(p.dtype(), &shape));
-                g.constants.push(smelt_ir::Constant {
-                    id: nv,
-                    tensor: narrow,
-                });
-                let wide = g.add_value(format!("{base}.widen"), known(DType::F32, &shape));
-                casts.push(Node {
-                    name: format!("{base}.widen"),
-                    op: widen_op(),
-                    inputs: vec![Some(nv)],
-                    outputs: vec![Some(wide)],
-                });
-                Some(wide)
-            });
-            if let Some(t) = twin {
+            if let Some(t) = n8.widened(g, w, p) {
                 g.nodes[ni].inputs[s] = Some(t);
                 changed = true;
             }
@@ -150,54 +129,93 @@ fn narrow_weights(g: &mut Graph, policy: &PrecisionPolicy) -> Result<bool> {
     }
     // The weights' casts read constants only: they go first; a table's cast follows its
     // Gather.
+    let mut nodes = n8.casts;
     for (i, n) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
-        casts.push(n);
-        casts.extend(after.remove(&i));
+        nodes.push(n);
+        nodes.extend(after.remove(&i));
     }
-    g.nodes = casts;
+    g.nodes = nodes;
     Ok(changed)
 }
 
-/// Narrows the constant table node `ni` (a Gather) reads: the Gather then picks narrow
-/// rows and a cast after it widens just those (an embedding table, most of a language
-/// model's weights, is read a few rows a run). Returns the cast, or None when the table
-/// stays f32. A table shared with other readers is narrowed for this Gather alone.
-fn narrow_table(
-    g: &mut Graph,
-    ni: usize,
-    index: &HashMap<ValueId, usize>,
-    p: Precision,
-) -> Option<Node> {
-    let n = &g.nodes[ni];
-    let table = n.inputs.first().copied().flatten()?;
-    let out = n.outputs.first().copied().flatten()?;
-    let t = &g.constants[*index.get(&table)?].tensor;
-    if t.dtype() != DType::F32 || t.len() < MIN_NARROWED_ELEMENTS || g.outputs.contains(&out) {
-        return None;
+/// What the pass made so far: each narrow copy and each widening cast once per (constant,
+/// precision), shared by every node that reads it.
+struct Narrowing {
+    /// Where each constant is in the graph's list.
+    index: HashMap<ValueId, usize>,
+    /// The narrow copy of a constant (None: it stays f32).
+    narrow: HashMap<(ValueId, Precision), Option<ValueId>>,
+    /// The f32 value a narrow copy is read through.
+    widened: HashMap<(ValueId, Precision), ValueId>,
+    /// The widening casts made (they read constants only).
+    casts: Vec<Node>,
+}
+
+impl Narrowing {
+    /// The narrow copy `<w>.<p>` of constant `w`, or None when `w` stays f32 (not a
+    /// constant, not f32, small, or past fp16's range).
+    fn narrow(&mut self, g: &mut Graph, w: ValueId, p: Precision) -> Option<ValueId> {
+        let ci = *self.index.get(&w)?;
+        *self.narrow.entry((w, p)).or_insert_with(|| {
+            let t = &g.constants[ci].tensor;
+            if t.dtype() != DType::F32 || t.len() < MIN_NARROWED_ELEMENTS {
+                return None;
+            }
+            let narrow = narrowed(t, p)?;
+            let shape = t.shape().to_vec();
+            let name = format!("{}.{}", g.name_of(w), p.name());
+            let nv = g.add_value(name, known(p.dtype(), &shape));
+            g.constants.push(smelt_ir::Constant {
+                id: nv,
+                tensor: narrow,
+            });
+            Some(nv)
+        })
     }
-    let narrow = narrowed(t, p)?;
-    let shape = t.shape().to_vec();
-    let out_shape = crate::lower::shape_of_value(g, out);
-    let base = g.name_of(table).to_string();
-    let nt = g.add_value(format!("{base}.{}", p.name()), known(p.dtype(), &shape));
-    g.constants.push(smelt_ir::Constant {
-        id: nt,
-        tensor: narrow,
-    });
-    let picked_ty = match out_shape {
-        Some(s) => known(p.dtype(), &s),
-        None => None,
-    };
-    let picked = g.add_value(format!("{}.{}", g.name_of(out), p.name()), picked_ty);
-    let n = &mut g.nodes[ni];
-    n.inputs[0] = Some(nt);
-    n.outputs[0] = Some(picked);
-    Some(Node {
-        name: format!("{}.widen", n.name),
-        op: widen_op(),
-        inputs: vec![Some(picked)],
-        outputs: vec![Some(out)],
-    })
+
+    /// The f32 value `<w>.widen` reading constant `w` narrowed, or None when it stays f32.
+    fn widened(&mut self, g: &mut Graph, w: ValueId, p: Precision) -> Option<ValueId> {
+        if let Some(&v) = self.widened.get(&(w, p)) {
+            return Some(v);
+        }
+        let nv = self.narrow(g, w, p)?;
+        let shape = crate::lower::shape_of_value(g, w)?;
+        let name = format!("{}.widen", g.name_of(w));
+        let wide = g.add_value(name.clone(), known(DType::F32, &shape));
+        self.casts.push(Node {
+            name,
+            op: widen_op(),
+            inputs: vec![Some(nv)],
+            outputs: vec![Some(wide)],
+        });
+        self.widened.insert((w, p), wide);
+        Some(wide)
+    }
+
+    /// Narrows the constant table node `ni` (a Gather) reads: the Gather then picks narrow
+    /// rows and a cast after it widens just those (an embedding table, most of a language
+    /// model's weights, is read a few rows a run). Returns the cast, or None when the table
+    /// stays f32.
+    fn table(&mut self, g: &mut Graph, ni: usize, p: Precision) -> Option<Node> {
+        let n = &g.nodes[ni];
+        let table = n.inputs.first().copied().flatten()?;
+        let out = n.outputs.first().copied().flatten()?;
+        if g.outputs.contains(&out) {
+            return None;
+        }
+        let nt = self.narrow(g, table, p)?;
+        let picked_ty = crate::lower::shape_of_value(g, out).and_then(|s| known(p.dtype(), &s));
+        let picked = g.add_value(format!("{}.{}", g.name_of(out), p.name()), picked_ty);
+        let n = &mut g.nodes[ni];
+        n.inputs[0] = Some(nt);
+        n.outputs[0] = Some(picked);
+        Some(Node {
+            name: format!("{}.widen", n.name),
+            op: widen_op(),
+            inputs: vec![Some(picked)],
+            outputs: vec![Some(out)],
+        })
+    }
 }
 
 /// A cast to f32.

@@ -11,15 +11,8 @@ use std::collections::HashMap;
 
 /// Deterministic values in [-0.5, 0.5).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % 10000) as f32 / 10000.0 - 0.5
-        })
-        .collect()
+    let v = smelt_kernels::testing::rand_vec(n, seed);
+    v.into_iter().map(|x| x * 0.5).collect()
 }
 
 fn tensor(name: &str, shape: &[usize], seed: u64) -> String {

@@ -314,7 +314,14 @@ impl ConvPlan {
             [oh, ow],
         )?;
         let mg = m / groups;
-        let wv = weight_values(c, weights, wr)?;
+        // The filters as f32, asked for only by the kernels that take them so (half-precision
+        // ones widened): the AMX and half-precision GEMM paths pack the narrow bits.
+        let f32_weights = std::cell::OnceCell::new();
+        let wv = || {
+            f32_weights
+                .get_or_init(|| weight_values(c, weights, wr))
+                .as_deref()
+        };
         let bias = bias_values(c, weights, a, m)?;
         // The epilogue sees batches (image, group), rows the group's channels, columns pixels.
         let layout = Layout {
@@ -415,8 +422,9 @@ impl ConvPlan {
             None => (winograd, direct, wino_m),
         };
         let method = if depthwise {
-            Method::Depthwise(wv.into_owned())
+            Method::Depthwise(wv()?.to_vec())
         } else if winograd {
+            let wv = wv()?;
             Method::Winograd(
                 (0..groups)
                     .map(|g| {
@@ -433,6 +441,7 @@ impl ConvPlan {
                     .collect(),
             )
         } else if direct {
+            let wv = wv()?;
             Method::Direct(
                 (0..groups)
                     .map(|g| DirectWeights::new(kern, mg, k, &wv[g * mg * k..(g + 1) * mg * k]))
@@ -464,6 +473,7 @@ impl ConvPlan {
                     .collect(),
             )
         } else if smelt_kernels::implicit::applies(&kern.micro, &geom, mg) {
+            let wv = wv()?;
             Method::Implicit(
                 (0..groups)
                     .map(|g| {
@@ -473,6 +483,7 @@ impl ConvPlan {
             )
         } else if pixels_as_rows(&kern.micro, mg, geom.pixels(), k) {
             // B = W^T: element (p, o) of the k x mg matrix at o * k + p.
+            let wv = wv()?;
             Method::GemmPixelRows(
                 (0..groups)
                     .map(|g| {
@@ -481,7 +492,8 @@ impl ConvPlan {
                     .collect(),
             )
         } else {
-            // Half-precision weights stay so (their widened copy `wv` goes).
+            // Half-precision weights stay so (no f32 copy is made of them).
+            let wv = if half.is_some() { &[][..] } else { wv()? };
             Method::Gemm(
                 (0..groups)
                     .map(|g| match half {

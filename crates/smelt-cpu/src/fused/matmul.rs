@@ -437,82 +437,70 @@ impl MatMulPlan {
         })
     }
 
+    /// The matrix a window operand reads this run and its batches' offsets (one folded
+    /// matrix when the batches were folded into the rows); None for a packed operand.
+    ///
+    /// # Safety
+    /// `mem` holds the storages the plan was validated against.
+    unsafe fn window<'a, P>(&self, op: &'a Operand<P>, mem: &Mem) -> Option<(MatRef, Batches<'a>)> {
+        let Operand::Window {
+            slot,
+            batch,
+            rs,
+            cs,
+        } = op
+        else {
+            return None;
+        };
+        let base = mem.ptrs[*slot] as *const f32;
+        let (off, batches) = if self.fold {
+            (batch[0], Batches::Stride(0))
+        } else {
+            (0, Batches::Table(batch))
+        };
+        let m = MatRef {
+            ptr: base.offset(off),
+            rs: *rs,
+            cs: *cs,
+        };
+        Some((m, batches))
+    }
+
     /// Runs the product and its epilogue.
     ///
     /// # Safety
     /// `mem` holds the storages the plan was validated against.
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
+        let a_window = self.window(&self.a, mem);
         let lhs = match &self.a {
-            Operand::Packed(p) => Lhs::Packed(p),
-            Operand::Half(h) => Lhs::Half(h),
-            // Never planned for A (AMX takes its A from memory).
-            Operand::Amx(_) => Lhs::Strided(MatRef::rows(std::ptr::null(), 0), Batches::Stride(0)),
-            Operand::Window {
-                slot,
-                batch,
-                rs,
-                cs,
-            } => {
-                let base = mem.ptrs[*slot] as *const f32;
-                let t = if self.fold {
-                    Batches::Stride(0)
-                } else {
-                    Batches::Table(batch)
-                };
-                let off = if self.fold { batch[0] } else { 0 };
-                Lhs::Strided(
-                    MatRef {
-                        ptr: base.offset(off),
-                        rs: *rs,
-                        cs: *cs,
-                    },
-                    t,
-                )
-            }
+            Operand::Packed(p) => Some(Lhs::Packed(p)),
+            Operand::Half(h) => Some(Lhs::Half(h)),
+            _ => a_window.map(|(m, bs)| Lhs::Strided(m, bs)),
         };
         let rhs = match &self.b {
-            Operand::Packed(p) => Rhs::Packed(p),
-            Operand::Half(h) => Rhs::Panels(h),
-            // Run by `amx_gemm`, which takes B from the plan, not from this.
-            Operand::Amx(_) => Rhs::Strided(MatRef::rows(std::ptr::null(), 0), Batches::Stride(0)),
-            Operand::Window {
-                slot,
-                batch,
-                rs,
-                cs,
-            } => {
-                let base = mem.ptrs[*slot] as *const f32;
-                let t = if self.fold {
-                    Batches::Stride(0)
-                } else {
-                    Batches::Table(batch)
-                };
-                let off = if self.fold { batch[0] } else { 0 };
-                Rhs::Strided(
-                    MatRef {
-                        ptr: base.offset(off),
-                        rs: *rs,
-                        cs: *cs,
-                    },
-                    t,
-                )
-            }
-        };
-        let g = Gemm {
-            batch: self.batch,
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            a: lhs,
-            b: rhs,
+            Operand::Packed(p) => Some(Rhs::Packed(p)),
+            Operand::Half(h) => Some(Rhs::Panels(h)),
+            _ => self.window(&self.b, mem).map(|(m, bs)| Rhs::Strided(m, bs)),
         };
         let map = |b: usize| (b, 0);
         let threads = if self.epi.parallel { ex.threads } else { 1 };
-        let product = |sink: &dyn TileSink| match (&self.b, lhs) {
-            (Operand::Amx(b), Lhs::Strided(a, bs)) => {
+        let product = |sink: &dyn TileSink| match (&self.b, a_window, lhs.zip(rhs)) {
+            (Operand::Amx(b), Some((a, bs)), _) => {
                 amx_gemm(ex.pool, threads, self.batch, self.m, a, bs, b, sink)
             }
-            _ => gemm(ex.kern, ex.pool, threads, &g, sink),
+            (_, _, Some((a, b))) => {
+                let g = Gemm {
+                    batch: self.batch,
+                    m: self.m,
+                    n: self.n,
+                    k: self.k,
+                    a,
+                    b,
+                };
+                gemm(ex.kern, ex.pool, threads, &g, sink)
+            }
+            // (AMX weights are planned only beside an A read from memory.)
+            _ => {}
         };
         if let Some(f) = &self.fast {
             let sink = FusedSink {

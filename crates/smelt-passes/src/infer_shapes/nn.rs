@@ -73,44 +73,16 @@ pub(super) fn infer(op: &NnOp, x: &In) -> Result<Option<Outs>> {
             }
             Some(vec![typed(dt, s)])
         }
-        Conv {
-            auto_pad,
-            dilations,
-            group,
-            kernel_shape,
-            pads,
-            strides,
-        } => {
-            let w = ConvAttrs {
-                auto_pad,
-                dilations,
-                group: *group,
-                kernel_shape,
-                pads,
-                strides,
-            };
+        Conv { .. } => {
+            let w = ConvAttrs::of(op).ok_or_else(|| err!(Internal, "Conv without attributes"))?;
             Some(vec![typed(dt, conv_shape(x.shape(0), x.shape(1), &w)?)])
         }
         ConvBlocked { .. } => {
-            let Some(Conv {
-                auto_pad,
-                dilations,
-                group,
-                kernel_shape,
-                pads,
-                strides,
-            }) = op.unblocked_conv()
-            else {
-                bail!(Internal, "ConvBlocked without its plain form")
-            };
-            let w = ConvAttrs {
-                auto_pad: &auto_pad,
-                dilations: &dilations,
-                group,
-                kernel_shape: &kernel_shape,
-                pads: &pads,
-                strides: &strides,
-            };
+            let plain = op.unblocked_conv();
+            let w = plain
+                .as_ref()
+                .and_then(ConvAttrs::of)
+                .ok_or_else(|| err!(Internal, "ConvBlocked without its plain form"))?;
             let plain = x.shape(0).map(|s| unblocked_shape(&s)).transpose()?;
             let out = conv_shape(plain, x.shape(1), &w)?;
             Some(vec![typed(dt, out.map(|o| blocked_shape(&o)).transpose()?)])
@@ -318,6 +290,30 @@ pub(super) struct ConvAttrs<'a> {
     pub kernel_shape: &'a [i64],
     pub pads: &'a [i64],
     pub strides: &'a [i64],
+}
+
+impl<'a> ConvAttrs<'a> {
+    /// The attributes of a Conv (None for any other op).
+    fn of(op: &'a NnOp) -> Option<ConvAttrs<'a>> {
+        match op {
+            NnOp::Conv {
+                auto_pad,
+                dilations,
+                group,
+                kernel_shape,
+                pads,
+                strides,
+            } => Some(ConvAttrs {
+                auto_pad,
+                dilations,
+                group: *group,
+                kernel_shape,
+                pads,
+                strides,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The plain shape `[N, C, H, W]` of a blocked one `[N, C/16, H, W, 16]`.

@@ -173,6 +173,30 @@ struct ConvAttrs<'a> {
     strides: &'a [i64],
 }
 
+impl<'a> ConvAttrs<'a> {
+    /// The attributes of a Conv (None for any other op).
+    fn of(op: &'a NnOp) -> Option<ConvAttrs<'a>> {
+        match op {
+            NnOp::Conv {
+                auto_pad,
+                dilations,
+                group,
+                kernel_shape,
+                pads,
+                strides,
+            } => Some(ConvAttrs {
+                auto_pad,
+                dilations,
+                group: *group,
+                kernel_shape,
+                pads,
+                strides,
+            }),
+            _ => None,
+        }
+    }
+}
+
 fn check_kernel(kernel_shape: &[i64], w: &Tensor) -> Result<Vec<usize>> {
     let ks: Vec<usize> = w.shape()[2..].to_vec();
     if !kernel_shape.is_empty() {
@@ -189,24 +213,8 @@ fn check_kernel(kernel_shape: &[i64], w: &Tensor) -> Result<Vec<usize>> {
 
 /// Convolution.
 pub fn conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
-    let NnOp::Conv {
-        auto_pad,
-        dilations,
-        group,
-        kernel_shape,
-        pads,
-        strides,
-    } = op
-    else {
+    let Some(a) = ConvAttrs::of(op) else {
         bail!(Internal, "not Conv")
-    };
-    let a = ConvAttrs {
-        auto_pad,
-        dilations,
-        group: *group,
-        kernel_shape,
-        pads,
-        strides,
     };
     one(conv_tensor(
         &a,
@@ -220,15 +228,8 @@ pub fn conv(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
 /// blocked again.
 pub fn conv_blocked(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
     use smelt_ir::op::nn::CHANNEL_BLOCK as B;
-    let Some(NnOp::Conv {
-        auto_pad,
-        dilations,
-        group,
-        kernel_shape,
-        pads,
-        strides,
-    }) = op.unblocked_conv()
-    else {
+    let plain_op = op.unblocked_conv();
+    let Some(a) = plain_op.as_ref().and_then(ConvAttrs::of) else {
         bail!(Internal, "not ConvBlocked")
     };
     let xb = x.tensor(0)?;
@@ -253,14 +254,6 @@ pub fn conv_blocked(op: &NnOp, x: &Inputs) -> Result<Vec<Value>> {
         plain[(blk * B + l) * px + p] = e;
     }
     let plain = Tensor::from_f32(vec![n, cb * B, h, w], plain)?;
-    let a = ConvAttrs {
-        auto_pad: &auto_pad,
-        dilations: &dilations,
-        group,
-        kernel_shape: &kernel_shape,
-        pads: &pads,
-        strides: &strides,
-    };
     let y = conv_tensor(&a, &plain, x.tensor(1)?, x.opt_tensor(2)?)?;
     let (Some(yv), &[_, m, oh, ow]) = (y.as_f32(), y.shape()) else {
         bail!(Internal, "ConvBlocked: output {:?}", y.shape());
