@@ -19,6 +19,7 @@ pub mod pool;
 pub mod pooling;
 pub mod prepack;
 pub mod program;
+pub mod qgemm;
 pub mod recurrent;
 pub mod simd;
 pub mod strided;
@@ -82,6 +83,8 @@ pub struct Kernels {
     pub recurrent_gates: recurrent::gates::GatesFn,
     /// Widens bf16 or f16 elements to f32 (half-precision weights).
     pub widen: half::WidenFn,
+    /// The integer (8-bit) product micro-kernel.
+    pub qgemm: qgemm::QMicro,
 }
 
 impl Kernels {
@@ -124,6 +127,7 @@ impl Kernels {
             recurrent_cell: recurrent::cell::cell_portable,
             recurrent_gates: recurrent::gates::gates_portable,
             widen: half::widen_portable,
+            qgemm: qgemm::micro_for(Isa::Portable),
         };
         match isa {
             Isa::Portable => portable,
@@ -152,6 +156,7 @@ impl Kernels {
                 recurrent_cell: recurrent::cell::x86::cell_avx2,
                 recurrent_gates: recurrent::gates::x86::gates_avx2,
                 widen: half::x86::widen_avx2,
+                qgemm: qgemm::micro_for(isa),
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Kernels {
@@ -182,6 +187,7 @@ impl Kernels {
                 recurrent_cell: recurrent::cell::x86::cell_avx512,
                 recurrent_gates: recurrent::gates::x86::gates_avx512,
                 widen: half::x86::widen_avx512,
+                qgemm: qgemm::micro_for(isa),
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => portable,

@@ -15,6 +15,7 @@ pub mod inline_if;
 pub mod lower;
 pub mod manager;
 pub mod precision;
+pub mod quantized;
 pub mod recognize;
 pub mod remove_noops;
 pub mod rewire;

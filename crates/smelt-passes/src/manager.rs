@@ -55,8 +55,9 @@ pub struct PassManager {
 }
 
 /// The pass names known to the pipeline, in order.
-pub const PASS_NAMES: [&str; 14] = [
+pub const PASS_NAMES: [&str; 15] = [
     "infer-shapes",
+    "quantized-products",
     "fold-constants",
     "inline-if",
     "flatten-sequences",
@@ -79,6 +80,7 @@ impl PassManager {
             0 => Vec::new(),
             _ => vec![
                 Box::new(crate::infer_shapes::InferShapes),
+                Box::new(crate::quantized::QuantizedProducts),
                 Box::new(crate::fold_constants::FoldConstants::default()),
                 Box::new(crate::inline_if::InlineIf),
                 Box::new(crate::flatten_sequences::FlattenSequences),

@@ -7,6 +7,7 @@ use super::conv::ConvPlan;
 use super::conv_blocked::BlockedConvPlan;
 use super::conv_transpose::ConvTransposePlan;
 use super::elementwise::LoopPlan;
+use super::integer::{QConvPlan, QMatMulPlan};
 use super::matmul::MatMulPlan;
 use super::pool::PoolPlan;
 use super::resize::ResizePlan;
@@ -56,6 +57,8 @@ enum Path {
     Pool(PoolPlan),
     ConvTranspose(ConvTransposePlan),
     Resize(ResizePlan),
+    QConv(QConvPlan),
+    QMatMul(QMatMulPlan),
     /// The reference kernel, and why.
     Reference(String),
 }
@@ -144,6 +147,18 @@ impl AnchorPlan {
                         .into(),
                 ),
             },
+            Op::Quant(smelt_ir::op::QuantOp::ConvInteger { .. }) => match QConvPlan::new(c, weights, a, kern) {
+                Some(p) => Path::QConv(p),
+                None => Path::Reference(
+                    "ConvInteger: not a 2-D one-group convolution of u8 activations (constant zero point) by constant i8 weights (zero points 0)".into(),
+                ),
+            },
+            Op::Quant(smelt_ir::op::QuantOp::MatMulInteger) => match QMatMulPlan::new(c, weights, a, kern) {
+                Some(p) => Path::QMatMul(p),
+                None => Path::Reference(
+                    "MatMulInteger: not u8 activations (rows in place, depth a multiple of 4, constant zero point) times constant 2-D i8 weights (zero points 0)".into(),
+                ),
+            },
             op => Path::Reference(format!("{}: no fast kernel yet", op.name())),
         };
         Ok(AnchorPlan {
@@ -163,6 +178,8 @@ impl AnchorPlan {
             Path::Pool(p) => p.name.clone(),
             Path::ConvTranspose(p) => p.name.clone(),
             Path::Resize(p) => p.name.clone(),
+            Path::QConv(p) => p.name.clone(),
+            Path::QMatMul(p) => p.name.clone(),
             Path::Reference(why) => format!("reference ({why})"),
         }
     }
@@ -178,6 +195,8 @@ impl AnchorPlan {
             Path::Pool(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::ConvTranspose(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Resize(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::QConv(p) => unsafe { p.run(&cx.mem, &cx.ex) },
+            Path::QMatMul(p) => unsafe { p.run(&cx.mem, &cx.ex) },
             Path::Reference(_) => return self.run_reference(cx, a),
         }
         Ok(())

@@ -20,6 +20,7 @@ mod elementwise;
 mod epilogue;
 mod fast_epilogue;
 mod gather;
+mod integer;
 mod interp;
 mod matmul;
 mod nest;

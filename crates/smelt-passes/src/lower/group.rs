@@ -94,9 +94,16 @@ pub struct Fusion {
 /// Anchor ops: run whole, then an elementwise epilogue over their result.
 fn is_anchor(g: &Graph, n: &Node) -> bool {
     let single_out = n.outputs.len() == 1 || n.outputs.iter().skip(1).all(|o| o.is_none());
-    let f32_out = n.outputs[0].and_then(|o| dtype_of(g, o)) == Some(DType::F32);
+    let out = n.outputs[0].and_then(|o| dtype_of(g, o));
+    let integer = matches!(
+        n.op,
+        Op::Quant(smelt_ir::op::QuantOp::ConvInteger { .. } | smelt_ir::op::QuantOp::MatMulInteger)
+    );
+    if integer {
+        return single_out && out == Some(DType::I32);
+    }
     single_out
-        && f32_out
+        && out == Some(DType::F32)
         && matches!(
             n.op,
             Op::Nn(
@@ -396,8 +403,25 @@ fn pointwise_node(
         })
         .collect();
     let d = &mut f.drafts[gi];
+    // A quantization's range is its output's type (an attribute, the zero point's, or u8).
+    let op = match &n.op {
+        Op::Quant(smelt_ir::op::QuantOp::QuantizeLinear {
+            axis,
+            block_size,
+            saturate,
+            precision,
+            ..
+        }) => Op::Quant(smelt_ir::op::QuantOp::QuantizeLinear {
+            axis: *axis,
+            block_size: *block_size,
+            output_dtype: n.outputs[0].and_then(|o| dtype_of(g, o)),
+            saturate: *saturate,
+            precision: *precision,
+        }),
+        op => op.clone(),
+    };
     // unfusible_reason vetted the op: emit never fails for it.
-    let out = pointwise::emit(&n.op, &args, &mut d.body).unwrap_or(0);
+    let out = pointwise::emit(&op, &args, &mut d.body).unwrap_or(0);
     if let Some(o) = n.outputs[0] {
         d.vals.insert(o, out);
     }

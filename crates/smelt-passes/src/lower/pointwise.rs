@@ -2,7 +2,7 @@
 
 use smelt_ir::kernel::{Binary, ScalarOp, Unary};
 use smelt_ir::op::elementwise::GeluApprox;
-use smelt_ir::op::{ElementwiseOp, NnOp};
+use smelt_ir::op::{ElementwiseOp, NnOp, QuantOp};
 use smelt_ir::{DType, Graph, Node, Op};
 
 /// A scalar program under construction.
@@ -112,6 +112,7 @@ pub fn unfusible_reason(g: &Graph, n: &Node) -> Option<String> {
             training_mode: false,
             ..
         }) => all_f32 && out == Some(DType::F32) && n.inputs.len() == 5,
+        Op::Quant(q) => return quant_unfusible_reason(g, n, q, &ins, out),
         _ => return Some(format!("{} is not elementwise", n.op.name())),
     };
     (!ok).then(|| {
@@ -122,6 +123,69 @@ pub fn unfusible_reason(g: &Graph, n: &Node) -> Option<String> {
                 .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
                 .collect::<Vec<_>>()
                 .join(", ")
+        )
+    })
+}
+
+/// Why a QuantizeLinear or DequantizeLinear cannot join a fused loop: it can with 8-bit
+/// integers, f32 values, and a scale and zero point per tensor or along the last axis
+/// (which broadcast like any elementwise input).
+fn quant_unfusible_reason(
+    g: &Graph,
+    n: &Node,
+    q: &QuantOp,
+    ins: &[Option<DType>],
+    out: Option<DType>,
+) -> Option<String> {
+    let int8 = |d: Option<DType>| matches!(d, Some(DType::U8 | DType::I8));
+    let f32_or_absent = |i: usize| matches!(ins.get(i).copied().flatten(), None | Some(DType::F32));
+    let (axis, ok) = match q {
+        QuantOp::QuantizeLinear {
+            axis,
+            block_size: 0,
+            precision: None | Some(DType::F32),
+            ..
+        } => (
+            *axis,
+            ins.first().copied().flatten() == Some(DType::F32)
+                && f32_or_absent(1)
+                && int8(out)
+                && (n.inputs.get(2).copied().flatten().is_none()
+                    || ins.get(2).copied().flatten() == out),
+        ),
+        QuantOp::DequantizeLinear {
+            axis,
+            block_size: 0,
+            output_dtype: None | Some(DType::F32),
+        } => (
+            *axis,
+            int8(ins.first().copied().flatten())
+                && f32_or_absent(1)
+                && out == Some(DType::F32)
+                && (n.inputs.get(2).copied().flatten().is_none()
+                    || ins.get(2).copied().flatten() == ins.first().copied().flatten()),
+        ),
+        _ => return Some(format!("{} is not elementwise", n.op.name())),
+    };
+    // A per-axis scale broadcasts numpy-style only along the last axis.
+    let rank = n.outputs[0]
+        .and_then(|o| super::shape_of_value(g, o))
+        .map_or(0, |s| s.len()) as i64;
+    let per_axis = n.inputs[1..]
+        .iter()
+        .flatten()
+        .any(|v| super::shape_of_value(g, *v).is_none_or(|s| s.iter().product::<usize>() > 1));
+    let last = axis == rank - 1 || axis == -1;
+    if !ok {
+        return Some(format!(
+            "{} on these types has no fused form (8-bit integers and f32 only)",
+            n.op.name()
+        ));
+    }
+    (per_axis && !last).then(|| {
+        format!(
+            "{} along axis {axis} (not the last) has no fused form",
+            n.op.name()
         )
     })
 }
@@ -186,6 +250,30 @@ pub fn emit(op: &Op, a: &[Option<usize>], b: &mut Body) -> Option<usize> {
         let n = b.b(Binary::Div, d, sd);
         let sc = b.b(Binary::Mul, n, s);
         return Some(b.b(Binary::Add, sc, bias));
+    }
+    match op {
+        Op::Quant(QuantOp::QuantizeLinear { output_dtype, .. }) => {
+            // saturate(round_half_even(x / scale) + zero_point), zero point's range.
+            let s = arg(1)?;
+            let v = b.b(Binary::Div, x, s);
+            let mut r = b.u(Unary::Round, v);
+            if let Some(z) = arg(2) {
+                r = b.b(Binary::Add, r, z);
+            }
+            let (lo, hi) = match output_dtype {
+                Some(DType::I8) => (-128.0, 127.0),
+                _ => (0.0, 255.0),
+            };
+            return Some(b.clamp(r, lo, hi));
+        }
+        Op::Quant(QuantOp::DequantizeLinear { .. }) => {
+            let d = match arg(2) {
+                Some(z) => b.b(Binary::Sub, x, z),
+                None => x,
+            };
+            return Some(b.b(Binary::Mul, d, arg(1)?));
+        }
+        _ => {}
     }
     let Op::Elementwise(e) = op else {
         return None;

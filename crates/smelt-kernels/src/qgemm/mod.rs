@@ -1,0 +1,618 @@
+//! Integer products: 8-bit operands, exact i32 sums, f32 tiles out. `C = A x B` where A
+//! (`m x k`) is read a row at a time and broadcast four bytes at once, and B (`k x n`) is
+//! packed in panels of `nr` columns with each column's four consecutive depths adjacent
+//! (`[k4][nr][4]` bytes, the layout `vpdpbusd` multiplies). Zero points are taken out
+//! after the sum: `sum (a - za) b = sum a b - za * colsum(b)` and likewise for B, so the
+//! kernels multiply raw bytes. Depths are padded to a multiple of four with zero weights.
+//!
+//! Convolutions multiply packed weights (A, i8) by the im2col view of the input (B, u8),
+//! packed straight from the image per run; matrix products multiply the activations (A,
+//! u8, read in place) by packed weights (B, i8).
+
+pub mod micro;
+
+#[cfg(test)]
+mod tests;
+
+use crate::conv::Conv2d;
+use crate::gemm::TileSink;
+use crate::isa::Isa;
+use crate::pool::ThreadPool;
+pub use micro::{QMicro, QMicroFn};
+
+/// The integer micro-kernel of an ISA table: AVX-512 VNNI where the CPU has it (else the
+/// exact AVX2 one), AVX2, or portable.
+pub fn micro_for(isa: Isa) -> QMicro {
+    match isa {
+        Isa::Portable => micro::portable_micro(),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => micro::x86::avx2_micro(),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if micro::x86::has_vnni() => micro::x86::vnni_micro(),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => micro::x86::avx2_micro(),
+        #[allow(unreachable_patterns)]
+        _ => micro::portable_micro(),
+    }
+}
+
+/// Largest depth whose sums of u8 x i8 products cannot overflow i32.
+pub const MAX_DEPTH: usize = (i32::MAX as usize) / (255 * 128);
+
+/// Groups of four depths.
+pub fn k4(k: usize) -> usize {
+    k.div_ceil(4)
+}
+
+/// Interleaves four rows of `n` bytes into `[n][4]`: column `j` gets `rows[t][j]`, t = 0..4.
+///
+/// # Safety
+/// Each row holds `n` bytes; `out` has room for `4 n`.
+unsafe fn interleave4(rows: [*const u8; 4], n: usize, out: *mut u8) {
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // (SSE2 is part of x86-64.)
+        while j + 16 <= n {
+            let r = rows.map(|p| _mm_loadu_si128(p.add(j) as *const __m128i));
+            let lo01 = _mm_unpacklo_epi8(r[0], r[1]);
+            let lo23 = _mm_unpacklo_epi8(r[2], r[3]);
+            let hi01 = _mm_unpackhi_epi8(r[0], r[1]);
+            let hi23 = _mm_unpackhi_epi8(r[2], r[3]);
+            let o = out.add(j * 4) as *mut __m128i;
+            _mm_storeu_si128(o, _mm_unpacklo_epi16(lo01, lo23));
+            _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(lo01, lo23));
+            _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(hi01, hi23));
+            _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(hi01, hi23));
+            j += 16;
+        }
+    }
+    for j in j..n {
+        for (t, r) in rows.iter().enumerate() {
+            *out.add(j * 4 + t) = *r.add(j);
+        }
+    }
+}
+
+/// Bytes of one packed panel of depth groups `k4` and width `nr`.
+pub fn panel_bytes(k4: usize, nr: usize) -> usize {
+    k4 * nr * 4
+}
+
+/// A matrix packed as the broadcast operand A: blocks of `mr` rows, `[k4][mr][4]` bytes
+/// each (zero-padded), with each row's sum (for the other operand's zero point).
+pub struct QPackedRows {
+    /// Rows.
+    pub m: usize,
+    /// Depth.
+    pub k: usize,
+    mr: usize,
+    data: Vec<u8>,
+    /// Sum of each row's values.
+    pub row_sums: Vec<i32>,
+}
+
+impl QPackedRows {
+    /// Packs the row-major i8 matrix `w` (`m x k`) for tiles of `mr` rows.
+    pub fn new(w: &[i8], m: usize, k: usize, mr: usize) -> QPackedRows {
+        let g4 = k4(k);
+        let blocks = m.div_ceil(mr);
+        let mut data = vec![0u8; blocks * g4 * mr * 4];
+        for r in 0..m {
+            let (b, rr) = (r / mr, r % mr);
+            for (kk, &v) in w[r * k..(r + 1) * k].iter().enumerate() {
+                data[((b * g4 + kk / 4) * mr + rr) * 4 + kk % 4] = v as u8;
+            }
+        }
+        let row_sums = (0..m)
+            .map(|r| w[r * k..(r + 1) * k].iter().map(|&v| v as i32).sum())
+            .collect();
+        QPackedRows {
+            m,
+            k,
+            mr,
+            data,
+            row_sums,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The vector operand B packed in panels of `nr` columns (`[k4][nr][4]` each), with each
+/// column's sum.
+pub struct QPackedCols {
+    /// Depth.
+    pub k: usize,
+    /// Columns.
+    pub n: usize,
+    nr: usize,
+    data: Vec<u8>,
+    /// Sum of each column's values.
+    pub col_sums: Vec<i32>,
+}
+
+impl QPackedCols {
+    /// Packs the row-major i8 matrix `b` (`k x n`) in panels of `nr` columns.
+    pub fn new(b: &[i8], k: usize, n: usize, nr: usize) -> QPackedCols {
+        let g4 = k4(k);
+        let panels = n.div_ceil(nr);
+        let mut data = vec![0u8; panels * panel_bytes(g4, nr)];
+        let bytes: Vec<u8> = b.iter().map(|&v| v as u8).collect();
+        for p in 0..panels {
+            let (j0, cols) = (p * nr, nr.min(n - p * nr));
+            for g in 0..g4 {
+                let zero = [0u8; 64];
+                let rows = [0, 1, 2, 3].map(|t| {
+                    let kk = 4 * g + t;
+                    if kk < k {
+                        bytes[kk * n + j0..].as_ptr()
+                    } else {
+                        zero.as_ptr()
+                    }
+                });
+                let out = &mut data[p * panel_bytes(g4, nr) + g * nr * 4..][..nr * 4];
+                // SAFETY: rows hold `cols` bytes each (zero rows 64 >= nr); out holds nr * 4.
+                unsafe { interleave4(rows, cols.min(64), out.as_mut_ptr()) };
+            }
+        }
+        let mut col_sums = vec![0i32; n];
+        for kk in 0..k {
+            for (j, s) in col_sums.iter_mut().enumerate() {
+                *s += b[kk * n + j] as i32;
+            }
+        }
+        QPackedCols {
+            k,
+            n,
+            nr,
+            data,
+            col_sums,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// A pointer shared with the pool's threads (the caller vouches for what it points at).
+#[derive(Clone, Copy)]
+struct Shared<T>(*const T);
+// SAFETY: only read, under the callers' contracts.
+unsafe impl<T> Sync for Shared<T> {}
+unsafe impl<T> Send for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// The pointer (a method, so closures capture the wrapper, not its field).
+    fn get(self) -> *const T {
+        self.0
+    }
+}
+
+/// Operand A of one product.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    Packed(&'a QPackedRows),
+    /// Row-major u8 rows in place (row stride `ld`; `k` a multiple of four).
+    InPlace {
+        ptr: Shared<u8>,
+        ld: usize,
+    },
+}
+
+/// One product: A (`m` rows) times packed B panels, zero points folded in.
+struct Product<'a> {
+    m: usize,
+    n: usize,
+    k4: usize,
+    a: Rows<'a>,
+    signed_a: bool,
+    /// `npanels` panels of [`panel_bytes`].
+    b: Shared<u8>,
+    /// Subtracted per row (conv: zx * row sum) or per column (matmul: za * col sum).
+    row_corr: Option<&'a [i32]>,
+    col_corr: Option<&'a [i32]>,
+    batch: usize,
+    /// Columns computed over a padded row width: `(padded, real)`; columns of each padded
+    /// row past the real width are dropped.
+    padded_cols: Option<(usize, usize)>,
+}
+
+/// Columns a task covers (a few panels, kept in L2 while its rows pass).
+fn panels_per_task(k4: usize, nr: usize) -> usize {
+    let by_cache = (256 * 1024) / panel_bytes(k4, nr).max(1);
+    by_cache.clamp(1, (256 / nr).max(1))
+}
+
+/// Rows a task covers.
+const TASK_ROWS: usize = 32;
+
+/// Runs a product over the pool: tiles of `TASK_ROWS` rows by a few panels, each handed to
+/// the sink as f32 after the zero-point corrections.
+///
+/// # Safety
+/// The operands hold what `p` describes.
+unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, sink: &dyn TileSink) {
+    let (mr, nr) = (micro.mr, micro.nr);
+    let npanels = p.n.div_ceil(nr);
+    let ppt = panels_per_task(p.k4, nr);
+    let task_rows = TASK_ROWS.div_ceil(mr) * mr;
+    let row_tasks = p.m.div_ceil(task_rows);
+    let col_tasks = npanels.div_ceil(ppt);
+    let kernel = if p.signed_a {
+        micro.signed_a
+    } else {
+        micro.unsigned_a
+    };
+    pool.run(threads, row_tasks * col_tasks, &|t| {
+        let (ct, rt) = (t / row_tasks, t % row_tasks);
+        let (i0, rows) = (rt * task_rows, task_rows.min(p.m - rt * task_rows));
+        let pan0 = ct * ppt;
+        let pans = ppt.min(npanels - pan0);
+        let j0 = pan0 * nr;
+        let cols = (pans * nr).min(p.n - j0);
+        let ld = pans * nr;
+        let mut tile = crate::buf::take_scratch(task_rows * ld);
+        let mut acc = [0i32; 256];
+        debug_assert!(mr * nr <= acc.len());
+        for ib in (0..rows).step_by(mr) {
+            let r = mr.min(rows - ib);
+            let (a, a_rs, a_ks) = match p.a {
+                Rows::Packed(w) => {
+                    let blk = (i0 + ib) / mr;
+                    (w.data.as_ptr().add(blk * p.k4 * mr * 4), 4, mr * 4)
+                }
+                Rows::InPlace { ptr, ld } => (ptr.0.add((i0 + ib) * ld), ld, 4),
+            };
+            for pi in 0..pans {
+                let b = p.b.0.add((pan0 + pi) * panel_bytes(p.k4, nr));
+                kernel(p.k4, a, a_rs, a_ks, r, b, acc.as_mut_ptr(), nr);
+                let jj = pi * nr;
+                let w = nr.min(cols.saturating_sub(jj));
+                for rr in 0..r {
+                    let rc = p.row_corr.map_or(0, |c| c[i0 + ib + rr]);
+                    let dst = &mut tile.as_mut_slice()[(ib + rr) * ld + jj..][..w];
+                    let src = &acc[rr * nr..][..w];
+                    // (Plain zips over slices: the compiler vectorizes them.)
+                    match p.col_corr {
+                        Some(cc) => {
+                            for ((d, &s), &c) in dst.iter_mut().zip(src).zip(&cc[j0 + jj..][..w]) {
+                                *d = (s - rc - c) as f32;
+                            }
+                        }
+                        None => {
+                            for (d, &s) in dst.iter_mut().zip(src) {
+                                *d = (s - rc) as f32;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        match p.padded_cols {
+            None => sink.tile(p.batch, i0, j0, rows, cols, tile.as_mut_slice(), ld),
+            Some((wp, ow)) => {
+                // Hand on each output row's real columns.
+                let t = tile.as_mut_slice();
+                for oy in j0 / wp..(j0 + cols).div_ceil(wp) {
+                    let start = j0.max(oy * wp);
+                    let end = (j0 + cols).min(oy * wp + ow);
+                    if start < end {
+                        let col = oy * ow + start - oy * wp;
+                        sink.tile(
+                            p.batch,
+                            i0,
+                            col,
+                            rows,
+                            end - start,
+                            &mut t[start - j0..],
+                            ld,
+                        );
+                    }
+                }
+            }
+        }
+        crate::buf::return_scratch(tile);
+    });
+}
+
+/// `C = (A - za) x B` for activations A (`m x k` u8, row stride `lda`, `k` a multiple of
+/// four and at most [`MAX_DEPTH`]) and packed i8 weights B; tiles go to `sink` as batch
+/// `batch`.
+///
+/// # Safety
+/// `a` holds `m` rows of `lda` bytes with `k` readable in each.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn qmatmul(
+    micro: &QMicro,
+    pool: &ThreadPool,
+    threads: usize,
+    a: *const u8,
+    m: usize,
+    lda: usize,
+    za: u8,
+    b: &QPackedCols,
+    col_corr: &mut Vec<i32>,
+    batch: usize,
+    sink: &dyn TileSink,
+) {
+    debug_assert_eq!(b.nr, micro.nr);
+    col_corr.clear();
+    col_corr.extend(b.col_sums.iter().map(|&s| s * za as i32));
+    let p = Product {
+        m,
+        n: b.n,
+        k4: k4(b.k),
+        a: Rows::InPlace {
+            ptr: Shared(a),
+            ld: lda,
+        },
+        signed_a: false,
+        b: Shared(b.data.as_ptr()),
+        row_corr: None,
+        col_corr: Some(col_corr),
+        batch,
+        padded_cols: None,
+    };
+    run(micro, pool, threads, &p, sink);
+}
+
+/// The input of one image as the integer convolution reads it.
+pub struct QConvInput {
+    /// The image's first element (channel 0 of the group).
+    pub x: *const u8,
+    /// Steps between channels, rows and columns.
+    pub strides: [isize; 3],
+    /// The input's zero point (also what padding reads).
+    pub zero_point: u8,
+}
+
+/// Packs the im2col view of one image into panels `[npanels][k4][nr][4]` of `out`.
+///
+/// # Safety
+/// The input holds the geometry's channels, rows and columns at its strides; `out` holds
+/// `npanels * panel_bytes(k4, nr)` bytes.
+unsafe fn pack_im2col(
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    input: &QConvInput,
+    nr: usize,
+    out: *mut u8,
+) {
+    let (kk, px) = (g.k(), g.pixels());
+    let g4 = k4(kk);
+    let pb = panel_bytes(g4, nr);
+    let [sc, sh, sw] = input.strides;
+    let zx = input.zero_point;
+    let x = Shared(input.x);
+    let out = Shared(out as *const u8);
+    // A 1x1 stride-1 convolution over a dense plane reads each channel as one row.
+    let plane = g.is_pointwise() && sw == 1 && sh == g.w as isize;
+    let (seg_rows, seg_len) = if plane { (1, px) } else { (g.oh, g.ow) };
+    let taps = g.kh * g.kw;
+    pool.run(threads, g4, &|gi| {
+        let out = out.get() as *mut u8;
+        let mut tmp = vec![0u8; 4 * seg_len];
+        let zeros = vec![0u8; seg_len];
+        for oy in 0..seg_rows {
+            let mut rows = [zeros.as_ptr(); 4];
+            for (t, row) in rows.iter_mut().enumerate() {
+                let k = 4 * gi + t;
+                if k >= kk {
+                    continue;
+                }
+                let (c, tap) = (k / taps, k % taps);
+                let (ky, kx) = (tap / g.kw, tap % g.kw);
+                let base = x.get().offset(c as isize * sc);
+                if plane {
+                    *row = base;
+                    continue;
+                }
+                let seg = &mut tmp[t * seg_len..(t + 1) * seg_len];
+                let iy = (oy * g.sh + ky * g.dh) as isize - g.ph as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    seg.fill(zx);
+                    *row = seg.as_ptr();
+                    continue;
+                }
+                let src = base.offset(iy * sh);
+                // ix = ox * sw + kx * dw - pw must lie in [0, w).
+                let off = (kx * g.dw) as isize - g.pw as isize;
+                let lo = if off >= 0 {
+                    0
+                } else {
+                    ((-off) as usize).div_ceil(g.sw)
+                };
+                let hi = if (g.w as isize) > off {
+                    (((g.w as isize - off) as usize).div_ceil(g.sw)).min(g.ow)
+                } else {
+                    0
+                };
+                let (lo, hi) = (lo.min(hi), hi);
+                if lo == 0 && hi == g.ow && g.sw == 1 && sw == 1 {
+                    *row = src.offset(off);
+                    continue;
+                }
+                seg[..lo].fill(zx);
+                seg[hi..].fill(zx);
+                if g.sw == 1 && sw == 1 {
+                    let from = src.offset(lo as isize + off);
+                    std::ptr::copy_nonoverlapping(from, seg[lo..].as_mut_ptr(), hi - lo);
+                } else {
+                    for (ox, d) in seg.iter_mut().enumerate().take(hi).skip(lo) {
+                        *d = *src.offset((ox * g.sw) as isize * sw + off * sw);
+                    }
+                }
+                *row = seg.as_ptr();
+            }
+            // Scatter this segment's pixels across the panels they fall in.
+            let p0 = oy * seg_len;
+            let mut j = 0;
+            while j < seg_len {
+                let p = p0 + j;
+                let (panel, col) = (p / nr, p % nr);
+                let run = (nr - col).min(seg_len - j);
+                let dst = out.add(panel * pb + gi * nr * 4 + col * 4);
+                interleave4(rows.map(|r| r.add(j)), run, dst);
+                j += run;
+            }
+        }
+        // The last panel's columns past the pixels multiply zero weights' sums away only if
+        // defined: give them the zero point.
+        let tail = px % nr;
+        if tail != 0 {
+            let dst = out.add((px / nr) * pb + gi * nr * 4 + tail * 4);
+            std::ptr::write_bytes(dst, zx, (nr - tail) * 4);
+        }
+    });
+}
+
+/// The padded row width a stride-1 convolution with taps is computed over (its columns
+/// then read each tap's rows as one run of a padded copy of the input), or None.
+fn padded_width(g: &Conv2d) -> Option<usize> {
+    (g.sh == 1 && g.sw == 1 && !g.is_pointwise()).then(|| g.ow + (g.kw - 1) * g.dw)
+}
+
+/// Rows of the padded copy: the rows the output reads, and one more (the last row's
+/// dropped columns read past its end).
+fn padded_rows(g: &Conv2d) -> usize {
+    g.oh + (g.kh - 1) * g.dh + 1
+}
+
+/// Bytes of scratch [`qconv`] packs one image's input into.
+pub fn qconv_scratch_bytes(g: &Conv2d, nr: usize) -> usize {
+    match padded_width(g) {
+        Some(wp) => {
+            let copy = g.c * padded_rows(g) * wp;
+            copy + (g.oh * wp).div_ceil(nr) * panel_bytes(k4(g.k()), nr)
+        }
+        None => g.pixels().div_ceil(nr) * panel_bytes(k4(g.k()), nr),
+    }
+}
+
+/// Packs a stride-1 convolution's input: a copy padded with the zero point (rows
+/// `padded_rows`, width `wp`), whose tap rows are then each one run over the output rows
+/// at the padded width, interleaved into panels after the copy in `scratch`.
+///
+/// # Safety
+/// As for [`pack_im2col`]; `scratch` holds [`qconv_scratch_bytes`].
+unsafe fn pack_padded(
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    input: &QConvInput,
+    nr: usize,
+    wp: usize,
+    scratch: &mut [u8],
+) {
+    let hp = padded_rows(g);
+    let plane = hp * wp;
+    let (copy, packed) = scratch.split_at_mut(g.c * plane);
+    let [sc, sh, sw] = input.strides;
+    let zx = input.zero_point;
+    let x = Shared(input.x);
+    let dst = Shared(copy.as_ptr());
+    pool.run(threads, g.c, &|c| {
+        let d = std::slice::from_raw_parts_mut((dst.get() as *mut u8).add(c * plane), plane);
+        d.fill(zx);
+        for iy in 0..g.h {
+            let yy = iy + g.ph;
+            if yy >= hp {
+                break;
+            }
+            let src = x.get().offset(c as isize * sc + iy as isize * sh);
+            let row = &mut d[yy * wp..(yy + 1) * wp];
+            let n = g.w.min(wp.saturating_sub(g.pw));
+            if sw == 1 {
+                std::ptr::copy_nonoverlapping(src, row[g.pw..].as_mut_ptr(), n);
+            } else {
+                for (ix, v) in row[g.pw..g.pw + n].iter_mut().enumerate() {
+                    *v = *src.offset(ix as isize * sw);
+                }
+            }
+        }
+    });
+    let kk = g.k();
+    let g4 = k4(kk);
+    let pb = panel_bytes(g4, nr);
+    let np = g.oh * wp;
+    let panels = np.div_ceil(nr);
+    let taps = g.kh * g.kw;
+    let copy = Shared(copy.as_ptr());
+    let out = Shared(packed.as_ptr());
+    pool.run(threads, g4, &|gi| {
+        let zeros = [0u8; 64];
+        let rows = [0, 1, 2, 3].map(|t| {
+            let k = 4 * gi + t;
+            if k >= kk {
+                return None;
+            }
+            let (c, tap) = (k / taps, k % taps);
+            let (ky, kx) = (tap / g.kw, tap % g.kw);
+            Some(copy.get().add(c * plane + ky * g.dh * wp + kx * g.dw))
+        });
+        for p in 0..panels {
+            let cols = nr.min(np - p * nr);
+            let r = rows.map(|r| r.map_or(zeros.as_ptr(), |r| r.add(p * nr)));
+            let o = (out.get() as *mut u8).add(p * pb + gi * nr * 4);
+            interleave4(r, cols, o);
+        }
+    });
+}
+
+/// One image of an integer convolution: packed i8 filters (`m` output channels, depth
+/// `g.k()` at most [`MAX_DEPTH`]) times the u8 input's im2col view, tiles (output
+/// channels x pixels) to `sink` as batch `batch`. `scratch` holds at least
+/// [`qconv_scratch_bytes`]; `row_corr` is reused.
+///
+/// # Safety
+/// The input holds what the geometry reads at its strides.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn qconv(
+    micro: &QMicro,
+    pool: &ThreadPool,
+    threads: usize,
+    g: &Conv2d,
+    input: &QConvInput,
+    w: &QPackedRows,
+    scratch: &mut [u8],
+    row_corr: &mut Vec<i32>,
+    batch: usize,
+    sink: &dyn TileSink,
+) {
+    debug_assert_eq!(w.mr, micro.mr);
+    debug_assert!(scratch.len() >= qconv_scratch_bytes(g, micro.nr));
+    let padded = padded_width(g);
+    let (n, panels) = match padded {
+        Some(wp) => {
+            pack_padded(pool, threads, g, input, micro.nr, wp, scratch);
+            (g.oh * wp, scratch.as_ptr().add(g.c * padded_rows(g) * wp))
+        }
+        None => {
+            pack_im2col(pool, threads, g, input, micro.nr, scratch.as_mut_ptr());
+            (g.pixels(), scratch.as_ptr())
+        }
+    };
+    row_corr.clear();
+    row_corr.extend(w.row_sums.iter().map(|&s| s * input.zero_point as i32));
+    let p = Product {
+        m: w.m,
+        n,
+        k4: k4(w.k),
+        a: Rows::Packed(w),
+        signed_a: true,
+        b: Shared(panels),
+        row_corr: Some(row_corr),
+        col_corr: None,
+        batch,
+        padded_cols: padded.map(|wp| (wp, g.ow)),
+    };
+    run(micro, pool, threads, &p, sink);
+}

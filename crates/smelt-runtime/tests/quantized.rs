@@ -1,0 +1,186 @@
+//! QDQ products end to end: a per-channel 3x3 convolution with an i32 bias, Relu and the
+//! next QuantizeLinear (its u8 result an output); a stride-2 1x1 convolution; a MatMul and a Gemm (B transposed) of
+//! per-channel int8 weights. Compiled, they run on the integer kernels (the plan's kernel
+//! names say so) on every ISA this CPU runs, and match the oracle running the QDQ graph as
+//! written (dequantize, float product): the integer sums are exact, so float outputs differ
+//! by f32 rounding only (|plan - oracle| <= 1e-4 (1 + |oracle|)), and a re-quantized
+//! output by at most one quantization step, in under 2% of its elements (a value on a
+//! rounding boundary may land on either side).
+
+use smelt_ir::{Model, Tensor, Value};
+use smelt_kernels::Isa;
+use smelt_runtime::{Session, SessionOptions};
+use std::collections::HashMap;
+
+/// Deterministic values in [-0.5, 0.5).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    smelt_kernels::testing::rand_vec(n, seed)
+        .into_iter()
+        .map(|x| x * 0.5)
+        .collect()
+}
+
+fn json(dtype: &str, shape: &[usize], data: &[String]) -> String {
+    format!(
+        "{{\"dtype\":\"{dtype}\",\"shape\":{shape:?},\"data\":{{\"{dtype}\":[{}]}}}}",
+        data.join(",")
+    )
+}
+
+fn f32s(shape: &[usize], v: &[f32]) -> String {
+    json(
+        "F32",
+        shape,
+        &v.iter().map(|x| format!("{x:e}")).collect::<Vec<_>>(),
+    )
+}
+
+/// Deterministic int8 weights.
+fn i8s(shape: &[usize], seed: u64) -> String {
+    let n: usize = shape.iter().product();
+    let v: Vec<String> = values(n, seed)
+        .iter()
+        .map(|x| ((x * 254.0).round() as i32).clamp(-127, 127).to_string())
+        .collect();
+    json("I8", shape, &v)
+}
+
+fn scales(n: usize, seed: u64) -> Vec<f32> {
+    values(n, seed)
+        .iter()
+        .map(|x| 0.002 + 0.004 * (x + 0.5))
+        .collect()
+}
+
+/// The QDQ graph: inputs `x [1, 8, 9, 7]`, `a [6, 12]`; outputs the re-quantized 3x3
+/// convolution (dequantized), the stride-2 1x1 convolution, the MatMul and the Gemm.
+fn text() -> String {
+    let q = "quant.QuantizeLinear {\"axis\":1,\"block_size\":0,\"output_dtype\":null,\"precision\":null,\"saturate\":true}";
+    let dq = |axis: i64| {
+        format!("quant.DequantizeLinear {{\"axis\":{axis},\"block_size\":0,\"output_dtype\":null}}")
+    };
+    let conv = |k: usize, p: usize, s: usize| {
+        format!("nn.Conv {{\"auto_pad\":\"NotSet\",\"dilations\":[1,1],\"group\":1,\"kernel_shape\":[{k},{k}],\"pads\":[{p},{p},{p},{p}],\"strides\":[{s},{s}]}}")
+    };
+    let u8s = |v: u8| json("U8", &[], &[v.to_string()]);
+    let bias: Vec<String> = (0..16)
+        .map(|i| ((i * 37) % 200 - 100).to_string())
+        .collect();
+    let gbias: Vec<String> = (0..10)
+        .map(|i| ((i * 53) % 300 - 150).to_string())
+        .collect();
+    let zeros16 = json("I8", &[16], &vec!["0".to_string(); 16]);
+    format!(
+        "graph \"g\" {{\n  input %0 \"x\": f32[1,8,9,7]\n  input %1 \"a\": f32[6,12]\n  \
+         const %2 \"sx\" = {sx}\n  const %3 \"zx\" = {zx}\n  const %4 \"wq\" = {wq}\n  \
+         const %5 \"sw\" = {sw}\n  const %6 \"zw\" = {zeros16}\n  const %7 \"bq\" = {bq}\n  \
+         const %8 \"sb\" = {sb}\n  const %9 \"sy\" = {sy}\n  const %10 \"zy\" = {zy}\n  \
+         const %11 \"w2q\" = {w2q}\n  const %12 \"s2\" = {s2}\n  \
+         const %13 \"mq\" = {mq}\n  const %14 \"sm\" = {sm}\n  \
+         const %15 \"gq\" = {gq}\n  const %16 \"sg\" = {sg}\n  const %17 \"gbq\" = {gbq}\n  \
+         const %18 \"sgb\" = {sgb}\n  const %19 \"za\" = {za}\n\
+         %20 \"xq\" = {q} (%0, %2, %3)\n  %21 \"xd\" = {dq0} (%20, %2, %3)\n  \
+         %22 \"wd\" = {dq0} (%4, %5, %6)\n  %23 \"bd\" = {dq0} (%7, %8)\n  \
+         %24 \"c\" = {c3} (%21, %22, %23)\n  %25 \"r\" = elementwise.Relu (%24)\n  \
+         %26 \"rq\" = {q} (%25, %9, %10)\n  %27 \"rd\" = {dq0} (%26, %9, %10)\n  \
+         %28 \"w2d\" = {dq0} (%11, %12)\n  %29 \"c2\" = {c1} (%21, %28)\n  \
+         %30 \"aq\" = {q} (%1, %2, %19)\n  %31 \"ad\" = {dq0} (%30, %2, %19)\n  \
+         %32 \"md\" = {dq1} (%13, %14)\n  %33 \"m\" = nn.MatMul (%31, %32)\n  \
+         %34 \"gd\" = {dq0} (%15, %16)\n  %35 \"gbd\" = {dq0} (%17, %18)\n  \
+         %36 \"g\" = nn.Gemm {{\"alpha\":1.0,\"beta\":1.0,\"trans_a\":false,\"trans_b\":true}} (%31, %34, %35)\n  \
+         output %26\n  output %29\n  output %33\n  output %36\n}}\n",
+        sx = f32s(&[], &[0.004]),
+        zx = u8s(128),
+        za = u8s(131),
+        wq = i8s(&[16, 8, 3, 3], 1),
+        sw = f32s(&[16], &scales(16, 2)),
+        bq = json("I32", &[16], &bias),
+        sb = f32s(&[16], &scales(16, 2).iter().map(|s| s * 0.004).collect::<Vec<_>>()),
+        sy = f32s(&[], &[0.003]),
+        zy = u8s(2),
+        w2q = i8s(&[5, 8, 1, 1], 3),
+        s2 = f32s(&[], &[0.01]),
+        mq = i8s(&[12, 20], 4),
+        sm = f32s(&[20], &scales(20, 5)),
+        gq = i8s(&[10, 12], 6),
+        sg = f32s(&[10], &scales(10, 7)),
+        gbq = json("I32", &[10], &gbias),
+        sgb = f32s(&[], &[0.0001]),
+        dq0 = dq(0),
+        dq1 = dq(1),
+        c3 = conv(3, 1, 1),
+        c1 = conv(1, 0, 2),
+    )
+}
+
+fn session(level: u8, isa: Option<Isa>) -> Session {
+    let t = text();
+    let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+    let model = Model {
+        graph,
+        opsets: vec![(String::new(), 21)],
+        ..Default::default()
+    };
+    let o = SessionOptions {
+        opt_level: level,
+        isa,
+        threads: 2,
+        ..Default::default()
+    };
+    Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(s: &Session) -> Vec<Vec<f64>> {
+    let x = Tensor::from_f32(vec![1, 8, 9, 7], values(504, 9)).expect("x");
+    let a = Tensor::from_f32(vec![6, 12], values(72, 10)).expect("a");
+    let out = s
+        .run(HashMap::from([
+            ("x".to_string(), Value::Tensor(x)),
+            ("a".to_string(), Value::Tensor(a)),
+        ]))
+        .expect("run");
+    out.iter()
+        .map(|(_, v)| v.tensor().expect("tensor").to_f64().expect("f64"))
+        .collect()
+}
+
+#[test]
+fn qdq_products_run_on_integer_kernels_and_match_the_oracle() {
+    let want = run(&session(0, None));
+    for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        if !isa.is_supported() {
+            continue;
+        }
+        let s = session(1, Some(isa));
+        let got = run(&s);
+        let names = s.last_plan().expect("plan").kernel_names().join("\n");
+        assert_eq!(names.matches("qgemm").count(), 4, "{isa:?}:\n{names}");
+        assert!(
+            names.contains("epilogue fused requantize+relu"),
+            "{isa:?}:\n{names}"
+        );
+        for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.len(), w.len());
+            if o == 0 {
+                // Re-quantized (u8): at most one step off, rarely.
+                let off = g.iter().zip(w).filter(|(a, b)| a != b).count();
+                assert!(
+                    g.iter().zip(w).all(|(a, b)| (a - b).abs() <= 1.0),
+                    "{isa:?}"
+                );
+                assert!(
+                    off * 50 <= g.len(),
+                    "{isa:?}: {off} of {} off by a step",
+                    g.len()
+                );
+                continue;
+            }
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                    "{isa:?} output {o} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
