@@ -52,6 +52,9 @@ enum Command {
     /// Compare a lower precision with fp32 node by node, naming the first node that turns
     /// NaN/Inf or diverges (exit 1 if one does).
     Compare(cmd::compare::Args),
+    /// Quantize a float model to int8 (a QDQ model onnxruntime also runs), calibrated on
+    /// sample inputs.
+    Quantize(cmd::quantize::Args),
     /// Run ONNX backend-test cases (model.onnx + test_data_set_N) and compare outputs.
     Conformance(conformance::Args),
     /// Benchmark a model (scenarios, --vs baselines, statistics, reports) or the machine (--roofline).
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::main(a),
         Command::Explain(a) => cmd::explain::main(a),
         Command::Compare(a) => cmd::compare::main(a),
+        Command::Quantize(a) => cmd::quantize::main(a),
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => cmd::bench::main(*a),
         Command::Compile(a) => cmd::compile::main(a),

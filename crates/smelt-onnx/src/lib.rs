@@ -5,6 +5,7 @@
 pub mod external;
 pub mod import;
 pub mod proto;
+pub mod qdq;
 pub mod tensor;
 
 pub use import::{

@@ -20,6 +20,8 @@ pub mod npy;
 mod plan;
 pub mod profile;
 #[cfg(feature = "compiler")]
+pub mod quantize;
+#[cfg(feature = "compiler")]
 pub mod segment;
 #[cfg(not(feature = "compiler"))]
 #[path = "segment_none.rs"]

@@ -156,7 +156,7 @@ fn qdq_products_run_on_integer_kernels_and_match_the_oracle() {
         let names = s.last_plan().expect("plan").kernel_names().join("\n");
         assert_eq!(names.matches("qgemm").count(), 4, "{isa:?}:\n{names}");
         assert!(
-            names.contains("epilogue fused requantize+relu"),
+            names.contains("epilogue fused rescale+relu+requantize"),
             "{isa:?}:\n{names}"
         );
         for (o, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -10,6 +10,7 @@ pub mod explain;
 pub mod inspect;
 mod preset;
 pub mod profile_table;
+pub mod quantize;
 pub mod run;
 pub mod serve;
 pub mod verify;

@@ -5,6 +5,7 @@
 //! zero point. Other forms run on the reference kernel.
 
 use super::epilogue::{Epilogue, EpilogueSink, Layout};
+use super::requant::{Requant, RequantSink};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Anchor, BufferKind, TensorRef};
@@ -122,7 +123,7 @@ impl QConvPlan {
             col: vec![(2, oh), (3, ow)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
-        let requant = Requant::recognize(c, weights, &a.epilogue, &layout, m);
+        let requant = Requant::recognize(c, weights, &a.epilogue, &layout, [m, oh * ow]);
         let scratch = qgemm::qconv_scratch_bytes(&geom, kern.qgemm.nr) as u64;
         smelt_ir::limits::check_alloc(scratch, &|| "an integer convolution's packed input".into())
             .ok()?;
@@ -217,6 +218,8 @@ pub(crate) struct QMatMulPlan {
     zero_point: u8,
     weights: QPackedCols,
     epi: Epilogue,
+    /// The epilogue as a plain requantization, when it is one.
+    requant: Option<Requant>,
     /// The kernel's name, for `explain`.
     pub name: String,
 }
@@ -267,6 +270,7 @@ impl QMatMulPlan {
             col: vec![(rank - 1, n)],
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
+        let requant = Requant::recognize(c, weights, &a.epilogue, &layout, [rows, n]);
         Some(QMatMulPlan {
             rows,
             lda,
@@ -275,7 +279,15 @@ impl QMatMulPlan {
             zero_point,
             weights: QPackedCols::new(b, k, n, kern.qgemm.nr),
             epi,
-            name: format!("matmul.{}, epilogue interpreted", kern.qgemm.name),
+            name: match &requant {
+                Some(q) => format!(
+                    "matmul.{}, epilogue fused {}",
+                    kern.qgemm.name,
+                    q.describe()
+                ),
+                None => format!("matmul.{}, epilogue interpreted", kern.qgemm.name),
+            },
+            requant,
         })
     }
 
@@ -287,12 +299,21 @@ impl QMatMulPlan {
         let threads = if self.epi.parallel { ex.threads } else { 1 };
         let a = (mem.ptrs[self.a_slot] as *const u8).offset(self.a_offset);
         let map = |b: usize| (b, 0);
-        let sink = EpilogueSink {
+        let general = EpilogueSink {
             epi: &self.epi,
             kern: ex.kern,
             mem,
             map: &map,
             pre: |_, _, _, _, _, _: &mut [f32], _| {},
+        };
+        let fused = self.requant.as_ref().map(|q| RequantSink {
+            q,
+            mem,
+            avx512: ex.kern.isa == smelt_kernels::Isa::Avx512,
+        });
+        let sink: &dyn TileSink = match &fused {
+            Some(f) => f,
+            None => &general,
         };
         let mut corr = Vec::new();
         qgemm::qmatmul(
@@ -306,285 +327,7 @@ impl QMatMulPlan {
             &self.weights,
             &mut corr,
             0,
-            &sink,
+            sink,
         );
-    }
-}
-
-/// The common epilogue of a quantized convolution, run without the interpreter: per
-/// output channel `y = clamp(round_half_even(max?(acc * scale + bias) / s) + zp)`,
-/// stored as 8-bit integers (a QDQ model's rescale, bias, optional Relu and next
-/// `QuantizeLinear`). The same f32 operations in the same order as the program, so the
-/// result is the interpreter's bit for bit.
-pub(crate) struct Requant {
-    scale: Vec<f32>,
-    bias: Option<Vec<f32>>,
-    relu: bool,
-    s: f32,
-    zp: f32,
-    lo: f32,
-    hi: f32,
-    signed: bool,
-    slot: usize,
-    batch: Vec<isize>,
-    rs: isize,
-}
-
-impl Requant {
-    /// Recognizes the epilogue `l` (rows `m`, in `layout`), or None.
-    pub(crate) fn recognize(
-        c: &Checker,
-        weights: &[Tensor],
-        l: &smelt_ir::kernel::Loop,
-        layout: &Layout,
-        m: usize,
-    ) -> Option<Requant> {
-        use smelt_ir::kernel::{Binary, ScalarOp as S, Unary};
-        let [store] = l.stores.as_slice() else {
-            return None;
-        };
-        let signed = match c.plan.buffer(store.dst.buffer).dtype {
-            DType::U8 => false,
-            DType::I8 => true,
-            _ => return None,
-        };
-        let out = layout.window(&store.dst)?;
-        if out.cs != 1 {
-            return None;
-        }
-        let op = |i: usize| l.ops.get(i).copied();
-        // An immediate, or a constant loaded whole-broadcast (an integer zero point).
-        let konst = |i: usize| match op(i)? {
-            S::Const(v) => Some(v),
-            S::Load(k) => {
-                let r = l.loads.get(k)?;
-                let BufferKind::Weight(wi) = c.plan.buffer(r.buffer).kind else {
-                    return None;
-                };
-                if r.strides.iter().any(|&st| st != 0) {
-                    return None;
-                }
-                let v = weights.get(wi)?.to_f64().ok()?;
-                v.get(r.offset).map(|&x| x as f32)
-            }
-            _ => None,
-        };
-        // A per-row constant vector (a weight loaded with column step 0).
-        let per_row = |i: usize| -> Option<Vec<f32>> {
-            let S::Load(k) = op(i)? else {
-                return None;
-            };
-            let r = l.loads.get(k)?;
-            let w = layout.window(r)?;
-            let BufferKind::Weight(wi) = c.plan.buffer(r.buffer).kind else {
-                return None;
-            };
-            let data = weights.get(wi)?.as_f32()?;
-            let b0 = *w.batch.first()?;
-            if w.cs != 0 || w.batch.iter().any(|&b| b != b0) {
-                return None;
-            }
-            (0..m)
-                .map(|row| {
-                    data.get(usize::try_from(b0 + row as isize * w.rs).ok()?)
-                        .copied()
-                })
-                .collect()
-        };
-        // Max(Min(t, hi), lo)
-        let S::Binary(Binary::Max, mn, lo) = op(store.value)? else {
-            return None;
-        };
-        let lo = konst(lo)?;
-        let S::Binary(Binary::Min, t, hi) = op(mn)? else {
-            return None;
-        };
-        let hi = konst(hi)?;
-        let (r, zp) = match op(t)? {
-            S::Binary(Binary::Add, r, z) => (r, konst(z)?),
-            _ => (t, 0.0),
-        };
-        let S::Unary(Unary::Round, d) = op(r)? else {
-            return None;
-        };
-        let S::Binary(Binary::Div, u, s) = op(d)? else {
-            return None;
-        };
-        let s = konst(s)?;
-        let (w, relu) = match op(u)? {
-            S::Unary(Unary::Relu, w) => (w, true),
-            _ => (u, false),
-        };
-        let (mul, bias) = match op(w)? {
-            S::Binary(Binary::Add, x, b) if matches!(op(x)?, S::Binary(Binary::Mul, ..)) => {
-                (x, Some(per_row(b)?))
-            }
-            _ => (w, None),
-        };
-        let S::Binary(Binary::Mul, a, sc) = op(mul)? else {
-            return None;
-        };
-        let (a, sc) = if op(a)? == S::Acc { (a, sc) } else { (sc, a) };
-        if op(a)? != S::Acc {
-            return None;
-        }
-        Some(Requant {
-            scale: per_row(sc)?,
-            bias,
-            relu,
-            s,
-            zp,
-            lo,
-            hi,
-            signed,
-            slot: out.slot,
-            batch: out.batch,
-            rs: out.rs,
-        })
-    }
-
-    /// Whether it is the plain QDQ requantization (for `explain`).
-    pub(crate) fn describe(&self) -> &'static str {
-        if self.relu {
-            "requantize+relu"
-        } else {
-            "requantize"
-        }
-    }
-}
-
-/// The sink applying a [`Requant`] to f32 tiles of exact integer sums.
-pub(crate) struct RequantSink<'a> {
-    pub q: &'a Requant,
-    pub mem: &'a Mem,
-    pub avx512: bool,
-}
-
-/// One row: the operations of [`Requant`] in order.
-#[inline(always)]
-fn requant_row<T: Copy>(
-    q: &Requant,
-    scale: f32,
-    bias: f32,
-    src: &[f32],
-    dst: *mut T,
-    to: impl Fn(f32) -> T,
-) {
-    // (A missing bias adds 0: that turns -0 into +0 only, which rounds the same.)
-    for (j, &v) in src.iter().enumerate() {
-        let mut x = v * scale + bias;
-        if q.relu {
-            x = x.max(0.0);
-        }
-        let y = ((x / q.s).round_ties_even() + q.zp).min(q.hi).max(q.lo);
-        // SAFETY: the caller's row has `src.len()` elements.
-        unsafe { dst.add(j).write(to(y)) };
-    }
-}
-
-/// The rows of one tile (see [`requant_row`]).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn requant_tile(
-    q: &Requant,
-    mem: &Mem,
-    b: usize,
-    i0: usize,
-    rows: usize,
-    j0: usize,
-    cols: usize,
-    t: &[f32],
-    ld: usize,
-) {
-    let base = mem.ptrs[q.slot].offset(q.batch[b]);
-    for r in 0..rows {
-        let i = i0 + r;
-        let (sc, bi) = (q.scale[i], q.bias.as_ref().map_or(0.0, |v| v[i]));
-        let src = &t[r * ld..r * ld + cols];
-        let at = i as isize * q.rs + j0 as isize;
-        if q.signed {
-            requant_row(q, sc, bi, src, (base as *mut i8).offset(at), |y| y as i8);
-        } else {
-            requant_row(q, sc, bi, src, base.offset(at), |y| y as u8);
-        }
-    }
-}
-
-/// [`requant_tile`] in AVX-512 registers, 16 columns at a time (the same operations:
-/// `roundscale` to nearest even is `round_ties_even`; the clamped values convert exactly).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn requant_tile_avx512(
-    q: &Requant,
-    mem: &Mem,
-    b: usize,
-    i0: usize,
-    rows: usize,
-    j0: usize,
-    cols: usize,
-    t: &[f32],
-    ld: usize,
-) {
-    use std::arch::x86_64::*;
-    let base = mem.ptrs[q.slot].offset(q.batch[b]);
-    let (s, zp, lo, hi) = (
-        _mm512_set1_ps(q.s),
-        _mm512_set1_ps(q.zp),
-        _mm512_set1_ps(q.lo),
-        _mm512_set1_ps(q.hi),
-    );
-    let zero = _mm512_setzero_ps();
-    for r in 0..rows {
-        let i = i0 + r;
-        let sc = _mm512_set1_ps(q.scale[i]);
-        let bi = _mm512_set1_ps(q.bias.as_ref().map_or(0.0, |v| v[i]));
-        let src = t.as_ptr().add(r * ld);
-        let dst = base.offset(i as isize * q.rs + j0 as isize);
-        let mut j = 0;
-        while j < cols {
-            let n = (cols - j).min(16);
-            let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
-            let v = _mm512_maskz_loadu_ps(mask, src.add(j));
-            let mut x = _mm512_add_ps(_mm512_mul_ps(v, sc), bi);
-            if q.relu {
-                x = _mm512_max_ps(x, zero);
-            }
-            let y = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                _mm512_div_ps(x, s),
-            );
-            let y = _mm512_max_ps(_mm512_min_ps(_mm512_add_ps(y, zp), hi), lo);
-            let iv = _mm512_cvtps_epi32(y);
-            let bytes = if q.signed {
-                _mm512_cvtsepi32_epi8(iv)
-            } else {
-                _mm512_cvtusepi32_epi8(iv)
-            };
-            _mm_mask_storeu_epi8(dst.add(j) as *mut i8, mask, bytes);
-            j += 16;
-        }
-    }
-}
-
-impl TileSink for RequantSink<'_> {
-    fn tile(
-        &self,
-        b: usize,
-        i0: usize,
-        j0: usize,
-        rows: usize,
-        cols: usize,
-        t: &mut [f32],
-        ld: usize,
-    ) {
-        // SAFETY: the plan validated the store window against the buffers; the tile lies
-        // inside the anchor's result.
-        unsafe {
-            #[cfg(target_arch = "x86_64")]
-            if self.avx512 {
-                return requant_tile_avx512(self.q, self.mem, b, i0, rows, j0, cols, t, ld);
-            }
-            requant_tile(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
-        }
     }
 }

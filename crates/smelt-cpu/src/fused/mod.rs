@@ -28,6 +28,7 @@ mod pool;
 mod profile;
 mod recurrent;
 mod reduction;
+mod requant;
 mod resize;
 mod row_kernel;
 mod sdpa;

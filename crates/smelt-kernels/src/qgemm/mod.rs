@@ -474,32 +474,39 @@ unsafe fn pack_im2col(
     });
 }
 
-/// The padded row width a stride-1 convolution with taps is computed over (its columns
-/// then read each tap's rows as one run of a padded copy of the input), or None.
+/// The row width a convolution with taps, or a strided one, is computed over: its input
+/// is copied padded and split into `sh x sw` phases (one for stride 1), each
+/// `ow + (kw - 1) * dw / sw` wide, so that every tap reads one run of a phase over all
+/// output rows at that width (the extra columns of each row are dropped). None for a 1x1 stride-1
+/// convolution, whose channels are already such runs.
 fn padded_width(g: &Conv2d) -> Option<usize> {
-    (g.sh == 1 && g.sw == 1 && !g.is_pointwise()).then(|| g.ow + (g.kw - 1) * g.dw)
+    (!(g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1)).then(|| g.ow + (g.kw - 1) * g.dw / g.sw)
 }
 
-/// Rows of the padded copy: the rows the output reads, and one more (the last row's
-/// dropped columns read past its end).
+/// Rows of each phase: the rows the output reads, and one more (the last row's dropped
+/// columns read past its end).
 fn padded_rows(g: &Conv2d) -> usize {
-    g.oh + (g.kh - 1) * g.dh + 1
+    g.oh + (g.kh - 1) * g.dh / g.sh + 1
+}
+
+/// Bytes of the padded, phase-split copy of one image.
+fn phase_copy_bytes(g: &Conv2d, wp: usize) -> usize {
+    g.c * g.sh * g.sw * padded_rows(g) * wp
 }
 
 /// Bytes of scratch [`qconv`] packs one image's input into.
 pub fn qconv_scratch_bytes(g: &Conv2d, nr: usize) -> usize {
     match padded_width(g) {
-        Some(wp) => {
-            let copy = g.c * padded_rows(g) * wp;
-            copy + (g.oh * wp).div_ceil(nr) * panel_bytes(k4(g.k()), nr)
-        }
+        Some(wp) => phase_copy_bytes(g, wp) + (g.oh * wp).div_ceil(nr) * panel_bytes(k4(g.k()), nr),
         None => g.pixels().div_ceil(nr) * panel_bytes(k4(g.k()), nr),
     }
 }
 
-/// Packs a stride-1 convolution's input: a copy padded with the zero point (rows
-/// `padded_rows`, width `wp`), whose tap rows are then each one run over the output rows
-/// at the padded width, interleaved into panels after the copy in `scratch`.
+/// Packs a convolution's input through a padded, phase-split copy (see [`padded_width`]):
+/// phase `(py, px)` of channel `c` holds padded input rows `py, py + sh, ...` and columns
+/// `px, px + sw, ...`, padding reading the zero point; tap `(ky, kx)` reads phase
+/// `(ky dh mod sh, kx dw mod sw)` from row `ky dh / sh`, column `kx dw / sw`. The taps'
+/// runs are interleaved into panels after the copy in `scratch`.
 ///
 /// # Safety
 /// As for [`pack_im2col`]; `scratch` holds [`qconv_scratch_bytes`].
@@ -514,27 +521,35 @@ unsafe fn pack_padded(
 ) {
     let hp = padded_rows(g);
     let plane = hp * wp;
-    let (copy, packed) = scratch.split_at_mut(g.c * plane);
+    let phases = g.sh * g.sw;
+    let (copy, packed) = scratch.split_at_mut(phase_copy_bytes(g, wp));
     let [sc, sh, sw] = input.strides;
     let zx = input.zero_point;
     let x = Shared(input.x);
     let dst = Shared(copy.as_ptr());
-    pool.run(threads, g.c, &|c| {
-        let d = std::slice::from_raw_parts_mut((dst.get() as *mut u8).add(c * plane), plane);
+    pool.run(threads, g.c * phases, &|cp| {
+        let (c, ph) = (cp / phases, cp % phases);
+        let (py, px) = (ph / g.sw, ph % g.sw);
+        let d = std::slice::from_raw_parts_mut((dst.get() as *mut u8).add(cp * plane), plane);
         d.fill(zx);
-        for iy in 0..g.h {
-            let yy = iy + g.ph;
-            if yy >= hp {
-                break;
-            }
+        // Phase columns xx read input column xx * sw + px - pw, when in [0, w).
+        let first = (g.pw.saturating_sub(px)).div_ceil(g.sw);
+        let end = ((g.w + g.pw).saturating_sub(px)).div_ceil(g.sw).min(wp);
+        if first >= end {
+            return;
+        }
+        for yy in 0..hp {
+            let Some(iy) = (yy * g.sh + py).checked_sub(g.ph).filter(|&iy| iy < g.h) else {
+                continue;
+            };
             let src = x.get().offset(c as isize * sc + iy as isize * sh);
             let row = &mut d[yy * wp..(yy + 1) * wp];
-            let n = g.w.min(wp.saturating_sub(g.pw));
-            if sw == 1 {
-                std::ptr::copy_nonoverlapping(src, row[g.pw..].as_mut_ptr(), n);
+            let ix0 = first * g.sw + px - g.pw;
+            if g.sw == 1 && sw == 1 {
+                std::ptr::copy_nonoverlapping(src.add(ix0), row[first..].as_mut_ptr(), end - first);
             } else {
-                for (ix, v) in row[g.pw..g.pw + n].iter_mut().enumerate() {
-                    *v = *src.offset(ix as isize * sw);
+                for (k, v) in row[first..end].iter_mut().enumerate() {
+                    *v = *src.offset((ix0 + k * g.sw) as isize * sw);
                 }
             }
         }
@@ -555,8 +570,12 @@ unsafe fn pack_padded(
                 return None;
             }
             let (c, tap) = (k / taps, k % taps);
-            let (ky, kx) = (tap / g.kw, tap % g.kw);
-            Some(copy.get().add(c * plane + ky * g.dh * wp + kx * g.dw))
+            let (ky, kx) = ((tap / g.kw) * g.dh, (tap % g.kw) * g.dw);
+            let phase = (ky % g.sh) * g.sw + kx % g.sw;
+            Some(
+                copy.get()
+                    .add((c * phases + phase) * plane + (ky / g.sh) * wp + kx / g.sw),
+            )
         });
         for p in 0..panels {
             let cols = nr.min(np - p * nr);
@@ -593,7 +612,7 @@ pub unsafe fn qconv(
     let (n, panels) = match padded {
         Some(wp) => {
             pack_padded(pool, threads, g, input, micro.nr, wp, scratch);
-            (g.oh * wp, scratch.as_ptr().add(g.c * padded_rows(g) * wp))
+            (g.oh * wp, scratch.as_ptr().add(phase_copy_bytes(g, wp)))
         }
         None => {
             pack_im2col(pool, threads, g, input, micro.nr, scratch.as_mut_ptr());

@@ -291,3 +291,52 @@ fn qconv_timing() {
         );
     }
 }
+
+/// Timing of MiniLM's products (run by hand: `cargo test --release -p smelt-kernels
+/// qmatmul_timing -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn qmatmul_timing() {
+    struct Drop_;
+    impl TileSink for Drop_ {
+        fn tile(&self, _: usize, _: usize, _: usize, _: usize, _: usize, _: &mut [f32], _: usize) {}
+    }
+    let pool = ThreadPool::new(1, std::time::Duration::from_micros(50));
+    let mi = micro_for(Isa::detect());
+    for &(m, k, n) in &[
+        (1024usize, 384usize, 1536usize),
+        (1024, 1536, 384),
+        (1024, 384, 384),
+    ] {
+        let a = bytes(m * k, 1);
+        let b: Vec<i8> = bytes(k * n, 2).into_iter().map(|v| v as i8).collect();
+        let packed = QPackedCols::new(&b, k, n, mi.nr);
+        let mut corr = Vec::new();
+        let reps = 20;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            unsafe {
+                qmatmul(
+                    &mi,
+                    &pool,
+                    1,
+                    a.as_ptr(),
+                    m,
+                    k,
+                    3,
+                    &packed,
+                    &mut corr,
+                    0,
+                    &Drop_,
+                )
+            };
+        }
+        let s = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "{} {m}x{k}x{n}: {:.3} ms ({:.0} GMAC/s)",
+            mi.name,
+            s * 1e3,
+            (m * k * n) as f64 / s / 1e9
+        );
+    }
+}

@@ -436,6 +436,17 @@ fn join_refusal(f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<Stri
         DraftKind::Reduction { per_row, .. } => {
             if n.inputs.iter().flatten().any(|v| per_row.contains(v)) {
                 Some("its input is one value per row of a reduction".to_string())
+            } else if matches!(
+                n.op,
+                Op::Quant(smelt_ir::op::QuantOp::QuantizeLinear { .. })
+            ) {
+                // A normalization's row kernel takes one f32 store: quantizing in a loop of
+                // its own keeps it (measured on MiniLM-L3's LayerNorm + QuantizeLinear,
+                // 1024 x 384: 1.15 ms interpreted, a few tenths as kernel and loop).
+                Some(
+                    "a quantization after a reduction runs as its own loop (keeps the row kernels)"
+                        .to_string(),
+                )
             } else {
                 None
             }

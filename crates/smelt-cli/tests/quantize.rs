@@ -1,0 +1,118 @@
+//! `smelt quantize` on the example model: a QDQ file smelt runs on its integer kernels,
+//! close to the float model; and clear errors for a missing or empty calibration folder.
+
+use smelt_ir::Tensor;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn smelt(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args(args)
+        .output()
+        .expect("smelt runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn example() -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/mlp/model.onnx");
+    p.display().to_string()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("smelt-quantize-{}-{name}", std::process::id()))
+}
+
+/// Deterministic inputs [4, 16] in [-2, 2).
+fn batch(seed: u64) -> Tensor {
+    let v = smelt_kernels::testing::rand_vec(64, seed);
+    Tensor::from_f32(vec![4, 16], v.into_iter().map(|x| x * 4.0).collect()).unwrap()
+}
+
+#[test]
+fn quantized_example_runs_on_integer_kernels_close_to_float() {
+    let cal = tmp("cal");
+    std::fs::create_dir_all(&cal).unwrap();
+    for s in 0..4 {
+        smelt_runtime::npy::write(&cal.join(format!("{s}.npy")), &batch(s)).unwrap();
+    }
+    let out = tmp("q.onnx");
+    let (code, stdout, err) = smelt(&[
+        "quantize",
+        &example(),
+        "--calibrate",
+        cal.to_str().unwrap(),
+        "--per-channel",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("2 products quantized"), "{stdout}");
+    let (code, stdout, err) = smelt(&["explain", out.to_str().unwrap(), "--shape", "x=4x16"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stdout.matches("matmul.qgemm").count(), 2, "{stdout}");
+    // Both models on a calibration batch: softmax outputs within 0.05.
+    let x = cal.join("1.npy");
+    let input = format!("x={}", x.display());
+    let mut outputs = Vec::new();
+    for (m, dir) in [
+        (example(), tmp("f32")),
+        (out.display().to_string(), tmp("int8")),
+    ] {
+        let (code, _, err) = smelt(&[
+            "run",
+            &m,
+            "--input",
+            &input,
+            "--output-dir",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        outputs.push(smelt_runtime::npy::read(&dir.join("y.npy")).unwrap());
+    }
+    let (f, q) = (outputs[0].as_f32().unwrap(), outputs[1].as_f32().unwrap());
+    for (a, b) in f.iter().zip(q) {
+        assert!((a - b).abs() <= 0.05, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn a_missing_or_empty_calibration_folder_is_an_input_error() {
+    let out = tmp("none.onnx");
+    let (code, _, err) = smelt(&[
+        "quantize",
+        &example(),
+        "--calibrate",
+        "/nonexistent/dir",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("/nonexistent/dir"), "{err}");
+    let empty = tmp("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, _, err) = smelt(&[
+        "quantize",
+        &example(),
+        "--calibrate",
+        empty.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("no calibration samples"), "{err}");
+    let (code, _, err) = smelt(&[
+        "quantize",
+        &example(),
+        "--calibrate",
+        empty.to_str().unwrap(),
+        "--method",
+        "entropy",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 5, "{err}");
+}

@@ -1,0 +1,455 @@
+//! The common epilogue of an integer product, run without the interpreter: per output
+//! channel (a convolution's rows, a matrix product's columns) `v = acc * scale + bias`,
+//! then optionally `+ residual` (an f32 tensor of the result's shape) and Relu or GELU;
+//! `v` stored as f32 and/or quantized, `clamp(round_half_even(v / s) + zp)` stored as
+//! 8-bit integers. That is a QDQ model's rescale, bias, residual Add, activation and next
+//! `QuantizeLinear`. The same f32 operations in the same order as the scalar program (GELU
+//! by the kernels' vector math), so on AVX-512 the result is the interpreter's bit for bit.
+
+use super::epilogue::{Layout, Win};
+use super::Mem;
+use smelt_ir::kernel::check::Checker;
+use smelt_ir::kernel::{Binary, BufferKind, Loop, ScalarOp as S, Unary};
+use smelt_ir::{DType, Tensor};
+use smelt_kernels::gemm::TileSink;
+
+/// A window stepping by rows, its columns contiguous: element `(b, i, j)` at
+/// `batch[b] + i * rs + j` of buffer `slot`.
+struct Rows {
+    slot: usize,
+    batch: Vec<isize>,
+    rs: isize,
+}
+
+impl Rows {
+    fn of(w: Win) -> Option<Rows> {
+        (w.cs == 1).then_some(Rows {
+            slot: w.slot,
+            batch: w.batch,
+            rs: w.rs,
+        })
+    }
+
+    /// Where row `i` of batch `b` starts, at column `j0`.
+    ///
+    /// # Safety
+    /// `mem` holds the buffers the window was validated against.
+    unsafe fn at<T>(&self, mem: &Mem, b: usize, i: usize, j0: usize) -> *mut T {
+        (mem.ptrs[self.slot] as *mut T).offset(self.batch[b] + i as isize * self.rs + j0 as isize)
+    }
+}
+
+/// The quantizing store.
+struct Quant {
+    s: f32,
+    zp: f32,
+    lo: f32,
+    hi: f32,
+    signed: bool,
+    dst: Rows,
+}
+
+/// One value per output channel: per row of the result or per column.
+enum Chan {
+    Row(Vec<f32>),
+    Col(Vec<f32>),
+}
+
+impl Chan {
+    fn at(&self, i: usize, j: usize) -> f32 {
+        match self {
+            Chan::Row(v) => v[i],
+            Chan::Col(v) => v[j],
+        }
+    }
+}
+
+/// The activation applied before the stores.
+#[derive(Clone, Copy, PartialEq)]
+enum Act {
+    None,
+    Relu,
+    Gelu,
+}
+
+/// A recognized epilogue.
+pub(crate) struct Requant {
+    scale: Chan,
+    /// Zeros when the product has no bias (adding 0 changes only -0 to +0).
+    bias: Chan,
+    residual: Option<Rows>,
+    act: Act,
+    float_out: Option<Rows>,
+    quant: Option<Quant>,
+}
+
+/// Reads the epilogue program `l`.
+struct Reader<'a> {
+    c: &'a Checker<'a>,
+    weights: &'a [Tensor],
+    l: &'a Loop,
+    layout: &'a Layout,
+}
+
+impl Reader<'_> {
+    fn op(&self, i: usize) -> Option<S> {
+        self.l.ops.get(i).copied()
+    }
+
+    /// An immediate, or a constant loaded whole-broadcast (an integer zero point).
+    fn konst(&self, i: usize) -> Option<f32> {
+        match self.op(i)? {
+            S::Const(v) => Some(v),
+            S::Load(k) => {
+                let r = self.l.loads.get(k)?;
+                let BufferKind::Weight(wi) = self.c.plan.buffer(r.buffer).kind else {
+                    return None;
+                };
+                if r.strides.iter().any(|&st| st != 0) {
+                    return None;
+                }
+                let v = self.weights.get(wi)?.to_f64().ok()?;
+                v.get(r.offset).map(|&x| x as f32)
+            }
+            _ => None,
+        }
+    }
+
+    /// A per-channel constant: a weight loaded with column step 0 (one value per row of
+    /// `m`) or row step 0 and column step 1 (one per column of `n`).
+    fn per_chan(&self, i: usize, m: usize, n: usize) -> Option<Chan> {
+        let S::Load(k) = self.op(i)? else {
+            return None;
+        };
+        let r = self.l.loads.get(k)?;
+        let w = self.layout.window(r)?;
+        let BufferKind::Weight(wi) = self.c.plan.buffer(r.buffer).kind else {
+            return None;
+        };
+        let data = self.weights.get(wi)?.as_f32()?;
+        let b0 = *w.batch.first()?;
+        if w.batch.iter().any(|&b| b != b0) {
+            return None;
+        }
+        let pick = |count: usize, step: isize| -> Option<Vec<f32>> {
+            (0..count)
+                .map(|x| {
+                    data.get(usize::try_from(b0 + x as isize * step).ok()?)
+                        .copied()
+                })
+                .collect()
+        };
+        match (w.rs, w.cs) {
+            (rs, 0) => Some(Chan::Row(pick(m, rs)?)),
+            (0, 1) => Some(Chan::Col(pick(n, 1)?)),
+            _ => None,
+        }
+    }
+
+    /// An f32 tensor loaded element by element (a residual).
+    fn elementwise(&self, i: usize) -> Option<Rows> {
+        let S::Load(k) = self.op(i)? else {
+            return None;
+        };
+        let r = self.l.loads.get(k)?;
+        if self.c.plan.buffer(r.buffer).dtype != DType::F32 {
+            return None;
+        }
+        Rows::of(self.layout.window(r)?)
+    }
+
+    /// `Max(Min(Add(Round(Div(v, s)), zp), hi), lo)`: (v, s, zp, lo, hi).
+    fn quantized(&self, i: usize) -> Option<(usize, f32, f32, f32, f32)> {
+        let S::Binary(Binary::Max, mn, lo) = self.op(i)? else {
+            return None;
+        };
+        let S::Binary(Binary::Min, t, hi) = self.op(mn)? else {
+            return None;
+        };
+        let (r, zp) = match self.op(t)? {
+            S::Binary(Binary::Add, r, z) => (r, self.konst(z)?),
+            _ => (t, 0.0),
+        };
+        let S::Unary(Unary::Round, d) = self.op(r)? else {
+            return None;
+        };
+        let S::Binary(Binary::Div, v, s) = self.op(d)? else {
+            return None;
+        };
+        Some((v, self.konst(s)?, zp, self.konst(lo)?, self.konst(hi)?))
+    }
+}
+
+impl Requant {
+    /// Recognizes the epilogue `l` of an anchor of `m` rows and `n` columns in `layout`,
+    /// or None.
+    pub(crate) fn recognize(
+        c: &Checker,
+        weights: &[Tensor],
+        l: &Loop,
+        layout: &Layout,
+        [m, n]: [usize; 2],
+    ) -> Option<Requant> {
+        let rd = Reader {
+            c,
+            weights,
+            l,
+            layout,
+        };
+        // One or two stores: the value v (f32) and/or v quantized.
+        let (mut v, mut float_out, mut quant) = (None, None, None);
+        if l.stores.is_empty() || l.stores.len() > 2 {
+            return None;
+        }
+        for st in &l.stores {
+            let dtype = c.plan.buffer(st.dst.buffer).dtype;
+            let dst = Rows::of(layout.window(&st.dst)?)?;
+            let val = match dtype {
+                DType::F32 if float_out.is_none() => {
+                    float_out = Some(dst);
+                    st.value
+                }
+                DType::U8 | DType::I8 if quant.is_none() => {
+                    let (val, s, zp, lo, hi) = rd.quantized(st.value)?;
+                    quant = Some(Quant {
+                        s,
+                        zp,
+                        lo,
+                        hi,
+                        signed: dtype == DType::I8,
+                        dst,
+                    });
+                    val
+                }
+                _ => return None,
+            };
+            if v.is_some_and(|x| x != val) {
+                return None;
+            }
+            v = Some(val);
+        }
+        let v = v?;
+        let (w, act) = match rd.op(v)? {
+            S::Unary(Unary::Relu, w) => (w, Act::Relu),
+            S::Unary(Unary::Gelu, w) => (w, Act::Gelu),
+            _ => (v, Act::None),
+        };
+        let is_mul = |i: usize| matches!(rd.op(i), Some(S::Binary(Binary::Mul, ..)));
+        // m [+ bias] [+ residual]: the bias is a per-row weight, the residual elementwise.
+        let mut at = w;
+        let mut residual = None;
+        let mut bias = None;
+        for _ in 0..2 {
+            let S::Binary(Binary::Add, x, y) = rd.op(at)? else {
+                break;
+            };
+            // The side that leads back to the product.
+            let (inner, other) =
+                if is_mul(x) || matches!(rd.op(x), Some(S::Binary(Binary::Add, ..))) {
+                    (x, y)
+                } else {
+                    (y, x)
+                };
+            if bias.is_none() && is_mul(inner) {
+                if let Some(b) = rd.per_chan(other, m, n) {
+                    bias = Some(b);
+                    at = inner;
+                    continue;
+                }
+            }
+            if residual.is_none() {
+                residual = Some(rd.elementwise(other)?);
+                at = inner;
+                continue;
+            }
+            return None;
+        }
+        let S::Binary(Binary::Mul, a, sc) = rd.op(at)? else {
+            return None;
+        };
+        let (a, sc) = if rd.op(a)? == S::Acc {
+            (a, sc)
+        } else {
+            (sc, a)
+        };
+        if rd.op(a)? != S::Acc {
+            return None;
+        }
+        let scale = rd.per_chan(sc, m, n)?;
+        Some(Requant {
+            bias: bias.unwrap_or_else(|| match &scale {
+                Chan::Row(_) => Chan::Row(vec![0.0; m]),
+                Chan::Col(_) => Chan::Col(vec![0.0; n]),
+            }),
+            scale,
+            residual,
+            act,
+            float_out,
+            quant,
+        })
+    }
+
+    /// What it computes, for `explain`.
+    pub(crate) fn describe(&self) -> String {
+        let mut s = String::from("rescale");
+        if self.residual.is_some() {
+            s.push_str("+residual");
+        }
+        match self.act {
+            Act::Relu => s.push_str("+relu"),
+            Act::Gelu => s.push_str("+gelu"),
+            Act::None => {}
+        }
+        if self.quant.is_some() {
+            s.push_str("+requantize");
+        }
+        s
+    }
+}
+
+/// The sink applying a [`Requant`] to f32 tiles of exact integer sums.
+pub(crate) struct RequantSink<'a> {
+    pub q: &'a Requant,
+    pub mem: &'a Mem,
+    pub avx512: bool,
+}
+
+/// One tile in plain Rust.
+///
+/// # Safety
+/// The plan validated the windows against `mem`; the tile lies inside the result.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_portable(
+    q: &Requant,
+    mem: &Mem,
+    b: usize,
+    i0: usize,
+    rows: usize,
+    j0: usize,
+    cols: usize,
+    t: &[f32],
+    ld: usize,
+) {
+    for r in 0..rows {
+        let i = i0 + r;
+        let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+        let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+        for j in 0..cols {
+            let mut x = t[r * ld + j] * q.scale.at(i, j0 + j) + q.bias.at(i, j0 + j);
+            if let Some(p) = res {
+                x += *p.add(j);
+            }
+            match q.act {
+                Act::Relu => x = smelt_kernels::vmath::relu(x),
+                Act::Gelu => x = smelt_kernels::vmath::gelu(x),
+                Act::None => {}
+            }
+            if let Some(p) = fo {
+                *p.add(j) = x;
+            }
+            if let Some(qo) = &q.quant {
+                let y = ((x / qo.s).round_ties_even() + qo.zp).min(qo.hi).max(qo.lo);
+                if qo.signed {
+                    *qo.dst.at::<i8>(mem, b, i, j0).add(j) = y as i8;
+                } else {
+                    *qo.dst.at::<u8>(mem, b, i, j0).add(j) = y as u8;
+                }
+            }
+        }
+    }
+}
+
+/// One tile in AVX-512 registers, 16 columns at a time (`roundscale` to nearest even is
+/// `round_ties_even`; the clamped values convert exactly).
+///
+/// # Safety
+/// As for [`tile_portable`], on a CPU with AVX-512F/BW/VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx512(
+    q: &Requant,
+    mem: &Mem,
+    b: usize,
+    i0: usize,
+    rows: usize,
+    j0: usize,
+    cols: usize,
+    t: &[f32],
+    ld: usize,
+) {
+    use std::arch::x86_64::*;
+    for r in 0..rows {
+        let i = i0 + r;
+        // Per row: one value splat; per column: loaded with the columns.
+        let chan = |c: &Chan, j: usize, mask: __mmask16| match c {
+            Chan::Row(v) => _mm512_set1_ps(v[i]),
+            Chan::Col(v) => _mm512_maskz_loadu_ps(mask, v.as_ptr().add(j0 + j)),
+        };
+        let src = t.as_ptr().add(r * ld);
+        let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+        let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+        let mut j = 0;
+        while j < cols {
+            let n = (cols - j).min(16);
+            let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
+            let (sc, bi) = (chan(&q.scale, j, mask), chan(&q.bias, j, mask));
+            let mut x = _mm512_add_ps(
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src.add(j)), sc),
+                bi,
+            );
+            if let Some(p) = res {
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, p.add(j)));
+            }
+            match q.act {
+                Act::Relu => x = smelt_kernels::vmath::relu(smelt_kernels::simd::Z16(x)).0,
+                Act::Gelu => x = smelt_kernels::vmath::gelu(smelt_kernels::simd::Z16(x)).0,
+                Act::None => {}
+            }
+            if let Some(p) = fo {
+                _mm512_mask_storeu_ps(p.add(j), mask, x);
+            }
+            if let Some(qo) = &q.quant {
+                let y = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                    _mm512_div_ps(x, _mm512_set1_ps(qo.s)),
+                );
+                let y = _mm512_add_ps(y, _mm512_set1_ps(qo.zp));
+                let y = _mm512_max_ps(
+                    _mm512_min_ps(y, _mm512_set1_ps(qo.hi)),
+                    _mm512_set1_ps(qo.lo),
+                );
+                let iv = _mm512_cvtps_epi32(y);
+                let bytes = if qo.signed {
+                    _mm512_cvtsepi32_epi8(iv)
+                } else {
+                    _mm512_cvtusepi32_epi8(iv)
+                };
+                _mm_mask_storeu_epi8(qo.dst.at::<i8>(mem, b, i, j0).add(j), mask, bytes);
+            }
+            j += 16;
+        }
+    }
+}
+
+impl TileSink for RequantSink<'_> {
+    fn tile(
+        &self,
+        b: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        t: &mut [f32],
+        ld: usize,
+    ) {
+        // SAFETY: the plan validated the windows against the buffers; the tile lies inside
+        // the anchor's result.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            if self.avx512 {
+                return tile_avx512(self.q, self.mem, b, i0, rows, j0, cols, t, ld);
+            }
+            tile_portable(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
+        }
+    }
+}

@@ -1,0 +1,186 @@
+use super::*;
+use crate::proto::{
+    tensor_shape_proto::{dimension, Dimension},
+    type_proto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+
+fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: DataType::Float as i32,
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(dimension::Value::DimValue(d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ramp(n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
+        .collect()
+}
+
+/// x [1, 4, 5, 5] -> Conv 3x3 (6 channels, bias) -> BatchNormalization -> Relu -> Flatten
+/// -> Gemm (transB, 3 outputs, bias).
+fn model(opset: i64) -> ModelProto {
+    let bn = |name: &str, v: Vec<f32>| f32_tensor(name, &[6], &v);
+    let g = GraphProto {
+        node: vec![
+            node(
+                "Conv",
+                "conv".into(),
+                vec!["x".into(), "w".into(), "b".into()],
+                "c".into(),
+                vec![AttributeProto {
+                    name: "pads".into(),
+                    r#type: attribute_type::INTS,
+                    ints: vec![1, 1, 1, 1],
+                    ..Default::default()
+                }],
+            ),
+            node(
+                "BatchNormalization",
+                "bn".into(),
+                vec![
+                    "c".into(),
+                    "gamma".into(),
+                    "beta".into(),
+                    "mean".into(),
+                    "var".into(),
+                ],
+                "n".into(),
+                vec![],
+            ),
+            node("Relu", "relu".into(), vec!["n".into()], "r".into(), vec![]),
+            node(
+                "Flatten",
+                "flat".into(),
+                vec!["r".into()],
+                "f".into(),
+                vec![],
+            ),
+            node(
+                "Gemm",
+                "fc".into(),
+                vec!["f".into(), "fw".into(), "fb".into()],
+                "y".into(),
+                vec![int_attr("transB", 1)],
+            ),
+        ],
+        initializer: vec![
+            f32_tensor("w", &[6, 4, 3, 3], &ramp(216, 0.01)),
+            f32_tensor("b", &[6], &ramp(6, 0.02)),
+            bn("gamma", vec![1.0, 0.5, 2.0, 1.5, 0.8, 1.2]),
+            bn("beta", ramp(6, 0.1)),
+            bn("mean", ramp(6, 0.05)),
+            bn("var", vec![1.0, 2.0, 0.5, 1.0, 4.0, 0.25]),
+            f32_tensor("fw", &[3, 150], &ramp(450, 0.003)),
+            f32_tensor("fb", &[3], &[0.1, -0.2, 0.3]),
+        ],
+        input: vec![value_info("x", &[1, 4, 5, 5])],
+        output: vec![value_info("y", &[1, 3])],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        graph: Some(g),
+        ..Default::default()
+    }
+}
+
+fn ranges() -> HashMap<String, Range> {
+    HashMap::from([
+        (
+            "x".to_string(),
+            Range {
+                min: -1.0,
+                max: 1.0,
+            },
+        ),
+        ("f".to_string(), Range { min: 0.0, max: 3.0 }),
+    ])
+}
+
+#[test]
+fn batchnorm_folds_and_products_become_qdq_that_imports() {
+    let mut m = model(13);
+    let g = m.graph.as_mut().unwrap();
+    assert_eq!(fold_batchnorm(g), 1);
+    assert!(g.node.iter().all(|n| n.op_type != "BatchNormalization"));
+    let t = targets(g, &["Conv", "MatMul", "Gemm"]);
+    assert_eq!(
+        t.iter()
+            .map(|t| (t.activation.as_str(), t.axis))
+            .collect::<Vec<_>>(),
+        [("x", 0), ("f", 0)]
+    );
+    write_qdq(&mut m, &t, &ranges(), QdqOptions { per_channel: true }).unwrap();
+    let g = m.graph.as_ref().unwrap();
+    let ops: Vec<&str> = g.node.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(ops.iter().filter(|o| **o == "QuantizeLinear").count(), 2);
+    assert_eq!(ops.iter().filter(|o| **o == "DequantizeLinear").count(), 6);
+    // The float weights and the folded statistics are gone; int8 weights per channel.
+    let names: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    assert!(!names.contains("fw") && !names.contains("gamma") && !names.contains("w"));
+    let fwq = g
+        .initializer
+        .iter()
+        .find(|t| t.name == "fw_quantized")
+        .unwrap();
+    assert_eq!(fwq.data_type, DataType::Int8 as i32);
+    let scales = f32_initializer(g, "fw_scale").unwrap();
+    assert_eq!(scales.1, [3]);
+    // Each weight within half a step of its value.
+    let fw = ramp(450, 0.003);
+    for (i, &q) in fwq.raw_data.iter().enumerate() {
+        let s = scales.0[i / 150];
+        assert!((q as i8 as f32 * s - fw[i]).abs() <= s / 2.0 + 1e-7);
+    }
+    // smelt imports the file it wrote.
+    let bytes = encode(&m);
+    let proto = crate::decode_model(&bytes, smelt_ir::Limits::process_default()).unwrap();
+    crate::import_model(&proto, None, false).unwrap();
+}
+
+#[test]
+fn activation_parameters_cover_zero_and_the_range() {
+    assert_eq!(
+        activation_params(Range {
+            min: 0.0,
+            max: 2.55
+        }),
+        (0.01, 0)
+    );
+    let (s, z) = activation_params(Range {
+        min: -1.0,
+        max: 1.0,
+    });
+    assert!((s - 2.0 / 255.0).abs() < 1e-7 && (127..=128).contains(&z));
+    assert_eq!(activation_params(Range { min: 0.0, max: 0.0 }), (1.0, 0));
+}
+
+#[test]
+fn per_channel_qdq_needs_opset_13() {
+    let mut m = model(11);
+    let g = m.graph.as_mut().unwrap();
+    let t = targets(g, &["Conv", "Gemm"]);
+    let e = write_qdq(&mut m, &t, &ranges(), QdqOptions { per_channel: true }).unwrap_err();
+    assert!(e.to_string().contains("opset 13"), "{e}");
+    assert!(write_qdq(&mut m, &t, &ranges(), QdqOptions { per_channel: false }).is_ok());
+}
