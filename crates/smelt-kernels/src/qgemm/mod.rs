@@ -9,6 +9,7 @@
 //! packed straight from the image per run; matrix products multiply the activations (A,
 //! u8, read in place) by packed weights (B, i8).
 
+pub mod amx;
 pub mod micro;
 
 #[cfg(test)]
@@ -34,6 +35,17 @@ pub fn micro_for(isa: Isa) -> QMicro {
         #[allow(unreachable_patterns)]
         _ => micro::portable_micro(),
     }
+}
+
+/// Whether a product of depth groups `k4` with in-place u8 rows runs its full blocks on
+/// AMX-INT8 tiles: the CPU has them, the panels are the tiles' 32 columns, and the depth
+/// is whole steps of 64. `SMELT_AMX=0` turns it off.
+fn use_amx(micro: &QMicro, k4: usize) -> bool {
+    cfg!(target_arch = "x86_64")
+        && micro.nr == amx::BLOCK
+        && k4.is_multiple_of(amx::STEP_GROUPS)
+        && k4 > 0
+        && amx::available()
 }
 
 /// Largest depth whose sums of u8 x i8 products cannot overflow i32.
@@ -219,6 +231,8 @@ struct Product<'a> {
     row_corr: Option<&'a [i32]>,
     col_corr: Option<&'a [i32]>,
     batch: usize,
+    /// Whether full 32-row blocks of in-place rows run on AMX-INT8 tiles.
+    amx: bool,
     /// Columns computed over a padded row width: `(padded, real)`; columns of each padded
     /// row past the real width are dropped.
     padded_cols: Option<(usize, usize)>,
@@ -259,9 +273,63 @@ unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, si
         let cols = (pans * nr).min(p.n - j0);
         let ld = pans * nr;
         let mut tile = crate::buf::take_scratch(task_rows * ld);
-        let mut acc = [0i32; 256];
+        let mut acc = [0i32; amx::BLOCK * amx::BLOCK];
         debug_assert!(mr * nr <= acc.len());
-        for ib in (0..rows).step_by(mr) {
+        // Rows `ib..ib + r` of the task, columns `jj..jj + w` of its tile, from `acc`
+        // (row stride `acc_ld`), zero points taken out.
+        let finish = |tile: &mut [f32],
+                      acc: &[i32],
+                      acc_ld: usize,
+                      ib: usize,
+                      r: usize,
+                      jj: usize,
+                      w: usize| {
+            for rr in 0..r {
+                let rc = p.row_corr.map_or(0, |c| c[i0 + ib + rr]);
+                let dst = &mut tile[(ib + rr) * ld + jj..][..w];
+                let src = &acc[rr * acc_ld..][..w];
+                // (Plain zips over slices: the compiler vectorizes them.)
+                match p.col_corr {
+                    Some(cc) => {
+                        for ((d, &s), &c) in dst.iter_mut().zip(src).zip(&cc[j0 + jj..][..w]) {
+                            *d = (s - rc - c) as f32;
+                        }
+                    }
+                    None => {
+                        for (d, &s) in dst.iter_mut().zip(src) {
+                            *d = (s - rc) as f32;
+                        }
+                    }
+                }
+            }
+        };
+        #[cfg(target_arch = "x86_64")]
+        if p.amx {
+            amx::configure();
+        }
+        let mut ib = 0;
+        while ib < rows {
+            #[cfg(target_arch = "x86_64")]
+            if let (true, Rows::InPlace { ptr, ld: lda }) = (p.amx && rows - ib >= amx::BLOCK, p.a)
+            {
+                let a = ptr.0.add((i0 + ib) * lda);
+                for pi in 0..pans {
+                    let b = p.b.0.add((pan0 + pi) * panel_bytes(p.k4, nr));
+                    amx::block_u8s8(p.k4, a, lda, b, acc.as_mut_ptr());
+                    let jj = pi * nr;
+                    finish(
+                        tile.as_mut_slice(),
+                        &acc,
+                        amx::BLOCK,
+                        ib,
+                        amx::BLOCK,
+                        jj,
+                        nr.min(cols.saturating_sub(jj)),
+                    );
+                }
+                ib += amx::BLOCK;
+                continue;
+            }
             let r = mr.min(rows - ib);
             let (a, a_rs, a_ks) = match p.a {
                 Rows::Packed(w) => {
@@ -274,26 +342,21 @@ unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, si
                 let b = p.b.0.add((pan0 + pi) * panel_bytes(p.k4, nr));
                 kernel(p.k4, a, a_rs, a_ks, r, b, acc.as_mut_ptr(), nr);
                 let jj = pi * nr;
-                let w = nr.min(cols.saturating_sub(jj));
-                for rr in 0..r {
-                    let rc = p.row_corr.map_or(0, |c| c[i0 + ib + rr]);
-                    let dst = &mut tile.as_mut_slice()[(ib + rr) * ld + jj..][..w];
-                    let src = &acc[rr * nr..][..w];
-                    // (Plain zips over slices: the compiler vectorizes them.)
-                    match p.col_corr {
-                        Some(cc) => {
-                            for ((d, &s), &c) in dst.iter_mut().zip(src).zip(&cc[j0 + jj..][..w]) {
-                                *d = (s - rc - c) as f32;
-                            }
-                        }
-                        None => {
-                            for (d, &s) in dst.iter_mut().zip(src) {
-                                *d = (s - rc) as f32;
-                            }
-                        }
-                    }
-                }
+                finish(
+                    tile.as_mut_slice(),
+                    &acc,
+                    nr,
+                    ib,
+                    r,
+                    jj,
+                    nr.min(cols.saturating_sub(jj)),
+                );
             }
+            ib += mr;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if p.amx {
+            amx::release();
         }
         match p.padded_cols {
             None => sink.tile(p.batch, i0, j0, rows, cols, tile.as_mut_slice(), ld),
@@ -358,6 +421,7 @@ pub unsafe fn qmatmul(
         row_corr: None,
         col_corr: Some(col_corr),
         batch,
+        amx: use_amx(micro, k4(b.k)),
         padded_cols: None,
     };
     run(micro, pool, threads, &p, sink);
@@ -631,6 +695,7 @@ pub unsafe fn qconv(
         row_corr: Some(row_corr),
         col_corr: None,
         batch,
+        amx: false,
         padded_cols: padded.map(|wp| (wp, g.ow)),
     };
     run(micro, pool, threads, &p, sink);

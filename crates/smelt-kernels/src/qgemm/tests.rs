@@ -61,6 +61,8 @@ fn bytes(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// (With AMX-INT8, full blocks of 32 rows of depth a multiple of 64 run on the tiles:
+/// the 33- and 97-row cases.)
 #[test]
 fn matmul_matches_plain_loops() {
     let pool = ThreadPool::new(2, std::time::Duration::from_micros(50));
