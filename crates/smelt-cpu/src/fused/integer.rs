@@ -124,10 +124,18 @@ impl QConvPlan {
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
         let requant = Requant::recognize(c, weights, &a.epilogue, &layout, [m, oh * ow]);
-        let scratch = qgemm::qconv_scratch_bytes(&geom, kern.qgemm.nr) as u64;
+        // (The packed input's bytes checked before the weights are packed.)
+        let groups_bound = qgemm::k4(geom.k()).next_multiple_of(qgemm::amx::STEP_GROUPS);
+        let scratch = qgemm::qconv_scratch_bytes(&geom, kern.qgemm.nr, groups_bound) as u64;
         smelt_ir::limits::check_alloc(scratch, &|| "an integer convolution's packed input".into())
             .ok()?;
         let xs = <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?;
+        let packed = QPackedRows::new(w, m, geom.k(), &kern.qgemm);
+        let tiles = if packed.has_amx() {
+            " (amx-int8 tiles)"
+        } else {
+            ""
+        };
         Some(QConvPlan {
             geom,
             images: n,
@@ -135,12 +143,17 @@ impl QConvPlan {
             x_offset: xr.offset as isize,
             xs,
             zero_point,
-            weights: QPackedRows::new(w, m, geom.k(), kern.qgemm.mr),
+            weights: packed,
             epi,
-            name: match &requant {
-                Some(q) => format!("conv.{}, epilogue fused {}", kern.qgemm.name, q.describe()),
-                None => format!("conv.{}, epilogue interpreted", kern.qgemm.name),
-            },
+            name: format!(
+                "conv.{}{}, epilogue {}",
+                kern.qgemm.name,
+                tiles,
+                match &requant {
+                    Some(q) => format!("fused {}", q.describe()),
+                    None => "interpreted".to_string(),
+                }
+            ),
             requant,
         })
     }
@@ -152,7 +165,7 @@ impl QConvPlan {
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let threads = if self.epi.parallel { ex.threads } else { 1 };
         let micro = &ex.kern.qgemm;
-        let bytes = qgemm::qconv_scratch_bytes(&self.geom, micro.nr);
+        let bytes = qgemm::qconv_scratch_bytes(&self.geom, micro.nr, self.weights.groups());
         // This thread's packing buffer, kept between calls (grown, never shrunk): sizes
         // differ per layer, and fresh pages cost more than the packing.
         let mut scratch = PACKED.with(|p| std::mem::take(&mut *p.borrow_mut()));
@@ -279,14 +292,19 @@ impl QMatMulPlan {
             zero_point,
             weights: QPackedCols::new(b, k, n, kern.qgemm.nr),
             epi,
-            name: match &requant {
-                Some(q) => format!(
-                    "matmul.{}, epilogue fused {}",
-                    kern.qgemm.name,
-                    q.describe()
-                ),
-                None => format!("matmul.{}, epilogue interpreted", kern.qgemm.name),
-            },
+            name: format!(
+                "matmul.{}{}, epilogue {}",
+                kern.qgemm.name,
+                if qgemm::use_amx(&kern.qgemm, qgemm::k4(k)) {
+                    " (amx-int8 tiles)"
+                } else {
+                    ""
+                },
+                match &requant {
+                    Some(q) => format!("fused {}", q.describe()),
+                    None => "interpreted".to_string(),
+                }
+            ),
             requant,
         })
     }

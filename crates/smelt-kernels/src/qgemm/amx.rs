@@ -1,6 +1,7 @@
-//! AMX-INT8 blocks for integer products whose A rows are read in place: a 32 x 32 block of
-//! i32 sums per call, four `tdpbusd` (u8 A times i8 B) per step of 64 depths, from the
-//! same B panels the vector kernels read (32 columns of four bytes per depth group: each
+//! AMX-INT8 blocks for integer products: a 32 x 32 block of i32 sums per call, four
+//! `tdpbusd` (u8 A times i8 B: activations read in place times weights) or `tdpbsud` (i8
+//! A times u8 B: packed filters times a convolution's input) per step of 64 depths, from
+//! the same B panels the vector kernels read (32 columns of four bytes per depth group: each
 //! B tile is 16 of those columns, row stride 128 bytes). Tile state is the one
 //! `crate::amx` configures.
 
@@ -29,35 +30,62 @@ pub const BLOCK: usize = 32;
 /// Depth groups (of four) per step.
 pub const STEP_GROUPS: usize = 16;
 
-/// `c` (32 x 32 i32, row stride 32) = A (32 rows of u8 at row stride `lda`, `4 k4`
-/// depths) times the panel `b` (`k4` groups of 32 columns of four i8).
+/// `c` (32 x 32 i32, row stride 32) = A (32 rows at row stride `lda`, `4 k4` depths)
+/// times the panel `b` (`k4` groups of 32 columns of four bytes): A u8 and B i8
+/// (`tdpbusd`), or with `A_SIGNED` A i8 and B u8 (`tdpbsud`).
 ///
 /// # Safety
 /// Tiles configured (`crate::amx::CONFIG`); `k4` a multiple of [`STEP_GROUPS`]; the
 /// operands readable as described; `c` writable for 1024 i32.
 #[cfg(target_arch = "x86_64")]
-pub unsafe fn block_u8s8(k4: usize, a: *const u8, lda: usize, b: *const u8, c: *mut i32) {
+pub unsafe fn block<const A_SIGNED: bool>(
+    k4: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    c: *mut i32,
+) {
     crate::amx::zero_block();
     let (sa, sb) = (lda as isize, 128isize);
     for g in (0..k4).step_by(STEP_GROUPS) {
         let (a0, b0) = (a.add(g * 4), b.add(g * 128));
-        std::arch::asm!(
-            "tileloadd tmm4, [{a0} + {sa}*1]",
-            "tileloadd tmm6, [{b0} + {sb}*1]",
-            "tdpbusd tmm0, tmm4, tmm6",
-            "tileloadd tmm7, [{b1} + {sb}*1]",
-            "tdpbusd tmm1, tmm4, tmm7",
-            "tileloadd tmm5, [{a1} + {sa}*1]",
-            "tdpbusd tmm2, tmm5, tmm6",
-            "tdpbusd tmm3, tmm5, tmm7",
-            a0 = in(reg) a0,
-            a1 = in(reg) a0.add(16 * lda),
-            b0 = in(reg) b0,
-            b1 = in(reg) b0.add(64),
-            sa = in(reg) sa,
-            sb = in(reg) sb,
-            options(nostack)
-        );
+        if A_SIGNED {
+            std::arch::asm!(
+                "tileloadd tmm4, [{a0} + {sa}*1]",
+                "tileloadd tmm6, [{b0} + {sb}*1]",
+                "tdpbsud tmm0, tmm4, tmm6",
+                "tileloadd tmm7, [{b1} + {sb}*1]",
+                "tdpbsud tmm1, tmm4, tmm7",
+                "tileloadd tmm5, [{a1} + {sa}*1]",
+                "tdpbsud tmm2, tmm5, tmm6",
+                "tdpbsud tmm3, tmm5, tmm7",
+                a0 = in(reg) a0,
+                a1 = in(reg) a0.add(16 * lda),
+                b0 = in(reg) b0,
+                b1 = in(reg) b0.add(64),
+                sa = in(reg) sa,
+                sb = in(reg) sb,
+                options(nostack)
+            );
+        } else {
+            std::arch::asm!(
+                "tileloadd tmm4, [{a0} + {sa}*1]",
+                "tileloadd tmm6, [{b0} + {sb}*1]",
+                "tdpbusd tmm0, tmm4, tmm6",
+                "tileloadd tmm7, [{b1} + {sb}*1]",
+                "tdpbusd tmm1, tmm4, tmm7",
+                "tileloadd tmm5, [{a1} + {sa}*1]",
+                "tdpbusd tmm2, tmm5, tmm6",
+                "tdpbusd tmm3, tmm5, tmm7",
+                a0 = in(reg) a0,
+                a1 = in(reg) a0.add(16 * lda),
+                b0 = in(reg) b0,
+                b1 = in(reg) b0.add(64),
+                sa = in(reg) sa,
+                sb = in(reg) sb,
+                options(nostack)
+            );
+        }
     }
     crate::amx::store_block(c as *mut f32);
 }

@@ -40,7 +40,7 @@ pub fn micro_for(isa: Isa) -> QMicro {
 /// Whether a product of depth groups `k4` with in-place u8 rows runs its full blocks on
 /// AMX-INT8 tiles: the CPU has them, the panels are the tiles' 32 columns, and the depth
 /// is whole steps of 64. `SMELT_AMX=0` turns it off.
-fn use_amx(micro: &QMicro, k4: usize) -> bool {
+pub fn use_amx(micro: &QMicro, k4: usize) -> bool {
     cfg!(target_arch = "x86_64")
         && micro.nr == amx::BLOCK
         && k4.is_multiple_of(amx::STEP_GROUPS)
@@ -99,22 +99,44 @@ pub struct QPackedRows {
     pub m: usize,
     /// Depth.
     pub k: usize,
+    /// Depth groups of four, padded to whole AMX steps when `amx` holds the rows.
+    groups: usize,
     mr: usize,
     data: Vec<u8>,
+    /// The rows again for AMX tiles: `[m padded to 32][groups * 4]` bytes, row-major;
+    /// empty without AMX-INT8.
+    amx: Vec<u8>,
     /// Sum of each row's values.
     pub row_sums: Vec<i32>,
 }
 
 impl QPackedRows {
-    /// Packs the row-major i8 matrix `w` (`m x k`) for tiles of `mr` rows.
-    pub fn new(w: &[i8], m: usize, k: usize, mr: usize) -> QPackedRows {
-        let g4 = k4(k);
+    /// Packs the row-major i8 matrix `w` (`m x k`) for `micro`'s tiles, and for AMX-INT8
+    /// tiles where the CPU has them and the micro-kernel's panels are theirs.
+    pub fn new(w: &[i8], m: usize, k: usize, micro: &QMicro) -> QPackedRows {
+        let mr = micro.mr;
+        let amx = use_amx(micro, amx::STEP_GROUPS);
+        let groups = if amx {
+            k4(k).next_multiple_of(amx::STEP_GROUPS)
+        } else {
+            k4(k)
+        };
         let blocks = m.div_ceil(mr);
-        let mut data = vec![0u8; blocks * g4 * mr * 4];
+        let mut data = vec![0u8; blocks * groups * mr * 4];
         for r in 0..m {
             let (b, rr) = (r / mr, r % mr);
             for (kk, &v) in w[r * k..(r + 1) * k].iter().enumerate() {
-                data[((b * g4 + kk / 4) * mr + rr) * 4 + kk % 4] = v as u8;
+                data[((b * groups + kk / 4) * mr + rr) * 4 + kk % 4] = v as u8;
+            }
+        }
+        let mut rows = Vec::new();
+        if amx {
+            let kp = groups * 4;
+            rows = vec![0u8; m.next_multiple_of(amx::BLOCK) * kp];
+            for r in 0..m {
+                for (kk, &v) in w[r * k..(r + 1) * k].iter().enumerate() {
+                    rows[r * kp + kk] = v as u8;
+                }
             }
         }
         let row_sums = (0..m)
@@ -123,15 +145,27 @@ impl QPackedRows {
         QPackedRows {
             m,
             k,
+            groups,
             mr,
             data,
+            amx: rows,
             row_sums,
         }
     }
 
+    /// Whether the rows are also packed for AMX-INT8 tiles.
+    pub fn has_amx(&self) -> bool {
+        !self.amx.is_empty()
+    }
+
+    /// Depth groups of four the packed rows hold (the input panels must match).
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.amx.len()
     }
 }
 
@@ -310,12 +344,18 @@ unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, si
         let mut ib = 0;
         while ib < rows {
             #[cfg(target_arch = "x86_64")]
-            if let (true, Rows::InPlace { ptr, ld: lda }) = (p.amx && rows - ib >= amx::BLOCK, p.a)
-            {
-                let a = ptr.0.add((i0 + ib) * lda);
+            if p.amx && rows - ib >= amx::BLOCK {
+                let (a, lda) = match p.a {
+                    Rows::InPlace { ptr, ld } => (ptr.0.add((i0 + ib) * ld), ld),
+                    Rows::Packed(w) => (w.amx.as_ptr().add((i0 + ib) * w.groups * 4), w.groups * 4),
+                };
                 for pi in 0..pans {
                     let b = p.b.0.add((pan0 + pi) * panel_bytes(p.k4, nr));
-                    amx::block_u8s8(p.k4, a, lda, b, acc.as_mut_ptr());
+                    if p.signed_a {
+                        amx::block::<true>(p.k4, a, lda, b, acc.as_mut_ptr());
+                    } else {
+                        amx::block::<false>(p.k4, a, lda, b, acc.as_mut_ptr());
+                    }
                     let jj = pi * nr;
                     finish(
                         tile.as_mut_slice(),
@@ -447,12 +487,11 @@ unsafe fn pack_im2col(
     threads: usize,
     g: &Conv2d,
     input: &QConvInput,
-    nr: usize,
+    (nr, groups): (usize, usize),
     out: *mut u8,
 ) {
     let (kk, px) = (g.k(), g.pixels());
-    let g4 = k4(kk);
-    let pb = panel_bytes(g4, nr);
+    let pb = panel_bytes(groups, nr);
     let [sc, sh, sw] = input.strides;
     let zx = input.zero_point;
     let x = Shared(input.x);
@@ -461,7 +500,7 @@ unsafe fn pack_im2col(
     let plane = g.is_pointwise() && sw == 1 && sh == g.w as isize;
     let (seg_rows, seg_len) = if plane { (1, px) } else { (g.oh, g.ow) };
     let taps = g.kh * g.kw;
-    pool.run(threads, g4, &|gi| {
+    pool.run(threads, groups, &|gi| {
         let out = out.get() as *mut u8;
         let mut tmp = vec![0u8; 4 * seg_len];
         let zeros = vec![0u8; seg_len];
@@ -559,10 +598,11 @@ fn phase_copy_bytes(g: &Conv2d, wp: usize) -> usize {
 }
 
 /// Bytes of scratch [`qconv`] packs one image's input into.
-pub fn qconv_scratch_bytes(g: &Conv2d, nr: usize) -> usize {
+/// (`groups` as [`QPackedRows::groups`] gives.)
+pub fn qconv_scratch_bytes(g: &Conv2d, nr: usize, groups: usize) -> usize {
     match padded_width(g) {
-        Some(wp) => phase_copy_bytes(g, wp) + (g.oh * wp).div_ceil(nr) * panel_bytes(k4(g.k()), nr),
-        None => g.pixels().div_ceil(nr) * panel_bytes(k4(g.k()), nr),
+        Some(wp) => phase_copy_bytes(g, wp) + (g.oh * wp).div_ceil(nr) * panel_bytes(groups, nr),
+        None => g.pixels().div_ceil(nr) * panel_bytes(groups, nr),
     }
 }
 
@@ -579,7 +619,7 @@ unsafe fn pack_padded(
     threads: usize,
     g: &Conv2d,
     input: &QConvInput,
-    nr: usize,
+    (nr, groups): (usize, usize),
     wp: usize,
     scratch: &mut [u8],
 ) {
@@ -619,14 +659,13 @@ unsafe fn pack_padded(
         }
     });
     let kk = g.k();
-    let g4 = k4(kk);
-    let pb = panel_bytes(g4, nr);
+    let pb = panel_bytes(groups, nr);
     let np = g.oh * wp;
     let panels = np.div_ceil(nr);
     let taps = g.kh * g.kw;
     let copy = Shared(copy.as_ptr());
     let out = Shared(packed.as_ptr());
-    pool.run(threads, g4, &|gi| {
+    pool.run(threads, groups, &|gi| {
         let zeros = [0u8; 64];
         let rows = [0, 1, 2, 3].map(|t| {
             let k = 4 * gi + t;
@@ -671,15 +710,23 @@ pub unsafe fn qconv(
     sink: &dyn TileSink,
 ) {
     debug_assert_eq!(w.mr, micro.mr);
-    debug_assert!(scratch.len() >= qconv_scratch_bytes(g, micro.nr));
+    let groups = w.groups;
+    debug_assert!(scratch.len() >= qconv_scratch_bytes(g, micro.nr, groups));
     let padded = padded_width(g);
     let (n, panels) = match padded {
         Some(wp) => {
-            pack_padded(pool, threads, g, input, micro.nr, wp, scratch);
+            pack_padded(pool, threads, g, input, (micro.nr, groups), wp, scratch);
             (g.oh * wp, scratch.as_ptr().add(phase_copy_bytes(g, wp)))
         }
         None => {
-            pack_im2col(pool, threads, g, input, micro.nr, scratch.as_mut_ptr());
+            pack_im2col(
+                pool,
+                threads,
+                g,
+                input,
+                (micro.nr, groups),
+                scratch.as_mut_ptr(),
+            );
             (g.pixels(), scratch.as_ptr())
         }
     };
@@ -688,14 +735,14 @@ pub unsafe fn qconv(
     let p = Product {
         m: w.m,
         n,
-        k4: k4(w.k),
+        k4: groups,
         a: Rows::Packed(w),
         signed_a: true,
         b: Shared(panels),
         row_corr: Some(row_corr),
         col_corr: None,
         batch,
-        amx: false,
+        amx: !w.amx.is_empty(),
         padded_cols: padded.map(|wp| (wp, g.ow)),
     };
     run(micro, pool, threads, &p, sink);

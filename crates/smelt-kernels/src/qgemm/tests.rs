@@ -149,13 +149,13 @@ fn conv_matches_plain_loops() {
             let x = bytes(c * h * w, 3);
             let wt: Vec<i8> = bytes(m * g.k(), 4).into_iter().map(|v| v as i8).collect();
             let zx = 77u8;
-            let packed = QPackedRows::new(&wt, m, g.k(), mi.mr);
+            let packed = QPackedRows::new(&wt, m, g.k(), &mi);
             let px = g.pixels();
             let sink = Collect {
                 cols: px,
                 out: Mutex::new(vec![f32::NAN; m * px]),
             };
-            let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr)];
+            let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr, packed.groups())];
             let input = QConvInput {
                 x: x.as_ptr(),
                 strides: [(h * w) as isize, w as isize, 1],
@@ -251,8 +251,8 @@ fn qconv_timing() {
         };
         let x = bytes(c * hw * hw, 3);
         let wt: Vec<i8> = bytes(m * g.k(), 4).into_iter().map(|v| v as i8).collect();
-        let packed = QPackedRows::new(&wt, m, g.k(), mi.mr);
-        let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr)];
+        let packed = QPackedRows::new(&wt, m, g.k(), &mi);
+        let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr, packed.groups())];
         let input = QConvInput {
             x: x.as_ptr(),
             strides: [(hw * hw) as isize, hw as isize, 1],
@@ -280,7 +280,16 @@ fn qconv_timing() {
         let total = t.elapsed().as_secs_f64() / reps as f64;
         let t = std::time::Instant::now();
         for _ in 0..reps {
-            unsafe { pack_im2col(&pool, 1, &g, &input, mi.nr, scratch.as_mut_ptr()) };
+            unsafe {
+                pack_im2col(
+                    &pool,
+                    1,
+                    &g,
+                    &input,
+                    (mi.nr, packed.groups()),
+                    scratch.as_mut_ptr(),
+                )
+            };
         }
         let pack = t.elapsed().as_secs_f64() / reps as f64;
         let macs = (m * g.k() * g.pixels()) as f64;
