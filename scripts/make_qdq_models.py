@@ -10,6 +10,10 @@ $SMELT_CACHE/data/qdq) from $SMELT_CACHE/data/models/<case>/model.onnx: opset 13
 onnxruntime's pre-processing, then `quantize_static` with QDQ nodes, per-channel int8
 weights, u8 activations and MinMax calibration on four seeded random batches (random
 calibration: fit for speed and for checking smelt against onnxruntime, not for accuracy).
+Also OUT_DIR/<case>.f32.onnx (the float model at opset 13 or later, what `smelt quantize
+--per-channel` takes) and $SMELT_CACHE/data/calibration/minilm-b8/s<k>/input_<i>.npy,
+those seeded batches as `smelt quantize --calibrate` reads them (MiniLM has no real
+sentences here: no tokenizer vocabulary ships in a wheel we pin).
 """
 
 import os
@@ -72,5 +76,23 @@ def quantize(case, src):
     print(dst)
 
 
+def minilm_calibration():
+    """The seeded MiniLM batches as smelt quantize's calibration folder."""
+    model = onnx.load(os.path.join(CACHE, "data", "models", "minilm-b8", "model.onnx"))
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    reader = Batches(inputs, "minilm-b8")
+    root = os.path.join(CACHE, "data", "calibration", "minilm-b8")
+    k = 0
+    while (feed := reader.get_next()) is not None:
+        d = os.path.join(root, f"s{k}")
+        os.makedirs(d, exist_ok=True)
+        for i, inp in enumerate(inputs):
+            np.save(os.path.join(d, f"input_{i}.npy"), feed[inp.name])
+        k += 1
+    print(root)
+
+
+minilm_calibration()
 for case in ("resnet50", "minilm-b8"):
     quantize(case, os.path.join(CACHE, "data", "models", case, "model.onnx"))

@@ -41,6 +41,10 @@ pub struct Range {
 pub struct QdqOptions {
     /// One scale per output channel (else one per tensor).
     pub per_channel: bool,
+    /// 7-bit weights, within [-63, 63]: their products with u8 activations then sum in
+    /// pairs without saturating 16 bits, so CPUs without VNNI take the faster
+    /// `vpmaddubsw` kernel (one bit of weight precision for it).
+    pub reduce_range: bool,
 }
 
 fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
@@ -259,6 +263,7 @@ fn quantize_weights(
     dims: &[usize],
     axis: usize,
     per_channel: bool,
+    qmax: f32,
 ) -> (Vec<f32>, Vec<i32>) {
     let channels = if per_channel { dims[axis] } else { 1 };
     let inner: usize = dims[axis + 1..].iter().product();
@@ -277,7 +282,7 @@ fn quantize_weights(
         .iter()
         .map(|&a| {
             if a > 0.0 && a.is_finite() {
-                a / 127.0
+                a / qmax
             } else {
                 1.0
             }
@@ -286,7 +291,7 @@ fn quantize_weights(
     let q = w
         .iter()
         .enumerate()
-        .map(|(i, &x)| (x / scales[chan(i)]).round_ties_even().clamp(-127.0, 127.0) as i32)
+        .map(|(i, &x)| (x / scales[chan(i)]).round_ties_even().clamp(-qmax, qmax) as i32)
         .collect();
     (scales, q)
 }
@@ -362,7 +367,8 @@ pub fn write_qdq(
             let Some((w, dims)) = f32_initializer(g, &t.weight) else {
                 bail!(Internal, "weight {} is not an f32 initializer", t.weight);
             };
-            let (scales, q) = quantize_weights(&w, &dims, t.axis, opts.per_channel);
+            let qmax = if opts.reduce_range { 63.0 } else { 127.0 };
+            let (scales, q) = quantize_weights(&w, &dims, t.axis, opts.per_channel, qmax);
             let base = if t.axis == 0 {
                 t.weight.clone()
             } else {

@@ -26,6 +26,8 @@ pub struct QuantizeOptions {
     pub method: Method,
     /// One weight scale per output channel (else per tensor).
     pub per_channel: bool,
+    /// 7-bit weights (see `smelt_onnx::qdq::QdqOptions::reduce_range`).
+    pub reduce_range: bool,
     /// The op types quantized (Conv, MatMul, Gemm).
     pub ops: Vec<String>,
     /// How the float model runs for calibration.
@@ -111,6 +113,7 @@ pub fn quantize(
         &ranges,
         QdqOptions {
             per_channel: o.per_channel,
+            reduce_range: o.reduce_range,
         },
     )?;
     let report = QuantizeReport {

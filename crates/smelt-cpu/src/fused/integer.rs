@@ -131,10 +131,10 @@ impl QConvPlan {
             .ok()?;
         let xs = <[isize; 4]>::try_from(xr.strides.as_slice()).ok()?;
         let packed = QPackedRows::new(w, m, geom.k(), &kern.qgemm);
-        let tiles = if packed.has_amx() {
-            " (amx-int8 tiles)"
-        } else {
-            ""
+        let tiles = match (packed.has_amx(), packed.narrow) {
+            (true, _) => " (amx-int8 tiles)",
+            (false, true) => " (7-bit weights)",
+            (false, false) => "",
         };
         Some(QConvPlan {
             geom,
@@ -187,7 +187,7 @@ impl QConvPlan {
         let fused = self.requant.as_ref().map(|q| RequantSink {
             q,
             mem,
-            avx512: ex.kern.isa == smelt_kernels::Isa::Avx512,
+            isa: ex.kern.isa,
         });
         let sink: &dyn TileSink = match &fused {
             Some(f) => f,
@@ -284,19 +284,23 @@ impl QMatMulPlan {
         };
         let epi = Epilogue::new(c, &a.epilogue, &layout).ok().flatten()?;
         let requant = Requant::recognize(c, weights, &a.epilogue, &layout, [rows, n]);
+        let packed = QPackedCols::new(b, k, n, kern.qgemm.nr);
+        let narrow = packed.narrow;
         Some(QMatMulPlan {
             rows,
             lda,
             a_slot: ar.buffer.0 as usize,
             a_offset: ar.offset as isize,
             zero_point,
-            weights: QPackedCols::new(b, k, n, kern.qgemm.nr),
+            weights: packed,
             epi,
             name: format!(
                 "matmul.{}{}, epilogue {}",
                 kern.qgemm.name,
                 if qgemm::use_amx(&kern.qgemm, qgemm::k4(k)) {
                     " (amx-int8 tiles)"
+                } else if narrow {
+                    " (7-bit weights)"
                 } else {
                     ""
                 },
@@ -327,7 +331,7 @@ impl QMatMulPlan {
         let fused = self.requant.as_ref().map(|q| RequantSink {
             q,
             mem,
-            avx512: ex.kern.isa == smelt_kernels::Isa::Avx512,
+            isa: ex.kern.isa,
         });
         let sink: &dyn TileSink = match &fused {
             Some(f) => f,

@@ -311,7 +311,50 @@ impl Requant {
 pub(crate) struct RequantSink<'a> {
     pub q: &'a Requant,
     pub mem: &'a Mem,
-    pub avx512: bool,
+    /// The kernel table's ISA (which form of the tile runs).
+    pub isa: smelt_kernels::Isa,
+}
+
+/// Columns `from..cols` of row `i` (its tile row `src`) in plain Rust.
+///
+/// # Safety
+/// The plan validated the windows against `mem`; the row lies inside the result.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn row_scalar(
+    q: &Requant,
+    mem: &Mem,
+    b: usize,
+    i: usize,
+    j0: usize,
+    from: usize,
+    cols: usize,
+    src: &[f32],
+) {
+    let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+    let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+    for (j, &v) in src.iter().enumerate().take(cols).skip(from) {
+        let mut x = v * q.scale.at(i, j0 + j) + q.bias.at(i, j0 + j);
+        if let Some(p) = res {
+            x += *p.add(j);
+        }
+        match q.act {
+            Act::Relu => x = smelt_kernels::vmath::relu(x),
+            Act::Gelu => x = smelt_kernels::vmath::gelu(x),
+            Act::None => {}
+        }
+        if let Some(p) = fo {
+            *p.add(j) = x;
+        }
+        if let Some(qo) = &q.quant {
+            let y = ((x / qo.s).round_ties_even() + qo.zp).min(qo.hi).max(qo.lo);
+            if qo.signed {
+                *qo.dst.at::<i8>(mem, b, i, j0).add(j) = y as i8;
+            } else {
+                *qo.dst.at::<u8>(mem, b, i, j0).add(j) = y as u8;
+            }
+        }
+    }
 }
 
 /// One tile in plain Rust.
@@ -331,31 +374,78 @@ unsafe fn tile_portable(
     ld: usize,
 ) {
     for r in 0..rows {
+        row_scalar(q, mem, b, i0 + r, j0, 0, cols, &t[r * ld..r * ld + cols]);
+    }
+}
+
+/// One tile in AVX2 registers, 8 columns at a time (the last few in plain Rust).
+///
+/// # Safety
+/// As for [`tile_portable`], on a CPU with AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx2(
+    q: &Requant,
+    mem: &Mem,
+    b: usize,
+    i0: usize,
+    rows: usize,
+    j0: usize,
+    cols: usize,
+    t: &[f32],
+    ld: usize,
+) {
+    use smelt_kernels::simd::Y8;
+    use std::arch::x86_64::*;
+    let whole = cols / 8 * 8;
+    for r in 0..rows {
         let i = i0 + r;
+        let src = &t[r * ld..r * ld + cols];
         let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
         let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
-        for j in 0..cols {
-            let mut x = t[r * ld + j] * q.scale.at(i, j0 + j) + q.bias.at(i, j0 + j);
+        let chan = |c: &Chan, j: usize| match c {
+            Chan::Row(v) => _mm256_set1_ps(v[i]),
+            Chan::Col(v) => _mm256_loadu_ps(v.as_ptr().add(j0 + j)),
+        };
+        for j in (0..whole).step_by(8) {
+            let mut x = _mm256_add_ps(
+                _mm256_mul_ps(_mm256_loadu_ps(src.as_ptr().add(j)), chan(&q.scale, j)),
+                chan(&q.bias, j),
+            );
             if let Some(p) = res {
-                x += *p.add(j);
+                x = _mm256_add_ps(x, _mm256_loadu_ps(p.add(j)));
             }
             match q.act {
-                Act::Relu => x = smelt_kernels::vmath::relu(x),
-                Act::Gelu => x = smelt_kernels::vmath::gelu(x),
+                Act::Relu => x = smelt_kernels::vmath::relu(Y8(x)).0,
+                Act::Gelu => x = smelt_kernels::vmath::gelu(Y8(x)).0,
                 Act::None => {}
             }
             if let Some(p) = fo {
-                *p.add(j) = x;
+                _mm256_storeu_ps(p.add(j), x);
             }
             if let Some(qo) = &q.quant {
-                let y = ((x / qo.s).round_ties_even() + qo.zp).min(qo.hi).max(qo.lo);
-                if qo.signed {
-                    *qo.dst.at::<i8>(mem, b, i, j0).add(j) = y as i8;
+                let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                    _mm256_div_ps(x, _mm256_set1_ps(qo.s)),
+                );
+                let y = _mm256_add_ps(y, _mm256_set1_ps(qo.zp));
+                let y = _mm256_max_ps(
+                    _mm256_min_ps(y, _mm256_set1_ps(qo.hi)),
+                    _mm256_set1_ps(qo.lo),
+                );
+                // In range and integral: pack to 16 then 8 bits without saturating.
+                let v = _mm256_cvtps_epi32(y);
+                let w =
+                    _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+                let bytes = if qo.signed {
+                    _mm_packs_epi16(w, w)
                 } else {
-                    *qo.dst.at::<u8>(mem, b, i, j0).add(j) = y as u8;
-                }
+                    _mm_packus_epi16(w, w)
+                };
+                _mm_storel_epi64(qo.dst.at::<u8>(mem, b, i, j0).add(j) as *mut __m128i, bytes);
             }
         }
+        row_scalar(q, mem, b, i, j0, whole, cols, src);
     }
 }
 
@@ -446,8 +536,14 @@ impl TileSink for RequantSink<'_> {
         // the anchor's result.
         unsafe {
             #[cfg(target_arch = "x86_64")]
-            if self.avx512 {
-                return tile_avx512(self.q, self.mem, b, i0, rows, j0, cols, t, ld);
+            match self.isa {
+                smelt_kernels::Isa::Avx512 => {
+                    return tile_avx512(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
+                }
+                smelt_kernels::Isa::Avx2 => {
+                    return tile_avx2(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
+                }
+                smelt_kernels::Isa::Portable => {}
             }
             tile_portable(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
         }

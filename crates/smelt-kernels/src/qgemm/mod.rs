@@ -108,6 +108,8 @@ pub struct QPackedRows {
     amx: Vec<u8>,
     /// Sum of each row's values.
     pub row_sums: Vec<i32>,
+    /// Every value within [-64, 63] (reduced-range weights).
+    pub narrow: bool,
 }
 
 impl QPackedRows {
@@ -150,6 +152,7 @@ impl QPackedRows {
             data,
             amx: rows,
             row_sums,
+            narrow: w.iter().all(|&v| (-64..=63).contains(&v)),
         }
     }
 
@@ -180,6 +183,8 @@ pub struct QPackedCols {
     data: Vec<u8>,
     /// Sum of each column's values.
     pub col_sums: Vec<i32>,
+    /// Every value within [-64, 63] (reduced-range weights).
+    pub narrow: bool,
 }
 
 impl QPackedCols {
@@ -218,6 +223,7 @@ impl QPackedCols {
             nr,
             data,
             col_sums,
+            narrow: b.iter().all(|&v| (-64..=63).contains(&v)),
         }
     }
 
@@ -259,6 +265,8 @@ struct Product<'a> {
     k4: usize,
     a: Rows<'a>,
     signed_a: bool,
+    /// The signed operand is within [-64, 63] (the ISA's narrow kernel applies).
+    narrow: bool,
     /// `npanels` panels of [`panel_bytes`].
     b: Shared<u8>,
     /// Subtracted per row (conv: zx * row sum) or per column (matmul: za * col sum).
@@ -293,10 +301,11 @@ unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, si
     let task_rows = TASK_ROWS.div_ceil(mr) * mr;
     let row_tasks = p.m.div_ceil(task_rows);
     let col_tasks = npanels.div_ceil(ppt);
-    let kernel = if p.signed_a {
-        micro.signed_a
-    } else {
-        micro.unsigned_a
+    let kernel = match (p.narrow, p.signed_a) {
+        (false, true) => micro.signed_a,
+        (false, false) => micro.unsigned_a,
+        (true, true) => micro.narrow.0,
+        (true, false) => micro.narrow.1,
     };
     pool.run(threads, row_tasks * col_tasks, &|t| {
         let (ct, rt) = (t / row_tasks, t % row_tasks);
@@ -457,6 +466,7 @@ pub unsafe fn qmatmul(
             ld: lda,
         },
         signed_a: false,
+        narrow: b.narrow,
         b: Shared(b.data.as_ptr()),
         row_corr: None,
         col_corr: Some(col_corr),
@@ -738,6 +748,7 @@ pub unsafe fn qconv(
         k4: groups,
         a: Rows::Packed(w),
         signed_a: true,
+        narrow: w.narrow,
         b: Shared(panels),
         row_corr: Some(row_corr),
         col_corr: None,

@@ -72,43 +72,53 @@ fn matmul_matches_plain_loops() {
             (13, 36, 45, 128),
             (33, 64, 70, 255),
             (8, 384, 33, 3),
+            (97, 128, 65, 17),
         ] {
             let a = bytes(m * k, 1);
-            let b: Vec<i8> = bytes(k * n, 2).into_iter().map(|v| v as i8).collect();
-            let packed = QPackedCols::new(&b, k, n, mi.nr);
-            let sink = Collect {
-                cols: n,
-                out: Mutex::new(vec![f32::NAN; m * n]),
-            };
-            let mut corr = Vec::new();
-            // SAFETY: a holds m rows of k.
-            unsafe {
-                qmatmul(
-                    &mi,
-                    &pool,
-                    2,
-                    a.as_ptr(),
-                    m,
-                    k,
-                    za,
-                    &packed,
-                    &mut corr,
-                    0,
-                    &sink,
-                )
-            };
-            let got = sink.out.into_inner().unwrap();
-            for i in 0..m {
-                for j in 0..n {
-                    let want: i32 = (0..k)
-                        .map(|t| (a[i * k + t] as i32 - za as i32) * b[t * n + j] as i32)
-                        .sum();
-                    assert_eq!(
-                        got[i * n + j],
-                        want as f32,
-                        "{} m{m} k{k} n{n} at ({i},{j})",
-                        mi.name
-                    );
+            // Full-range weights, and reduced-range ones (the narrow kernels), with the
+            // extremes of both present.
+            for narrow in [false, true] {
+                let mut b: Vec<i8> = bytes(k * n, 2)
+                    .into_iter()
+                    .map(|v| if narrow { (v as i8) >> 1 } else { v as i8 })
+                    .collect();
+                b[0] = if narrow { -64 } else { -128 };
+                let packed = QPackedCols::new(&b, k, n, mi.nr);
+                assert_eq!(packed.narrow, narrow);
+                let sink = Collect {
+                    cols: n,
+                    out: Mutex::new(vec![f32::NAN; m * n]),
+                };
+                let mut corr = Vec::new();
+                // SAFETY: a holds m rows of k.
+                unsafe {
+                    qmatmul(
+                        &mi,
+                        &pool,
+                        2,
+                        a.as_ptr(),
+                        m,
+                        k,
+                        za,
+                        &packed,
+                        &mut corr,
+                        0,
+                        &sink,
+                    )
+                };
+                let got = sink.out.into_inner().unwrap();
+                for i in 0..m {
+                    for j in 0..n {
+                        let want: i32 = (0..k)
+                            .map(|t| (a[i * k + t] as i32 - za as i32) * b[t * n + j] as i32)
+                            .sum();
+                        assert_eq!(
+                            got[i * n + j],
+                            want as f32,
+                            "{} m{m} k{k} n{n} narrow {narrow} at ({i},{j})",
+                            mi.name
+                        );
+                    }
                 }
             }
         }
@@ -147,68 +157,74 @@ fn conv_matches_plain_loops() {
                 ow,
             };
             let x = bytes(c * h * w, 3);
-            let wt: Vec<i8> = bytes(m * g.k(), 4).into_iter().map(|v| v as i8).collect();
-            let zx = 77u8;
-            let packed = QPackedRows::new(&wt, m, g.k(), &mi);
-            let px = g.pixels();
-            let sink = Collect {
-                cols: px,
-                out: Mutex::new(vec![f32::NAN; m * px]),
-            };
-            let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr, packed.groups())];
-            let input = QConvInput {
-                x: x.as_ptr(),
-                strides: [(h * w) as isize, w as isize, 1],
-                zero_point: zx,
-            };
-            let mut corr = Vec::new();
-            // SAFETY: x holds c planes of h x w.
-            unsafe {
-                qconv(
-                    &mi,
-                    &pool,
-                    2,
-                    &g,
-                    &input,
-                    &packed,
-                    &mut scratch,
-                    &mut corr,
-                    0,
-                    &sink,
-                )
-            };
-            let got = sink.out.into_inner().unwrap();
-            for o in 0..m {
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let mut want = 0i32;
-                        for ci in 0..c {
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let iy = (oy * s + ky * d) as isize - p as isize;
-                                    let ix = (ox * s + kx * d) as isize - p as isize;
-                                    let inside = iy >= 0
-                                        && ix >= 0
-                                        && (iy as usize) < h
-                                        && (ix as usize) < w;
-                                    let xv = if inside {
-                                        x[ci * h * w + iy as usize * w + ix as usize] as i32
-                                    } else {
-                                        zx as i32
-                                    };
-                                    want += (xv - zx as i32)
-                                        * wt[((o * c + ci) * kh + ky) * kw + kx] as i32;
+            for narrow in [false, true] {
+                let wt: Vec<i8> = bytes(m * g.k(), 4)
+                    .into_iter()
+                    .map(|v| if narrow { (v as i8) >> 1 } else { v as i8 })
+                    .collect();
+                let zx = 77u8;
+                let packed = QPackedRows::new(&wt, m, g.k(), &mi);
+                assert_eq!(packed.narrow, narrow);
+                let px = g.pixels();
+                let sink = Collect {
+                    cols: px,
+                    out: Mutex::new(vec![f32::NAN; m * px]),
+                };
+                let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr, packed.groups())];
+                let input = QConvInput {
+                    x: x.as_ptr(),
+                    strides: [(h * w) as isize, w as isize, 1],
+                    zero_point: zx,
+                };
+                let mut corr = Vec::new();
+                // SAFETY: x holds c planes of h x w.
+                unsafe {
+                    qconv(
+                        &mi,
+                        &pool,
+                        2,
+                        &g,
+                        &input,
+                        &packed,
+                        &mut scratch,
+                        &mut corr,
+                        0,
+                        &sink,
+                    )
+                };
+                let got = sink.out.into_inner().unwrap();
+                for o in 0..m {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let mut want = 0i32;
+                            for ci in 0..c {
+                                for ky in 0..kh {
+                                    for kx in 0..kw {
+                                        let iy = (oy * s + ky * d) as isize - p as isize;
+                                        let ix = (ox * s + kx * d) as isize - p as isize;
+                                        let inside = iy >= 0
+                                            && ix >= 0
+                                            && (iy as usize) < h
+                                            && (ix as usize) < w;
+                                        let xv = if inside {
+                                            x[ci * h * w + iy as usize * w + ix as usize] as i32
+                                        } else {
+                                            zx as i32
+                                        };
+                                        want += (xv - zx as i32)
+                                            * wt[((o * c + ci) * kh + ky) * kw + kx] as i32;
+                                    }
                                 }
                             }
+                            let at = o * px + oy * ow + ox;
+                            assert_eq!(
+                                got[at],
+                                want as f32,
+                                "{} geom {:?} narrow {narrow} at ({o},{oy},{ox})",
+                                mi.name,
+                                (c, h, w, kh, kw, s, d, p, m)
+                            );
                         }
-                        let at = o * px + oy * ow + ox;
-                        assert_eq!(
-                            got[at],
-                            want as f32,
-                            "{} geom {:?} at ({o},{oy},{ox})",
-                            mi.name,
-                            (c, h, w, kh, kw, s, d, p, m)
-                        );
                     }
                 }
             }

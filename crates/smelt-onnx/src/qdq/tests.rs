@@ -130,7 +130,16 @@ fn batchnorm_folds_and_products_become_qdq_that_imports() {
             .collect::<Vec<_>>(),
         [("x", 0), ("f", 0)]
     );
-    write_qdq(&mut m, &t, &ranges(), QdqOptions { per_channel: true }).unwrap();
+    write_qdq(
+        &mut m,
+        &t,
+        &ranges(),
+        QdqOptions {
+            per_channel: true,
+            reduce_range: false,
+        },
+    )
+    .unwrap();
     let g = m.graph.as_ref().unwrap();
     let ops: Vec<&str> = g.node.iter().map(|n| n.op_type.as_str()).collect();
     assert_eq!(ops.iter().filter(|o| **o == "QuantizeLinear").count(), 2);
@@ -180,7 +189,48 @@ fn per_channel_qdq_needs_opset_13() {
     let mut m = model(11);
     let g = m.graph.as_mut().unwrap();
     let t = targets(g, &["Conv", "Gemm"]);
-    let e = write_qdq(&mut m, &t, &ranges(), QdqOptions { per_channel: true }).unwrap_err();
+    let e = write_qdq(
+        &mut m,
+        &t,
+        &ranges(),
+        QdqOptions {
+            per_channel: true,
+            reduce_range: false,
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("opset 13"), "{e}");
-    assert!(write_qdq(&mut m, &t, &ranges(), QdqOptions { per_channel: false }).is_ok());
+    assert!(write_qdq(
+        &mut m,
+        &t,
+        &ranges(),
+        QdqOptions {
+            per_channel: false,
+            reduce_range: false
+        }
+    )
+    .is_ok());
+}
+
+#[test]
+fn reduced_range_weights_stay_within_63() {
+    let mut m = model(13);
+    let g = m.graph.as_mut().unwrap();
+    fold_batchnorm(g);
+    let t = targets(g, &["Conv", "Gemm"]);
+    let o = QdqOptions {
+        per_channel: true,
+        reduce_range: true,
+    };
+    write_qdq(&mut m, &t, &ranges(), o).unwrap();
+    let g = m.graph.as_ref().unwrap();
+    let q: Vec<i8> = g
+        .initializer
+        .iter()
+        .filter(|t| t.data_type == DataType::Int8 as i32 && t.name.ends_with("_quantized"))
+        .flat_map(|t| t.raw_data.iter().map(|&b| b as i8))
+        .collect();
+    assert!(!q.is_empty());
+    assert!(q.iter().all(|&v| (-63..=63).contains(&v)));
+    assert!(q.iter().any(|&v| v.abs() == 63));
 }
