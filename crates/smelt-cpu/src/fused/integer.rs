@@ -54,6 +54,32 @@ fn i8_weights<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Option<&
     }
 }
 
+/// Runs `f` with the sink that finishes an integer product's tiles: its recognized
+/// epilogue in registers, or the general one.
+fn with_sink(
+    epi: &Epilogue,
+    requant: Option<&Requant>,
+    mem: &Mem,
+    ex: &Exec,
+    f: impl FnOnce(&dyn TileSink),
+) {
+    if let Some(q) = requant {
+        return f(&RequantSink {
+            q,
+            mem,
+            isa: ex.kern.isa,
+        });
+    }
+    let map = |b: usize| (b, 0);
+    f(&EpilogueSink {
+        epi,
+        kern: ex.kern,
+        mem,
+        map: &map,
+        pre: |_, _, _, _, _, _: &mut [f32], _| {},
+    })
+}
+
 /// A planned integer convolution (2-D, one group).
 pub(crate) struct QConvPlan {
     geom: Conv2d,
@@ -176,42 +202,27 @@ impl QConvPlan {
         let mut corr = Vec::new();
         let x = (mem.ptrs[self.x_slot] as *const u8).offset(self.x_offset);
         let [sn, sc, sh, sw] = self.xs;
-        let map = |b: usize| (b, 0);
-        let general = EpilogueSink {
-            epi: &self.epi,
-            kern: ex.kern,
-            mem,
-            map: &map,
-            pre: |_, _, _, _, _, _: &mut [f32], _| {},
-        };
-        let fused = self.requant.as_ref().map(|q| RequantSink {
-            q,
-            mem,
-            isa: ex.kern.isa,
+        with_sink(&self.epi, self.requant.as_ref(), mem, ex, |sink| {
+            for img in 0..self.images {
+                let input = QConvInput {
+                    x: x.offset(img as isize * sn),
+                    strides: [sc, sh, sw],
+                    zero_point: self.zero_point,
+                };
+                qgemm::qconv(
+                    micro,
+                    ex.pool,
+                    threads,
+                    &self.geom,
+                    &input,
+                    &self.weights,
+                    packed,
+                    &mut corr,
+                    img,
+                    sink,
+                );
+            }
         });
-        let sink: &dyn TileSink = match &fused {
-            Some(f) => f,
-            None => &general,
-        };
-        for img in 0..self.images {
-            let input = QConvInput {
-                x: x.offset(img as isize * sn),
-                strides: [sc, sh, sw],
-                zero_point: self.zero_point,
-            };
-            qgemm::qconv(
-                micro,
-                ex.pool,
-                threads,
-                &self.geom,
-                &input,
-                &self.weights,
-                packed,
-                &mut corr,
-                img,
-                sink,
-            );
-        }
         PACKED.with(|p| *p.borrow_mut() = scratch);
     }
 }
@@ -320,36 +331,21 @@ impl QMatMulPlan {
     pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let threads = if self.epi.parallel { ex.threads } else { 1 };
         let a = (mem.ptrs[self.a_slot] as *const u8).offset(self.a_offset);
-        let map = |b: usize| (b, 0);
-        let general = EpilogueSink {
-            epi: &self.epi,
-            kern: ex.kern,
-            mem,
-            map: &map,
-            pre: |_, _, _, _, _, _: &mut [f32], _| {},
-        };
-        let fused = self.requant.as_ref().map(|q| RequantSink {
-            q,
-            mem,
-            isa: ex.kern.isa,
+        with_sink(&self.epi, self.requant.as_ref(), mem, ex, |sink| {
+            let mut corr = Vec::new();
+            qgemm::qmatmul(
+                &ex.kern.qgemm,
+                ex.pool,
+                threads,
+                a,
+                self.rows,
+                self.lda,
+                self.zero_point,
+                &self.weights,
+                &mut corr,
+                0,
+                sink,
+            );
         });
-        let sink: &dyn TileSink = match &fused {
-            Some(f) => f,
-            None => &general,
-        };
-        let mut corr = Vec::new();
-        qgemm::qmatmul(
-            &ex.kern.qgemm,
-            ex.pool,
-            threads,
-            a,
-            self.rows,
-            self.lda,
-            self.zero_point,
-            &self.weights,
-            &mut corr,
-            0,
-            sink,
-        );
     }
 }
