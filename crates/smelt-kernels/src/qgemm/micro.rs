@@ -82,8 +82,8 @@ pub mod x86 {
     use super::QMicro;
     use std::arch::x86_64::*;
 
-    /// AVX2 tile: 4 rows x 8 columns.
-    pub const AVX2_TILE: (usize, usize) = (4, 8);
+    /// AVX2 tile: 4 rows x 16 columns.
+    pub const AVX2_TILE: (usize, usize) = (4, 16);
     /// AVX-512 VNNI tile: 8 rows x 32 columns.
     pub const VNNI_TILE: (usize, usize) = (8, 32);
 
@@ -122,23 +122,27 @@ pub mod x86 {
     ) {
         let last = rows.clamp(1, 4) - 1;
         let rp = [0, 1, 2, 3].map(|r: usize| a.add(r.min(last) * a_rs));
-        // acc[r][h]: row r, columns 4h..4h+4, each column's sum split over two lanes.
-        let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-        for g in 0..k4 {
-            let bv = _mm256_loadu_si256(b.add(g * 32) as *const __m256i);
-            let lo = widen(_mm256_castsi256_si128(bv), !A_SIGNED);
-            let hi = widen(_mm256_extracti128_si256::<1>(bv), !A_SIGNED);
-            for r in 0..4 {
-                let av = a_pairs(rp[r].add(g * a_ks), A_SIGNED);
-                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, av));
-                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, av));
+        // The panel's 16 columns in two halves of 8 (A is read once per half).
+        for half in 0..2 {
+            // acc[r][h]: row r, columns 4h..4h+4 of the half, each column's sum split over
+            // two lanes.
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..k4 {
+                let bv = _mm256_loadu_si256(b.add(g * 64 + half * 32) as *const __m256i);
+                let lo = widen(_mm256_castsi256_si128(bv), !A_SIGNED);
+                let hi = widen(_mm256_extracti128_si256::<1>(bv), !A_SIGNED);
+                for r in 0..4 {
+                    let av = a_pairs(rp[r].add(g * a_ks), A_SIGNED);
+                    acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, av));
+                    acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, av));
+                }
             }
-        }
-        for (r, row) in acc.iter().enumerate().take(last + 1) {
-            // hadd: [c0 c1 c4 c5 | c2 c3 c6 c7]; the permute restores column order.
-            let s = _mm256_hadd_epi32(row[0], row[1]);
-            let s = _mm256_permute4x64_epi64::<0b11_01_10_00>(s);
-            _mm256_storeu_si256(c.add(r * ldc) as *mut __m256i, s);
+            for (r, row) in acc.iter().enumerate().take(last + 1) {
+                // hadd: [c0 c1 c4 c5 | c2 c3 c6 c7]; the permute restores column order.
+                let s = _mm256_hadd_epi32(row[0], row[1]);
+                let s = _mm256_permute4x64_epi64::<0b11_01_10_00>(s);
+                _mm256_storeu_si256(c.add(r * ldc + half * 8) as *mut __m256i, s);
+            }
         }
     }
 
@@ -164,22 +168,26 @@ pub mod x86 {
         let last = rows.clamp(1, 4) - 1;
         let rp = [0, 1, 2, 3].map(|r: usize| a.add(r.min(last) * a_rs));
         let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_si256(); 4];
+        // acc[r][h]: row r, columns 8h..8h+8.
+        let mut acc = [[_mm256_setzero_si256(); 2]; 4];
         for g in 0..k4 {
-            let bv = _mm256_loadu_si256(b.add(g * 32) as *const __m256i);
+            let bv = [0, 32].map(|o| _mm256_loadu_si256(b.add(g * 64 + o) as *const __m256i));
             for r in 0..4 {
                 let av = _mm256_set1_epi32((rp[r].add(g * a_ks) as *const i32).read_unaligned());
-                // vpmaddubsw multiplies its first operand's u8s by its second's i8s.
-                let pairs = if A_SIGNED {
-                    _mm256_maddubs_epi16(bv, av)
-                } else {
-                    _mm256_maddubs_epi16(av, bv)
-                };
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(pairs, ones));
+                for h in 0..2 {
+                    // vpmaddubsw multiplies its first operand's u8s by its second's i8s.
+                    let pairs = if A_SIGNED {
+                        _mm256_maddubs_epi16(bv[h], av)
+                    } else {
+                        _mm256_maddubs_epi16(av, bv[h])
+                    };
+                    acc[r][h] = _mm256_add_epi32(acc[r][h], _mm256_madd_epi16(pairs, ones));
+                }
             }
         }
         for (r, v) in acc.iter().enumerate().take(last + 1) {
-            _mm256_storeu_si256(c.add(r * ldc) as *mut __m256i, *v);
+            _mm256_storeu_si256(c.add(r * ldc) as *mut __m256i, v[0]);
+            _mm256_storeu_si256(c.add(r * ldc + 8) as *mut __m256i, v[1]);
         }
     }
 
