@@ -6,8 +6,10 @@ same int8 file. Run with the peers' venv (onnxruntime, numpy):
         each); with HELD, also over the files after the first HELD (sorted), for a model
         calibrated on `smelt quantize --limit HELD`.
     $P scripts/int8_accuracy.py minilm F32.onnx INT8.onnx DIR
-        cosine to fp32 of each f32 output (and its worst row) for DIR/input_0.npy
-        (input_ids) and DIR/input_1.npy (attention_mask).
+        cosine to fp32 of each f32 output's rows (sentences; real tokens, by the
+        attention mask), mean and worst, over DIR/input_0.npy (input_ids) and
+        DIR/input_1.npy (attention_mask), or over each DIR/s*/ holding such a pair
+        (scripts/make_calibration_sentences.py writes them).
 
 smelt is target/release/smelt, or $SMELT.
 """
@@ -69,18 +71,27 @@ def images(f32, q, folder, held=0):
 
 
 def minilm(f32, q, folder):
-    paths = {"input_ids": os.path.join(folder, "input_0.npy"), "attention_mask": os.path.join(folder, "input_1.npy")}
-    feeds = {k: np.load(v) for k, v in paths.items()}
+    """Cosine to fp32 per sentence (rows of the pooled embedding) and per real token (rows of
+    the hidden states where the attention mask is 1), over every batch under `folder`."""
+    dirs = sorted(glob.glob(os.path.join(folder, "s*"))) or [folder]
     s32, sq = session(f32), session(q)
-    a = dict(zip([o.name for o in s32.get_outputs()], s32.run(None, feeds)))
-    b = dict(zip([o.name for o in sq.get_outputs()], sq.run(None, feeds)))
-    c = smelt(q, paths)
-    for name, x in a.items():
-        if x.dtype != np.float32:
-            continue
-        z = c[name.replace("/", "_").replace(":", "_")]
-        rows = min(cos(r1, r2) for r1, r2 in zip(x.reshape(-1, x.shape[-1]), z.reshape(-1, z.shape[-1])))
-        print(f"{name} {x.shape}: cosine to fp32 onnxruntime {cos(x, b[name]):.5f}, smelt {cos(x, z):.5f} (worst row {rows:.5f})")
+    names = [o.name for o in s32.get_outputs()]
+    rows = {}
+    for d in dirs:
+        paths = {"input_ids": os.path.join(d, "input_0.npy"), "attention_mask": os.path.join(d, "input_1.npy")}
+        feeds = {k: np.load(v) for k, v in paths.items()}
+        mask = feeds["attention_mask"].astype(bool)
+        a = dict(zip(names, s32.run(None, feeds)))
+        got = {"onnxruntime": dict(zip(names, sq.run(None, feeds))), "smelt": smelt(q, paths)}
+        for name, x in a.items():
+            if x.dtype != np.float32:
+                continue
+            keep = mask if x.ndim == 3 else np.ones(x.shape[0], bool)
+            for k, outs in got.items():
+                z = outs[name] if k == "onnxruntime" else outs[name.replace("/", "_").replace(":", "_")]
+                rows.setdefault((name, x.shape[1:], k), []).extend(cos(r1, r2) for r1, r2 in zip(x[keep], z[keep]))
+    for (name, shape, k), c in rows.items():
+        print(f"{name} {list(shape)} {k}: {len(c)} rows over {len(dirs)} batches, cosine to fp32 mean {np.mean(c):.5f} worst {min(c):.5f}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ weights, u8 activations and MinMax calibration on four seeded random batches (ra
 calibration: fit for speed and for checking smelt against onnxruntime, not for accuracy).
 Also OUT_DIR/<case>.f32.onnx (the float model at opset 13 or later, what `smelt quantize
 --per-channel` takes) and $SMELT_CACHE/data/calibration/minilm-b8/s<k>/input_<i>.npy,
-those seeded batches as `smelt quantize --calibrate` reads them (MiniLM has no real
-sentences here: no tokenizer vocabulary ships in a wheel we pin).
+those seeded batches as `smelt quantize --calibrate` reads them (real sentences for
+MiniLM: scripts/make_calibration_sentences.py).
 """
 
 import os

@@ -18,8 +18,13 @@ pub struct Args {
     /// position) or `<name>.npy` (`/` and `:` in the name as `_`).
     #[arg(long, value_name = "DIR")]
     calibrate: PathBuf,
-    /// How activation ranges are taken: minmax, or percentile (clipping the tails).
-    #[arg(long, default_value = "minmax", value_name = "minmax|percentile")]
+    /// How activation ranges are taken: minmax, percentile (clipping the tails) or entropy
+    /// (the clipping of least KL divergence after quantization).
+    #[arg(
+        long,
+        default_value = "minmax",
+        value_name = "minmax|percentile|entropy"
+    )]
     method: String,
     /// With --method percentile: the percentile kept at each end.
     #[arg(long, default_value_t = 99.99, value_name = "P")]
@@ -117,11 +122,11 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let method = match a.method.as_str() {
         "minmax" => Method::MinMax,
         "percentile" => Method::Percentile(a.percentile),
-        "entropy" => bail!(
-            Unsupported,
-            "--method entropy is not implemented yet (minmax, percentile)"
+        "entropy" => Method::Entropy,
+        m => bail!(
+            InvalidInput,
+            "--method {m}: expected minmax, percentile or entropy"
         ),
-        m => bail!(InvalidInput, "--method {m}: expected minmax or percentile"),
     };
     let session = a.compile.options()?;
     let names: Vec<String> = Session::load_with(&a.model, &session)?

@@ -3,6 +3,8 @@
 //! activations exposed as outputs), then writes a QDQ model (see `smelt_onnx::qdq`) that
 //! smelt runs on its integer kernels and onnxruntime runs too.
 
+mod ranges;
+
 use crate::{Session, SessionOptions};
 use smelt_ir::{bail, err, Limits, Result, Tensor, Value};
 use smelt_onnx::qdq::{self, QdqOptions, Range};
@@ -17,6 +19,9 @@ pub enum Method {
     /// The values at this percentile from each end (e.g. 99.99: the lowest and highest
     /// 0.01% are clipped), from a histogram over the min-max range (a second pass).
     Percentile(f64),
+    /// The clipping whose 256-level quantization keeps the most information (least
+    /// Kullback-Leibler divergence from the calibration values' histogram, a second pass).
+    Entropy,
 }
 
 /// What to quantize and how.
@@ -49,7 +54,7 @@ pub struct QuantizeReport {
     pub ranges: Vec<(String, Range)>,
 }
 
-/// Bins of the percentile histogram.
+/// Bins of the percentile and entropy histograms.
 const BINS: usize = 4096;
 
 /// Quantizes the ONNX model `bytes` (external data under `base_dir`) on `samples` (each
@@ -183,11 +188,13 @@ fn calibrate(
             *r = Range { min: 0.0, max: 0.0 };
         }
     }
-    let Method::Percentile(p) = method else {
+    if let Method::Percentile(p) = method {
+        if !(50.0..=100.0).contains(&p) {
+            bail!(InvalidInput, "percentile {p} is not within [50, 100]");
+        }
+    }
+    if method == Method::MinMax {
         return Ok(ranges);
-    };
-    if !(50.0..=100.0).contains(&p) {
-        bail!(InvalidInput, "percentile {p} is not within [50, 100]");
     }
     let mut hist: HashMap<String, Vec<u64>> =
         names.iter().map(|n| (n.clone(), vec![0; BINS])).collect();
@@ -196,7 +203,11 @@ fn calibrate(
             let r = ranges[n];
             let h = hist.get_mut(n).expect("every name has a histogram");
             let width = (r.max - r.min).max(f32::MIN_POSITIVE);
-            for &x in t.as_f32().unwrap_or(&[]).iter().filter(|x| x.is_finite()) {
+            // Exact zeros (most of a Relu's output) are exact at any scale, so entropy
+            // leaves them out: counted, they outweighed every other bin of its search.
+            let skip_zeros = method == Method::Entropy;
+            let values = t.as_f32().unwrap_or(&[]).iter();
+            for &x in values.filter(|x| x.is_finite() && !(skip_zeros && **x == 0.0)) {
                 let b = (((x - r.min) / width) * BINS as f32) as usize;
                 h[b.min(BINS - 1)] += 1;
             }
@@ -204,22 +215,10 @@ fn calibrate(
     }
     for (n, h) in hist {
         let r = ranges.get_mut(&n).expect("every name has a range");
-        let total: u64 = h.iter().sum();
-        let clip = ((1.0 - p / 100.0) * total as f64) as u64;
-        let width = (r.max - r.min) / BINS as f32;
-        let (mut acc, mut lo) = (0u64, 0usize);
-        while lo < BINS - 1 && acc + h[lo] <= clip {
-            acc += h[lo];
-            lo += 1;
-        }
-        let (mut acc, mut hi) = (0u64, BINS - 1);
-        while hi > lo && acc + h[hi] <= clip {
-            acc += h[hi];
-            hi -= 1;
-        }
-        let base = r.min;
-        r.min = base + lo as f32 * width;
-        r.max = base + (hi + 1) as f32 * width;
+        *r = match method {
+            Method::Percentile(p) => ranges::percentile(&h, *r, p),
+            _ => ranges::entropy(&h, *r),
+        };
     }
     Ok(ranges)
 }
