@@ -151,6 +151,30 @@ trait Bin {
     unsafe fn f<V: Vf>(a: V, b: V) -> V;
 }
 
+/// Round half to even.
+struct URound;
+impl Un for URound {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        x.round_even()
+    }
+}
+/// Floor.
+struct UFloor;
+impl Un for UFloor {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        x.floor()
+    }
+}
+/// Ceil.
+struct UCeil;
+impl Un for UCeil {
+    #[inline(always)]
+    unsafe fn f<V: Vf>(x: V) -> V {
+        x.ceil()
+    }
+}
 struct UNeg;
 impl Un for UNeg {
     #[inline(always)]
@@ -461,9 +485,9 @@ unsafe fn eval_body<V: Vf>(
                     Unary::Sign => map::<V, USign>(a, out),
                     Unary::Not => map::<V, UNot>(a, out),
                     Unary::IsNan => map::<V, UIsNan>(a, out),
-                    Unary::Floor => map_scalar(a, out, f32::floor),
-                    Unary::Ceil => map_scalar(a, out, f32::ceil),
-                    Unary::Round => map_scalar(a, out, f32::round_ties_even),
+                    Unary::Floor => map::<V, UFloor>(a, out),
+                    Unary::Ceil => map::<V, UCeil>(a, out),
+                    Unary::Round => map::<V, URound>(a, out),
                     Unary::Sin => map_scalar(a, out, f32::sin),
                     Unary::Cos => map_scalar(a, out, f32::cos),
                     Unary::Softplus => map_scalar(a, out, softplus),
@@ -1111,6 +1135,58 @@ mod tests {
     }
 
     isa_tests!(ops_match_plain_math, check);
+
+    /// Round (half to even), Floor and Ceil bit for bit as Rust's, ties, signed zeros,
+    /// large values, infinities and NaN included.
+    fn rounding(kern: &Kernels) {
+        use ScalarOp::{Load, Unary as U};
+        let ops = vec![
+            Load(0),
+            U(Unary::Round, 0),
+            U(Unary::Floor, 0),
+            U(Unary::Ceil, 0),
+        ];
+        let order: Vec<usize> = (0..ops.len()).collect();
+        let mut xs: Vec<f32> = vec![
+            0.5,
+            1.5,
+            2.5,
+            -0.5,
+            -1.5,
+            -2.5,
+            -0.0,
+            0.0,
+            0.49999997,
+            -0.3,
+            8388607.5,
+            8388609.0,
+            1e30,
+            -1e30,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-40,
+            -1e-40,
+        ];
+        xs.extend(crate::testing::rand_vec(45, 5).iter().map(|v| v * 600.0));
+        let len = xs.len();
+        let mut vals = vec![0f32; ops.len() * super::CHUNK];
+        vals[..len].copy_from_slice(&xs);
+        (kern.eval)(&ops, &order, len, &mut vals, &[]);
+        let rust: [fn(f32) -> f32; 3] = [f32::round_ties_even, f32::floor, f32::ceil];
+        for (k, f) in rust.iter().enumerate() {
+            for (j, &x) in xs.iter().enumerate() {
+                let (got, want) = (vals[(k + 1) * super::CHUNK + j], f(x));
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{} op {k} of {x}: {got} vs {want}",
+                    kern.isa
+                );
+            }
+        }
+    }
+
+    isa_tests!(rounding_matches_rust, rounding);
 
     fn softmax_matches(kern: &Kernels) {
         for n in [1, 3, 17, 63, 1000] {

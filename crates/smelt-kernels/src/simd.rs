@@ -52,6 +52,12 @@ pub trait Vf: Copy {
     unsafe fn fma(self, b: Self, c: Self) -> Self;
     /// sqrt a.
     unsafe fn sqrt(self) -> Self;
+    /// Rounded to the nearest integer, ties to even (`f32::round_ties_even`).
+    unsafe fn round_even(self) -> Self;
+    /// Rounded down (`f32::floor`).
+    unsafe fn floor(self) -> Self;
+    /// Rounded up (`f32::ceil`).
+    unsafe fn ceil(self) -> Self;
     /// a < b (false for NaN).
     unsafe fn lt(self, b: Self) -> Self::M;
     /// a > b (false for NaN).
@@ -166,6 +172,18 @@ impl Vf for f32 {
     #[inline(always)]
     unsafe fn sqrt(self) -> Self {
         f32::sqrt(self)
+    }
+    #[inline(always)]
+    unsafe fn round_even(self) -> Self {
+        f32::round_ties_even(self)
+    }
+    #[inline(always)]
+    unsafe fn floor(self) -> Self {
+        f32::floor(self)
+    }
+    #[inline(always)]
+    unsafe fn ceil(self) -> Self {
+        f32::ceil(self)
     }
     #[inline(always)]
     unsafe fn lt(self, b: Self) -> bool {
@@ -397,6 +415,24 @@ mod x86 {
             Y8(_mm256_sqrt_ps(self.0))
         }
         #[inline(always)]
+        unsafe fn round_even(self) -> Self {
+            Y8(_mm256_round_ps::<
+                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+        #[inline(always)]
+        unsafe fn floor(self) -> Self {
+            Y8(_mm256_round_ps::<
+                { _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+        #[inline(always)]
+        unsafe fn ceil(self) -> Self {
+            Y8(_mm256_round_ps::<
+                { _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+        #[inline(always)]
         unsafe fn lt(self, b: Self) -> __m256 {
             _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, b.0)
         }
@@ -566,6 +602,24 @@ mod x86 {
         #[inline(always)]
         unsafe fn sqrt(self) -> Self {
             Z16(_mm512_sqrt_ps(self.0))
+        }
+        #[inline(always)]
+        unsafe fn round_even(self) -> Self {
+            Z16(_mm512_roundscale_ps::<
+                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+        #[inline(always)]
+        unsafe fn floor(self) -> Self {
+            Z16(_mm512_roundscale_ps::<
+                { _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+        #[inline(always)]
+        unsafe fn ceil(self) -> Self {
+            Z16(_mm512_roundscale_ps::<
+                { _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC },
+            >(self.0))
         }
         #[inline(always)]
         unsafe fn lt(self, b: Self) -> __mmask16 {

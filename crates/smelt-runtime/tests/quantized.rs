@@ -184,3 +184,129 @@ fn qdq_products_run_on_integer_kernels_and_match_the_oracle() {
         }
     }
 }
+
+/// onnxruntime's QDQ form, a fake quantization (QuantizeLinear, DequantizeLinear) after
+/// every product: a 3x3 convolution fake-quantized and stored as f32; a 1x1 convolution
+/// fake-quantized, plus the first as a residual, Relu, quantized (a u8 output) and that
+/// dequantized (an f32 output); a MatMul fake-quantized. Inputs as in [`text`].
+fn fake_quant_text() -> String {
+    let q = "quant.QuantizeLinear {\"axis\":1,\"block_size\":0,\"output_dtype\":null,\"precision\":null,\"saturate\":true}";
+    let dq = |axis: i64| {
+        format!("quant.DequantizeLinear {{\"axis\":{axis},\"block_size\":0,\"output_dtype\":null}}")
+    };
+    let conv = |k: usize, p: usize| {
+        format!("nn.Conv {{\"auto_pad\":\"NotSet\",\"dilations\":[1,1],\"group\":1,\"kernel_shape\":[{k},{k}],\"pads\":[{p},{p},{p},{p}],\"strides\":[1,1]}}")
+    };
+    let u8s = |v: u8| json("U8", &[], &[v.to_string()]);
+    let bias: Vec<String> = (0..16)
+        .map(|i| ((i * 37) % 200 - 100).to_string())
+        .collect();
+    let zeros16 = json("I8", &[16], &vec!["0".to_string(); 16]);
+    format!(
+        "graph \"g\" {{\n  input %0 \"x\": f32[1,8,9,7]\n  input %1 \"a\": f32[6,12]\n  \
+         const %2 \"sx\" = {sx}\n  const %3 \"zx\" = {zx}\n  const %4 \"wq\" = {wq}\n  \
+         const %5 \"sw\" = {sw}\n  const %6 \"zw\" = {zeros16}\n  const %7 \"bq\" = {bq}\n  \
+         const %8 \"sb\" = {sb}\n  const %9 \"s1\" = {s1}\n  const %10 \"z1\" = {z1}\n  \
+         const %11 \"w3q\" = {w3q}\n  const %12 \"s3\" = {s3}\n  const %13 \"s1b\" = {s1b}\n  \
+         const %14 \"z1b\" = {z1b}\n  const %15 \"so\" = {so}\n  const %16 \"zo\" = {zo}\n  \
+         const %17 \"mq\" = {mq}\n  const %18 \"sm\" = {sm}\n  const %19 \"za\" = {za}\n  \
+         const %20 \"sf\" = {sf}\n  const %21 \"zf\" = {zf}\n\
+         %22 \"xq\" = {q} (%0, %2, %3)\n  %23 \"xd\" = {dq0} (%22, %2, %3)\n  \
+         %24 \"wd\" = {dq0} (%4, %5, %6)\n  %25 \"bd\" = {dq0} (%7, %8)\n  \
+         %26 \"c\" = {c3} (%23, %24, %25)\n  %27 \"cq\" = {q} (%26, %9, %10)\n  \
+         %28 \"cd\" = {dq0} (%27, %9, %10)\n  %29 \"w3d\" = {dq0} (%11, %12)\n  \
+         %30 \"c3\" = {c1} (%23, %29)\n  %31 \"c3q\" = {q} (%30, %13, %14)\n  \
+         %32 \"c3d\" = {dq0} (%31, %13, %14)\n  %33 \"sum\" = elementwise.Add (%32, %28)\n  \
+         %34 \"r\" = elementwise.Relu (%33)\n  %35 \"rq\" = {q} (%34, %15, %16)\n  \
+         %36 \"rd\" = {dq0} (%35, %15, %16)\n  %37 \"aq\" = {q} (%1, %2, %19)\n  \
+         %38 \"ad\" = {dq0} (%37, %2, %19)\n  %39 \"md\" = {dq1} (%17, %18)\n  \
+         %40 \"m\" = nn.MatMul (%38, %39)\n  %41 \"mq2\" = {q} (%40, %20, %21)\n  \
+         %42 \"md2\" = {dq0} (%41, %20, %21)\n  \
+         output %35\n  output %36\n  output %42\n}}\n",
+        sx = f32s(&[], &[0.004]),
+        zx = u8s(128),
+        za = u8s(131),
+        wq = i8s(&[16, 8, 3, 3], 1),
+        sw = f32s(&[16], &scales(16, 2)),
+        bq = json("I32", &[16], &bias),
+        sb = f32s(
+            &[16],
+            &scales(16, 2).iter().map(|s| s * 0.004).collect::<Vec<_>>()
+        ),
+        s1 = f32s(&[], &[0.02]),
+        z1 = u8s(128),
+        w3q = i8s(&[16, 8, 1, 1], 3),
+        s3 = f32s(&[16], &scales(16, 11)),
+        s1b = f32s(&[], &[0.01]),
+        z1b = u8s(128),
+        so = f32s(&[], &[0.025]),
+        zo = u8s(0),
+        mq = i8s(&[12, 20], 4),
+        sm = f32s(&[20], &scales(20, 5)),
+        sf = f32s(&[], &[0.01]),
+        zf = u8s(128),
+        dq0 = dq(0),
+        dq1 = dq(1),
+        c3 = conv(3, 1),
+        c1 = conv(1, 0),
+    )
+}
+
+#[test]
+fn fake_quantized_products_fuse_into_the_integer_epilogue_and_match_the_oracle() {
+    let session = |level: u8, isa: Option<Isa>| {
+        let t = fake_quant_text();
+        let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+        let model = Model {
+            graph,
+            opsets: vec![(String::new(), 21)],
+            ..Default::default()
+        };
+        let o = SessionOptions {
+            opt_level: level,
+            isa,
+            threads: 2,
+            ..Default::default()
+        };
+        Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let want = run(&session(0, None));
+    // Each output's quantization step.
+    let steps = [1.0, 0.025, 0.01];
+    for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        if !isa.is_supported() {
+            continue;
+        }
+        let s = session(1, Some(isa));
+        let got = run(&s);
+        let names = s.last_plan().expect("plan").kernel_names().join("\n");
+        assert_eq!(names.matches("qgemm").count(), 3, "{isa:?}:\n{names}");
+        for epilogue in [
+            "epilogue fused rescale+fakequant store",
+            "epilogue fused rescale+fakequant+residual+relu+requantize+fakequant store",
+        ] {
+            assert!(names.contains(epilogue), "{isa:?}: {epilogue}\n{names}");
+        }
+        for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.len(), w.len());
+            // Integer sums against float ones: a value on a rounding boundary may land on
+            // either side, and a step upstream moves the residual sum by under one step
+            // here; so at most two steps apart, and rarely apart at all.
+            let steps_off: Vec<f64> = g
+                .iter()
+                .zip(w)
+                .map(|(a, b)| ((a - b) / steps[o]).abs())
+                .collect();
+            let off = steps_off.iter().filter(|&&d| d > 1e-3).count();
+            assert!(
+                steps_off.iter().all(|&d| d <= 2.0 + 1e-3),
+                "{isa:?} output {o}"
+            );
+            assert!(
+                off * 50 <= g.len(),
+                "{isa:?} output {o}: {off} of {} off",
+                g.len()
+            );
+        }
+    }
+}

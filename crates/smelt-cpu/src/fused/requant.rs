@@ -1,10 +1,12 @@
 //! The common epilogue of an integer product, run without the interpreter: per output
 //! channel (a convolution's rows, a matrix product's columns) `v = acc * scale + bias`,
-//! then optionally `+ residual` (an f32 tensor of the result's shape) and Relu or GELU;
-//! `v` stored as f32 and/or quantized, `clamp(round_half_even(v / s) + zp)` stored as
-//! 8-bit integers. That is a QDQ model's rescale, bias, residual Add, activation and next
-//! `QuantizeLinear`. The same f32 operations in the same order as the scalar program (GELU
-//! by the kernels' vector math), so on AVX-512 the result is the interpreter's bit for bit.
+//! then optionally a fake quantization (`QuantizeLinear` then `DequantizeLinear`, as
+//! onnxruntime's QDQ models put after every product), `+ residual` (an f32 tensor of the
+//! result's shape) and Relu or GELU; `v` stored as f32 (or fake-quantized, as f32) and/or
+//! quantized, `clamp(round_half_even(v / s) + zp)` stored as 8-bit integers. That is a QDQ
+//! model's rescale, bias, residual Add, activation and next `QuantizeLinear`. The same f32
+//! operations in the same order as the scalar program (GELU by the kernels' vector math), so
+//! on AVX-512 the result is the interpreter's bit for bit.
 
 use super::epilogue::{Layout, Win};
 use super::Mem;
@@ -39,12 +41,35 @@ impl Rows {
     }
 }
 
-/// The quantizing store.
-struct Quant {
+/// A quantization's parameters: `clamp(round_half_even(v / s) + zp, lo, hi)`, and back
+/// `(q - zp) * s`.
+#[derive(Clone, Copy, PartialEq)]
+struct Fq {
     s: f32,
     zp: f32,
     lo: f32,
     hi: f32,
+}
+
+impl Fq {
+    /// The quantized value, as f32.
+    #[inline(always)]
+    fn quantize(&self, v: f32) -> f32 {
+        ((v / self.s).round_ties_even() + self.zp)
+            .min(self.hi)
+            .max(self.lo)
+    }
+
+    /// A quantized value's f32 value.
+    #[inline(always)]
+    fn dequantize(&self, q: f32) -> f32 {
+        (q - self.zp) * self.s
+    }
+}
+
+/// The quantizing store.
+struct Quant {
+    p: Fq,
     signed: bool,
     dst: Rows,
 }
@@ -77,9 +102,13 @@ pub(crate) struct Requant {
     scale: Chan,
     /// Zeros when the product has no bias (adding 0 changes only -0 to +0).
     bias: Chan,
+    /// Fake quantization of `acc * scale + bias`, before the residual.
+    fq: Option<Fq>,
     residual: Option<Rows>,
     act: Act,
     float_out: Option<Rows>,
+    /// The f32 store holds the value fake-quantized with these parameters.
+    float_fq: Option<Fq>,
     quant: Option<Quant>,
 }
 
@@ -158,8 +187,25 @@ impl Reader<'_> {
         Rows::of(self.layout.window(r)?)
     }
 
-    /// `Max(Min(Add(Round(Div(v, s)), zp), hi), lo)`: (v, s, zp, lo, hi).
-    fn quantized(&self, i: usize) -> Option<(usize, f32, f32, f32, f32)> {
+    /// `Mul(Sub(q, zp), s)` of a quantization `q` (see [`Reader::quantized`]): (v, its
+    /// parameters), `v` the value quantized.
+    fn fake_quantized(&self, i: usize) -> Option<(usize, Fq)> {
+        let S::Binary(Binary::Mul, x, y) = self.op(i)? else {
+            return None;
+        };
+        let (sub, s) = match self.op(x)? {
+            S::Binary(Binary::Sub, ..) => (x, y),
+            _ => (y, x),
+        };
+        let S::Binary(Binary::Sub, q, zp) = self.op(sub)? else {
+            return None;
+        };
+        let (v, p) = self.quantized(q)?;
+        (p.s == self.konst(s)? && p.zp == self.konst(zp)?).then_some((v, p))
+    }
+
+    /// `Max(Min(Add(Round(Div(v, s)), zp), hi), lo)`: (v, its parameters).
+    fn quantized(&self, i: usize) -> Option<(usize, Fq)> {
         let S::Binary(Binary::Max, mn, lo) = self.op(i)? else {
             return None;
         };
@@ -176,7 +222,13 @@ impl Reader<'_> {
         let S::Binary(Binary::Div, v, s) = self.op(d)? else {
             return None;
         };
-        Some((v, self.konst(s)?, zp, self.konst(lo)?, self.konst(hi)?))
+        let p = Fq {
+            s: self.konst(s)?,
+            zp,
+            lo: self.konst(lo)?,
+            hi: self.konst(hi)?,
+        };
+        Some((v, p))
     }
 }
 
@@ -196,8 +248,8 @@ impl Requant {
             l,
             layout,
         };
-        // One or two stores: the value v (f32) and/or v quantized.
-        let (mut v, mut float_out, mut quant) = (None, None, None);
+        // One or two stores: the value v (f32, or fake-quantized) and/or v quantized.
+        let (mut v, mut float_out, mut float_fq, mut quant) = (None, None, None, None);
         if l.stores.is_empty() || l.stores.len() > 2 {
             return None;
         }
@@ -207,15 +259,18 @@ impl Requant {
             let val = match dtype {
                 DType::F32 if float_out.is_none() => {
                     float_out = Some(dst);
-                    st.value
+                    match rd.fake_quantized(st.value) {
+                        Some((w, p)) => {
+                            float_fq = Some(p);
+                            w
+                        }
+                        None => st.value,
+                    }
                 }
                 DType::U8 | DType::I8 if quant.is_none() => {
-                    let (val, s, zp, lo, hi) = rd.quantized(st.value)?;
+                    let (val, p) = rd.quantized(st.value)?;
                     quant = Some(Quant {
-                        s,
-                        zp,
-                        lo,
-                        hi,
+                        p,
                         signed: dtype == DType::I8,
                         dst,
                     });
@@ -235,11 +290,20 @@ impl Requant {
             _ => (v, Act::None),
         };
         let is_mul = |i: usize| matches!(rd.op(i), Some(S::Binary(Binary::Mul, ..)));
-        // m [+ bias] [+ residual]: the bias is a per-row weight, the residual elementwise.
+        // Back from the activation's input: [+ residual] [fake quantization] [+ bias]
+        // product * scale (the residual may also come after the bias without a fake
+        // quantization between).
         let mut at = w;
-        let mut residual = None;
-        let mut bias = None;
-        for _ in 0..2 {
+        let (mut residual, mut bias, mut fq) = (None, None, None);
+        for _ in 0..3 {
+            if let Some((inner, p)) = rd.fake_quantized(at) {
+                if fq.is_some() || bias.is_some() {
+                    return None;
+                }
+                fq = Some(p);
+                at = inner;
+                continue;
+            }
             let S::Binary(Binary::Add, x, y) = rd.op(at)? else {
                 break;
             };
@@ -250,14 +314,14 @@ impl Requant {
                 } else {
                     (y, x)
                 };
-            if bias.is_none() && is_mul(inner) {
+            if bias.is_none() && is_mul(inner) && rd.fake_quantized(inner).is_none() {
                 if let Some(b) = rd.per_chan(other, m, n) {
                     bias = Some(b);
                     at = inner;
                     continue;
                 }
             }
-            if residual.is_none() {
+            if residual.is_none() && fq.is_none() {
                 residual = Some(rd.elementwise(other)?);
                 at = inner;
                 continue;
@@ -282,9 +346,11 @@ impl Requant {
                 Chan::Col(_) => Chan::Col(vec![0.0; n]),
             }),
             scale,
+            fq,
             residual,
             act,
             float_out,
+            float_fq,
             quant,
         })
     }
@@ -292,6 +358,9 @@ impl Requant {
     /// What it computes, for `explain`.
     pub(crate) fn describe(&self) -> String {
         let mut s = String::from("rescale");
+        if self.fq.is_some() {
+            s.push_str("+fakequant");
+        }
         if self.residual.is_some() {
             s.push_str("+residual");
         }
@@ -302,6 +371,9 @@ impl Requant {
         }
         if self.quant.is_some() {
             s.push_str("+requantize");
+        }
+        if self.float_fq.is_some() {
+            s.push_str("+fakequant store");
         }
         s
     }
@@ -335,6 +407,9 @@ unsafe fn row_scalar(
     let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
     for (j, &v) in src.iter().enumerate().take(cols).skip(from) {
         let mut x = v * q.scale.at(i, j0 + j) + q.bias.at(i, j0 + j);
+        if let Some(f) = &q.fq {
+            x = f.dequantize(f.quantize(x));
+        }
         if let Some(p) = res {
             x += *p.add(j);
         }
@@ -344,10 +419,13 @@ unsafe fn row_scalar(
             Act::None => {}
         }
         if let Some(p) = fo {
-            *p.add(j) = x;
+            *p.add(j) = match &q.float_fq {
+                Some(f) => f.dequantize(f.quantize(x)),
+                None => x,
+            };
         }
         if let Some(qo) = &q.quant {
-            let y = ((x / qo.s).round_ties_even() + qo.zp).min(qo.hi).max(qo.lo);
+            let y = qo.p.quantize(x);
             if qo.signed {
                 *qo.dst.at::<i8>(mem, b, i, j0).add(j) = y as i8;
             } else {
@@ -413,6 +491,9 @@ unsafe fn tile_avx2(
                 _mm256_mul_ps(_mm256_loadu_ps(src.as_ptr().add(j)), chan(&q.scale, j)),
                 chan(&q.bias, j),
             );
+            if let Some(f) = &q.fq {
+                x = dequantize8(quantize8(x, f), f);
+            }
             if let Some(p) = res {
                 x = _mm256_add_ps(x, _mm256_loadu_ps(p.add(j)));
             }
@@ -422,17 +503,14 @@ unsafe fn tile_avx2(
                 Act::None => {}
             }
             if let Some(p) = fo {
-                _mm256_storeu_ps(p.add(j), x);
+                let out = match &q.float_fq {
+                    Some(f) => dequantize8(quantize8(x, f), f),
+                    None => x,
+                };
+                _mm256_storeu_ps(p.add(j), out);
             }
             if let Some(qo) = &q.quant {
-                let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                    _mm256_div_ps(x, _mm256_set1_ps(qo.s)),
-                );
-                let y = _mm256_add_ps(y, _mm256_set1_ps(qo.zp));
-                let y = _mm256_max_ps(
-                    _mm256_min_ps(y, _mm256_set1_ps(qo.hi)),
-                    _mm256_set1_ps(qo.lo),
-                );
+                let y = quantize8(x, &qo.p);
                 // In range and integral: pack to 16 then 8 bits without saturating.
                 let v = _mm256_cvtps_epi32(y);
                 let w =
@@ -488,6 +566,9 @@ unsafe fn tile_avx512(
                 _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src.add(j)), sc),
                 bi,
             );
+            if let Some(f) = &q.fq {
+                x = dequantize16(quantize16(x, f), f);
+            }
             if let Some(p) = res {
                 x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, p.add(j)));
             }
@@ -496,18 +577,17 @@ unsafe fn tile_avx512(
                 Act::Gelu => x = smelt_kernels::vmath::gelu(smelt_kernels::simd::Z16(x)).0,
                 Act::None => {}
             }
+            // The quantization, once for both stores when they share it.
+            let y = q.quant.as_ref().map(|qo| quantize16(x, &qo.p));
             if let Some(p) = fo {
-                _mm512_mask_storeu_ps(p.add(j), mask, x);
+                let out = match (&q.float_fq, &q.quant, y) {
+                    (Some(f), Some(qo), Some(y)) if qo.p == *f => dequantize16(y, f),
+                    (Some(f), ..) => dequantize16(quantize16(x, f), f),
+                    _ => x,
+                };
+                _mm512_mask_storeu_ps(p.add(j), mask, out);
             }
-            if let Some(qo) = &q.quant {
-                let y = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                    _mm512_div_ps(x, _mm512_set1_ps(qo.s)),
-                );
-                let y = _mm512_add_ps(y, _mm512_set1_ps(qo.zp));
-                let y = _mm512_max_ps(
-                    _mm512_min_ps(y, _mm512_set1_ps(qo.hi)),
-                    _mm512_set1_ps(qo.lo),
-                );
+            if let (Some(qo), Some(y)) = (&q.quant, y) {
                 let iv = _mm512_cvtps_epi32(y);
                 let bytes = if qo.signed {
                     _mm512_cvtsepi32_epi8(iv)
@@ -519,6 +599,47 @@ unsafe fn tile_avx512(
             j += 16;
         }
     }
+}
+
+/// [`Fq::quantize`] of 8 lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn quantize8(x: std::arch::x86_64::__m256, f: &Fq) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_div_ps(
+        x,
+        _mm256_set1_ps(f.s),
+    ));
+    let y = _mm256_add_ps(y, _mm256_set1_ps(f.zp));
+    _mm256_max_ps(_mm256_min_ps(y, _mm256_set1_ps(f.hi)), _mm256_set1_ps(f.lo))
+}
+
+/// [`Fq::dequantize`] of 8 lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dequantize8(y: std::arch::x86_64::__m256, f: &Fq) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    _mm256_mul_ps(_mm256_sub_ps(y, _mm256_set1_ps(f.zp)), _mm256_set1_ps(f.s))
+}
+
+/// [`Fq::quantize`] of 16 lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn quantize16(x: std::arch::x86_64::__m512, f: &Fq) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let y = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        _mm512_div_ps(x, _mm512_set1_ps(f.s)),
+    );
+    let y = _mm512_add_ps(y, _mm512_set1_ps(f.zp));
+    _mm512_max_ps(_mm512_min_ps(y, _mm512_set1_ps(f.hi)), _mm512_set1_ps(f.lo))
+}
+
+/// [`Fq::dequantize`] of 16 lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dequantize16(y: std::arch::x86_64::__m512, f: &Fq) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    _mm512_mul_ps(_mm512_sub_ps(y, _mm512_set1_ps(f.zp)), _mm512_set1_ps(f.s))
 }
 
 impl TileSink for RequantSink<'_> {
