@@ -310,3 +310,80 @@ fn fake_quantized_products_fuse_into_the_integer_epilogue_and_match_the_oracle()
         }
     }
 }
+
+/// onnxruntime's dynamic quantization: DynamicQuantizeLinear of the activations, then
+/// MatMulInteger with the run-time zero point, Cast, a Mul by the run-time scale times the
+/// weights' per-column scales, and the bias. Input `a [2, 5, 12]`.
+fn dynamic_text() -> String {
+    let cast = "elementwise.Cast {\"round_mode\":\"Up\",\"saturate\":true,\"to\":\"F32\"}";
+    let zeros = json("I8", &[20], &vec!["0".to_string(); 20]);
+    let bias: Vec<f32> = values(20, 12);
+    format!(
+        "graph \"g\" {{\n  input %0 \"a\": f32[2,5,12]\n  const %1 \"wq\" = {wq}\n  \
+         const %2 \"wz\" = {zeros}\n  const %3 \"ws\" = {ws}\n  const %4 \"b\" = {b}\n  \
+         %5 \"q\", %6 \"s\", %7 \"z\" = quant.DynamicQuantizeLinear (%0)\n  \
+         %8 \"p\" = quant.MatMulInteger (%5, %1, %7, %2)\n  %9 \"pf\" = {cast} (%8)\n  \
+         %10 \"sc\" = elementwise.Mul (%6, %3)\n  %11 \"m\" = elementwise.Mul (%9, %10)\n  \
+         %12 \"y\" = elementwise.Add (%11, %4)\n  \
+         output %12\n  output %5\n  output %6\n  output %7\n}}\n",
+        wq = i8s(&[12, 20], 13),
+        ws = f32s(&[20], &scales(20, 14)),
+        b = f32s(&[20], &bias),
+    )
+}
+
+#[test]
+fn dynamic_quantization_runs_on_integer_kernels_and_matches_the_oracle() {
+    let session = |level: u8, isa: Option<Isa>| {
+        let t = dynamic_text();
+        let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+        let model = Model {
+            graph,
+            opsets: vec![(String::new(), 21)],
+            ..Default::default()
+        };
+        let o = SessionOptions {
+            opt_level: level,
+            isa,
+            threads: 2,
+            ..Default::default()
+        };
+        Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let run = |s: &Session, a: &[f32]| -> Vec<Vec<f64>> {
+        let a = Tensor::from_f32(vec![2, 5, 12], a.to_vec()).expect("a");
+        let out = s
+            .run(HashMap::from([("a".to_string(), Value::Tensor(a))]))
+            .expect("run");
+        out.iter()
+            .map(|(_, v)| v.tensor().expect("tensor").to_f64().expect("f64"))
+            .collect()
+    };
+    // Mixed signs, all positive (zero point 0), all zero (scale 1).
+    let inputs = [
+        values(120, 15),
+        values(120, 16).iter().map(|v| v + 0.6).collect(),
+        vec![0.0; 120],
+    ];
+    let oracle = session(0, None);
+    for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        if !isa.is_supported() {
+            continue;
+        }
+        let s = session(1, Some(isa));
+        for a in &inputs {
+            let (got, want) = (run(&s, a), run(&oracle, a));
+            let names = s.last_plan().expect("plan").kernel_names().join("\n");
+            assert!(names.contains("dynamic-quantize"), "{isa:?}:\n{names}");
+            assert!(names.contains("matmul.qgemm"), "{isa:?}:\n{names}");
+            // The bytes, scale and zero point exactly; the product's integer sums are exact.
+            assert_eq!(got[1..], want[1..], "{isa:?}");
+            for (i, (g, w)) in got[0].iter().zip(&want[0]).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{isa:?} [{i}]: {g} vs {w}"
+                );
+            }
+        }
+    }
+}

@@ -156,7 +156,7 @@ impl AnchorPlan {
             Op::Quant(smelt_ir::op::QuantOp::MatMulInteger) => match QMatMulPlan::new(c, weights, a, kern) {
                 Some(p) => Path::QMatMul(p),
                 None => Path::Reference(
-                    "MatMulInteger: not u8 activations (rows in place, depth a multiple of 4, constant zero point) times constant 2-D i8 weights (zero points 0)".into(),
+                    "MatMulInteger: not u8 activations (rows in place, depth a multiple of 4, one zero point) times constant 2-D i8 weights (zero points 0)".into(),
                 ),
             },
             op => Path::Reference(format!("{}: no fast kernel yet", op.name())),

@@ -26,6 +26,38 @@ fn whole_weight<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Option
 }
 
 /// An activation's zero point: a constant u8 scalar (absent: 0).
+/// An activation's zero point: a constant, or one u8 computed at run time (by a
+/// DynamicQuantizeLinear), at (buffer slot, element offset).
+#[derive(Clone, Copy)]
+enum ZeroPoint {
+    Const(u8),
+    At(usize, isize),
+}
+
+impl ZeroPoint {
+    /// The constant or run-time zero point `r` (absent: 0), or None.
+    fn plan(c: &Checker, weights: &[Tensor], r: Option<&TensorRef>) -> Option<ZeroPoint> {
+        if let Some(z) = u8_zero_point(c, weights, r) {
+            return Some(ZeroPoint::Const(z));
+        }
+        let r = r?;
+        let b = c.plan.buffer(r.buffer);
+        (b.dtype == DType::U8 && smelt_ir::dims_product(&r.shape) == 1)
+            .then_some(ZeroPoint::At(r.buffer.0 as usize, r.offset as isize))
+    }
+
+    /// Its value in this run.
+    ///
+    /// # Safety
+    /// `mem` holds the storages the plan was validated against.
+    unsafe fn get(self, mem: &Mem) -> u8 {
+        match self {
+            ZeroPoint::Const(z) => z,
+            ZeroPoint::At(slot, off) => *mem.ptrs[slot].offset(off),
+        }
+    }
+}
+
 fn u8_zero_point(c: &Checker, weights: &[Tensor], r: Option<&TensorRef>) -> Option<u8> {
     let Some(r) = r else {
         return Some(0);
@@ -239,7 +271,7 @@ pub(crate) struct QMatMulPlan {
     lda: usize,
     a_slot: usize,
     a_offset: isize,
-    zero_point: u8,
+    zero_point: ZeroPoint,
     weights: QPackedCols,
     epi: Epilogue,
     /// The epilogue as a plain requantization, when it is one.
@@ -270,7 +302,7 @@ impl QMatMulPlan {
         {
             return None;
         }
-        let zero_point = u8_zero_point(c, weights, a.inputs.get(2).and_then(|r| r.as_ref()))?;
+        let zero_point = ZeroPoint::plan(c, weights, a.inputs.get(2).and_then(|r| r.as_ref()))?;
         let b = i8_weights(c, weights, br)?;
         let (k, n) = (br.shape[0], br.shape[1]);
         // Rows read in place four bytes at a time: a depth of whole groups, unit column
@@ -340,7 +372,7 @@ impl QMatMulPlan {
                 a,
                 self.rows,
                 self.lda,
-                self.zero_point,
+                self.zero_point.get(mem),
                 &self.weights,
                 &mut corr,
                 0,

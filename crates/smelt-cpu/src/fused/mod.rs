@@ -16,6 +16,7 @@ mod concat;
 mod conv;
 mod conv_blocked;
 mod conv_transpose;
+mod dynamic_quant;
 mod elementwise;
 mod epilogue;
 mod fast_epilogue;
@@ -110,6 +111,7 @@ enum Prepared {
     Copy,
     Single,
     Gather(Box<GatherPlan>),
+    DynamicQuant(dynamic_quant::DynamicQuantPlan),
     Concat(ConcatPlan),
     Recurrent(Box<recurrent::RecurrentPlan>),
 }
@@ -346,6 +348,10 @@ impl CpuPlan {
             // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(_), Prepared::Gather(g)) => unsafe { g.run(&cx.mem)? },
             // SAFETY: validated by CpuPlan::new against these buffers.
+            (GroupBody::Single(_), Prepared::DynamicQuant(d)) => unsafe {
+                d.run(&cx.mem, cx.ex.kern)
+            },
+            // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(s), Prepared::Concat(k)) => {
                 if !unsafe { k.run(&cx.mem, s) } {
                     single::run(cx, s)?
@@ -400,6 +406,7 @@ fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
         Prepared::Anchor(a) => a.kernel_name(),
         Prepared::Copy => "copy".into(),
         Prepared::Gather(_) => "gather.rows".into(),
+        Prepared::DynamicQuant(_) => kern.name("dynamic-quantize"),
         Prepared::Concat(_) => "concat.copy".into(),
         Prepared::Recurrent(l) => kern.name(l.kernel()),
         Prepared::Single => match body {
@@ -451,6 +458,8 @@ fn prepare(
                 Prepared::Recurrent(Box::new(l))
             } else if let Some(g) = GatherPlan::new(c, s) {
                 Prepared::Gather(Box::new(g))
+            } else if let Some(d) = dynamic_quant::DynamicQuantPlan::new(c, s) {
+                Prepared::DynamicQuant(d)
             } else if let Some(k) = ConcatPlan::new(c, s) {
                 Prepared::Concat(k)
             } else {

@@ -10,6 +10,7 @@
 //! u8, read in place) by packed weights (B, i8).
 
 pub mod amx;
+pub mod dynamic;
 pub mod micro;
 
 #[cfg(test)]
