@@ -124,3 +124,65 @@ fn a_missing_or_empty_calibration_folder_is_an_input_error() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("--method kl"), "{err}");
 }
+
+#[test]
+fn dynamic_quantization_needs_no_calibration_and_runs_on_integer_kernels() {
+    let out = tmp("dyn.onnx");
+    let (code, stdout, err) = smelt(&[
+        "quantize",
+        &example(),
+        "--dynamic",
+        "--per-channel",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("2 products quantized dynamically"),
+        "{stdout}"
+    );
+    let (code, stdout, err) = smelt(&["explain", out.to_str().unwrap(), "--shape", "x=4x16"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stdout.matches("matmul.qgemm").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("dynamic-quantize").count(), 2, "{stdout}");
+    let x = tmp("dyn-x.npy");
+    smelt_runtime::npy::write(&x, &batch(7)).unwrap();
+    let input = format!("x={}", x.display());
+    let mut outputs = Vec::new();
+    for (m, dir) in [
+        (example(), tmp("dyn-f32")),
+        (out.display().to_string(), tmp("dyn-int8")),
+    ] {
+        let (code, _, err) = smelt(&[
+            "run",
+            &m,
+            "--input",
+            &input,
+            "--output-dir",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        outputs.push(smelt_runtime::npy::read(&dir.join("y.npy")).unwrap());
+    }
+    let (f, q) = (outputs[0].as_f32().unwrap(), outputs[1].as_f32().unwrap());
+    let worst = f
+        .iter()
+        .zip(q)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(worst <= 0.05, "softmax outputs {worst} apart");
+    // Calibration and --dynamic exclude each other; one of them is needed.
+    let (code, _, err) = smelt(&[
+        "quantize",
+        &example(),
+        "--dynamic",
+        "--calibrate",
+        "/tmp",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = smelt(&["quantize", &example(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--calibrate"), "{err}");
+}

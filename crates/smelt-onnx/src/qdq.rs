@@ -296,6 +296,17 @@ fn quantize_weights(
     (scales, q)
 }
 
+/// The version of the default (ai.onnx) opset the model imports, 0 if none.
+fn main_opset(model: &ModelProto) -> i64 {
+    model
+        .opset_import
+        .iter()
+        .filter(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Rewrites `model` as a QDQ model of `targets` with the activation ranges `ranges`.
 pub fn write_qdq(
     model: &mut ModelProto,
@@ -303,13 +314,7 @@ pub fn write_qdq(
     ranges: &HashMap<String, Range>,
     opts: QdqOptions,
 ) -> Result<()> {
-    let opset = model
-        .opset_import
-        .iter()
-        .filter(|o| o.domain.is_empty() || o.domain == "ai.onnx")
-        .map(|o| o.version)
-        .max()
-        .unwrap_or(0);
+    let opset = main_opset(model);
     let need = if opts.per_channel { 13 } else { 10 };
     if opset < need {
         bail!(
@@ -461,8 +466,14 @@ pub fn write_qdq(
     }
     g.node = nodes;
     g.initializer.extend(new_inits);
-    // Initializers no node reads any more (the float weights, folded BatchNormalization
-    // statistics) and their graph-input entries; not where a subgraph might read them.
+    drop_unused_initializers(g);
+    Ok(())
+}
+
+/// Removes the initializers no node reads any more (the float weights, folded
+/// BatchNormalization statistics) and their graph-input entries; not where a subgraph might
+/// read them.
+fn drop_unused_initializers(g: &mut GraphProto) {
     let subgraphs = g.node.iter().any(|n| {
         n.attribute
             .iter()
@@ -482,13 +493,14 @@ pub fn write_qdq(
         .collect();
     g.initializer.retain(|t| !unused.contains(&t.name));
     g.input.retain(|i| !unused.contains(&i.name));
-    Ok(())
 }
 
 /// A model's protobuf bytes.
 pub fn encode(model: &ModelProto) -> Vec<u8> {
     prost::Message::encode_to_vec(model)
 }
+
+pub mod dynamic;
 
 #[cfg(test)]
 mod tests;

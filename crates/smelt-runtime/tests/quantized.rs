@@ -313,7 +313,8 @@ fn fake_quantized_products_fuse_into_the_integer_epilogue_and_match_the_oracle()
 
 /// onnxruntime's dynamic quantization: DynamicQuantizeLinear of the activations, then
 /// MatMulInteger with the run-time zero point, Cast, a Mul by the run-time scale times the
-/// weights' per-column scales, and the bias. Input `a [2, 5, 12]`.
+/// weights' per-column scales (computed first, as onnxruntime's and smelt's writers order
+/// it, so it fuses into the product's epilogue), and the bias. Input `a [2, 5, 12]`.
 fn dynamic_text() -> String {
     let cast = "elementwise.Cast {\"round_mode\":\"Up\",\"saturate\":true,\"to\":\"F32\"}";
     let zeros = json("I8", &[20], &vec!["0".to_string(); 20]);
@@ -322,8 +323,8 @@ fn dynamic_text() -> String {
         "graph \"g\" {{\n  input %0 \"a\": f32[2,5,12]\n  const %1 \"wq\" = {wq}\n  \
          const %2 \"wz\" = {zeros}\n  const %3 \"ws\" = {ws}\n  const %4 \"b\" = {b}\n  \
          %5 \"q\", %6 \"s\", %7 \"z\" = quant.DynamicQuantizeLinear (%0)\n  \
-         %8 \"p\" = quant.MatMulInteger (%5, %1, %7, %2)\n  %9 \"pf\" = {cast} (%8)\n  \
-         %10 \"sc\" = elementwise.Mul (%6, %3)\n  %11 \"m\" = elementwise.Mul (%9, %10)\n  \
+         %8 \"sc\" = elementwise.Mul (%6, %3)\n  %9 \"p\" = quant.MatMulInteger (%5, %1, %7, %2)\n  \
+         %10 \"pf\" = {cast} (%9)\n  %11 \"m\" = elementwise.Mul (%10, %8)\n  \
          %12 \"y\" = elementwise.Add (%11, %4)\n  \
          output %12\n  output %5\n  output %6\n  output %7\n}}\n",
         wq = i8s(&[12, 20], 13),
@@ -375,7 +376,10 @@ fn dynamic_quantization_runs_on_integer_kernels_and_matches_the_oracle() {
             let (got, want) = (run(&s, a), run(&oracle, a));
             let names = s.last_plan().expect("plan").kernel_names().join("\n");
             assert!(names.contains("dynamic-quantize"), "{isa:?}:\n{names}");
-            assert!(names.contains("matmul.qgemm"), "{isa:?}:\n{names}");
+            assert!(
+                names.contains("matmul.qgemm") && names.contains("epilogue fused rescale"),
+                "{isa:?}:\n{names}"
+            );
             // The bytes, scale and zero point exactly; the product's integer sums are exact.
             assert_eq!(got[1..], want[1..], "{isa:?}");
             for (i, (g, w)) in got[0].iter().zip(&want[0]).enumerate() {

@@ -1,8 +1,10 @@
 //! `smelt quantize`: static post-training quantization of an ONNX model into a QDQ model
-//! (see `smelt_runtime::quantize`), calibrated on sample inputs read from a folder.
+//! (see `smelt_runtime::quantize`), calibrated on sample inputs read from a folder; or,
+//! with `--dynamic`, dynamic quantization of its matrix products (no calibration).
 
 use smelt_ir::{bail, err, Result, Value};
-use smelt_runtime::quantize::{quantize, Method, QuantizeOptions};
+use smelt_onnx::qdq::QdqOptions;
+use smelt_runtime::quantize::{quantize, quantize_dynamic, Method, QuantizeOptions};
 use smelt_runtime::{npy, Session};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,8 +18,13 @@ pub struct Args {
     /// Calibration samples: for a model of one input, every `*.npy` in the folder is one
     /// sample; otherwise each subfolder is one, holding `input_<i>.npy` per input (i its
     /// position) or `<name>.npy` (`/` and `:` in the name as `_`).
-    #[arg(long, value_name = "DIR")]
-    calibrate: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "dynamic")]
+    calibrate: Option<PathBuf>,
+    /// Dynamic quantization instead: MatMul and Gemm weights to int8, their activations
+    /// quantized at run time from each run's own range (DynamicQuantizeLinear, as
+    /// onnxruntime's `quantize_dynamic` writes); no calibration samples.
+    #[arg(long, conflicts_with = "calibrate")]
+    dynamic: bool,
     /// How activation ranges are taken: minmax, percentile (clipping the tails) or entropy
     /// (the clipping of least KL divergence after quantization).
     #[arg(
@@ -117,8 +124,38 @@ fn samples(
     Ok(out)
 }
 
+/// Writes the dynamic-quantized model.
+fn dynamic(a: &Args) -> Result<ExitCode> {
+    let bytes =
+        std::fs::read(&a.model).map_err(|e| err!(InvalidInput, "{}: {e}", a.model.display()))?;
+    let opts = QdqOptions {
+        per_channel: a.per_channel,
+        reduce_range: a.reduce_range,
+    };
+    let (out, count) = quantize_dynamic(&bytes, &a.ops, opts)
+        .map_err(|e| e.context(a.model.display().to_string()))?;
+    std::fs::write(&a.output, &out).map_err(|e| err!(Io, "{}: {e}", a.output.display()))?;
+    outln!(
+        "{}: {count} products quantized dynamically ({} weights, u8 activations from each run's range)",
+        a.output.display(),
+        match (a.per_channel, a.reduce_range) {
+            (true, false) => "per-channel int8",
+            (false, false) => "per-tensor int8",
+            (true, true) => "per-channel 7-bit",
+            (false, true) => "per-tensor 7-bit",
+        },
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs the subcommand.
 pub fn main(a: Args) -> Result<ExitCode> {
+    if a.dynamic {
+        return dynamic(&a);
+    }
+    let Some(calibrate) = a.calibrate.clone() else {
+        bail!(InvalidInput, "--calibrate DIR (or --dynamic) is required");
+    };
     let method = match a.method.as_str() {
         "minmax" => Method::MinMax,
         "percentile" => Method::Percentile(a.percentile),
@@ -135,7 +172,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         .filter(|i| i.required)
         .map(|i| i.name)
         .collect();
-    let samples = samples(&a.calibrate, &names, a.limit)?;
+    let samples = samples(&calibrate, &names, a.limit)?;
     let bytes =
         std::fs::read(&a.model).map_err(|e| err!(InvalidInput, "{}: {e}", a.model.display()))?;
     let o = QuantizeOptions {

@@ -74,17 +74,47 @@ struct Quant {
     dst: Rows,
 }
 
-/// One value per output channel: per row of the result or per column.
+/// One value per output channel: per row of the result or per column, constant, or per
+/// column computed at run time (a dynamic quantization's scale times the weights'), read
+/// from its buffer at (slot, element offset).
 enum Chan {
     Row(Vec<f32>),
     Col(Vec<f32>),
+    ColAt(usize, isize),
+}
+
+/// A [`Chan`] resolved for one run: the value of row `i` at `Row(p)[i]`, of column `j` at
+/// `Col(p)[j]`.
+#[derive(Clone, Copy)]
+enum ChanPtr {
+    Row(*const f32),
+    Col(*const f32),
 }
 
 impl Chan {
-    fn at(&self, i: usize, j: usize) -> f32 {
+    /// Where its values are in this run.
+    ///
+    /// # Safety
+    /// `mem` holds the storages the plan was validated against.
+    unsafe fn ptr(&self, mem: &Mem) -> ChanPtr {
         match self {
-            Chan::Row(v) => v[i],
-            Chan::Col(v) => v[j],
+            Chan::Row(v) => ChanPtr::Row(v.as_ptr()),
+            Chan::Col(v) => ChanPtr::Col(v.as_ptr()),
+            Chan::ColAt(slot, off) => ChanPtr::Col((mem.ptrs[*slot] as *const f32).offset(*off)),
+        }
+    }
+}
+
+impl ChanPtr {
+    /// The value of row `i`, column `j`.
+    ///
+    /// # Safety
+    /// `i` and `j` lie inside the result.
+    #[inline(always)]
+    unsafe fn at(self, i: usize, j: usize) -> f32 {
+        match self {
+            ChanPtr::Row(p) => *p.add(i),
+            ChanPtr::Col(p) => *p.add(j),
         }
     }
 }
@@ -144,22 +174,25 @@ impl Reader<'_> {
         }
     }
 
-    /// A per-channel constant: a weight loaded with column step 0 (one value per row of
-    /// `m`) or row step 0 and column step 1 (one per column of `n`).
+    /// A per-channel value: a weight loaded with column step 0 (one value per row of `m`)
+    /// or row step 0 and column step 1 (one per column of `n`); or an f32 tensor computed
+    /// at run time, one per column.
     fn per_chan(&self, i: usize, m: usize, n: usize) -> Option<Chan> {
         let S::Load(k) = self.op(i)? else {
             return None;
         };
         let r = self.l.loads.get(k)?;
         let w = self.layout.window(r)?;
-        let BufferKind::Weight(wi) = self.c.plan.buffer(r.buffer).kind else {
-            return None;
-        };
-        let data = self.weights.get(wi)?.as_f32()?;
         let b0 = *w.batch.first()?;
         if w.batch.iter().any(|&b| b != b0) {
             return None;
         }
+        let buf = self.c.plan.buffer(r.buffer);
+        let BufferKind::Weight(wi) = buf.kind else {
+            return (buf.dtype == DType::F32 && (w.rs, w.cs) == (0, 1))
+                .then_some(Chan::ColAt(w.slot, b0));
+        };
+        let data = self.weights.get(wi)?.as_f32()?;
         let pick = |count: usize, step: isize| -> Option<Vec<f32>> {
             (0..count)
                 .map(|x| {
@@ -343,7 +376,7 @@ impl Requant {
         Some(Requant {
             bias: bias.unwrap_or_else(|| match &scale {
                 Chan::Row(_) => Chan::Row(vec![0.0; m]),
-                Chan::Col(_) => Chan::Col(vec![0.0; n]),
+                Chan::Col(_) | Chan::ColAt(..) => Chan::Col(vec![0.0; n]),
             }),
             scale,
             fq,
@@ -405,8 +438,9 @@ unsafe fn row_scalar(
 ) {
     let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
     let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+    let (scale, bias) = (q.scale.ptr(mem), q.bias.ptr(mem));
     for (j, &v) in src.iter().enumerate().take(cols).skip(from) {
-        let mut x = v * q.scale.at(i, j0 + j) + q.bias.at(i, j0 + j);
+        let mut x = v * scale.at(i, j0 + j) + bias.at(i, j0 + j);
         if let Some(f) = &q.fq {
             x = f.dequantize(f.quantize(x));
         }
@@ -477,19 +511,20 @@ unsafe fn tile_avx2(
     use smelt_kernels::simd::Y8;
     use std::arch::x86_64::*;
     let whole = cols / 8 * 8;
+    let (scale, bias) = (q.scale.ptr(mem), q.bias.ptr(mem));
     for r in 0..rows {
         let i = i0 + r;
         let src = &t[r * ld..r * ld + cols];
         let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
         let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
-        let chan = |c: &Chan, j: usize| match c {
-            Chan::Row(v) => _mm256_set1_ps(v[i]),
-            Chan::Col(v) => _mm256_loadu_ps(v.as_ptr().add(j0 + j)),
+        let chan = |c: ChanPtr, j: usize| match c {
+            ChanPtr::Row(p) => _mm256_set1_ps(*p.add(i)),
+            ChanPtr::Col(p) => _mm256_loadu_ps(p.add(j0 + j)),
         };
         for j in (0..whole).step_by(8) {
             let mut x = _mm256_add_ps(
-                _mm256_mul_ps(_mm256_loadu_ps(src.as_ptr().add(j)), chan(&q.scale, j)),
-                chan(&q.bias, j),
+                _mm256_mul_ps(_mm256_loadu_ps(src.as_ptr().add(j)), chan(scale, j)),
+                chan(bias, j),
             );
             if let Some(f) = &q.fq {
                 x = dequantize8(quantize8(x, f), f);
@@ -547,12 +582,13 @@ unsafe fn tile_avx512(
     ld: usize,
 ) {
     use std::arch::x86_64::*;
+    let (scale, bias) = (q.scale.ptr(mem), q.bias.ptr(mem));
     for r in 0..rows {
         let i = i0 + r;
         // Per row: one value splat; per column: loaded with the columns.
-        let chan = |c: &Chan, j: usize, mask: __mmask16| match c {
-            Chan::Row(v) => _mm512_set1_ps(v[i]),
-            Chan::Col(v) => _mm512_maskz_loadu_ps(mask, v.as_ptr().add(j0 + j)),
+        let chan = |c: ChanPtr, j: usize, mask: __mmask16| match c {
+            ChanPtr::Row(p) => _mm512_set1_ps(*p.add(i)),
+            ChanPtr::Col(p) => _mm512_maskz_loadu_ps(mask, p.add(j0 + j)),
         };
         let src = t.as_ptr().add(r * ld);
         let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
@@ -561,7 +597,7 @@ unsafe fn tile_avx512(
         while j < cols {
             let n = (cols - j).min(16);
             let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
-            let (sc, bi) = (chan(&q.scale, j, mask), chan(&q.bias, j, mask));
+            let (sc, bi) = (chan(scale, j, mask), chan(bias, j, mask));
             let mut x = _mm512_add_ps(
                 _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src.add(j)), sc),
                 bi,

@@ -234,3 +234,49 @@ fn reduced_range_weights_stay_within_63() {
     assert!(q.iter().all(|&v| (-63..=63).contains(&v)));
     assert!(q.iter().any(|&v| v.abs() == 63));
 }
+
+#[test]
+fn dynamic_products_read_transposed_weights_as_k_by_n() {
+    let mut m = model(13);
+    let g = m.graph.as_mut().unwrap();
+    let t = targets(g, &["MatMul", "Gemm"]);
+    let opts = QdqOptions {
+        per_channel: true,
+        reduce_range: false,
+    };
+    assert_eq!(dynamic::write_dynamic(&mut m, &t, opts).unwrap(), 1);
+    let g = m.graph.as_ref().unwrap();
+    let ops: Vec<&str> = g.node.iter().map(|n| n.op_type.as_str()).collect();
+    let at = |op: &str| ops.iter().position(|o| *o == op).unwrap();
+    // The activation's quantization, the scale product, then the integer product, and the
+    // Gemm's output name kept by its bias Add.
+    assert!(at("DynamicQuantizeLinear") < at("MatMulInteger"));
+    assert!(at("Mul") < at("MatMulInteger"));
+    assert_eq!(g.node.last().unwrap().op_type, "Add");
+    assert_eq!(g.node.last().unwrap().output, ["y"]);
+    assert!(!ops.contains(&"Gemm"));
+    // fw [3, 150] (transB) becomes int8 [150, 3] with one scale per output column.
+    let q = g
+        .initializer
+        .iter()
+        .find(|t| t.name == "fw_kn_quantized")
+        .unwrap();
+    assert_eq!(q.dims, [150, 3]);
+    let scales = f32_initializer(g, "fw_kn_scale").unwrap();
+    assert_eq!(scales.1, [3]);
+    let fw = ramp(450, 0.003);
+    for (i, &b) in q.raw_data.iter().enumerate() {
+        let (k, n) = (i / 3, i % 3);
+        let s = scales.0[n];
+        assert!((b as i8 as f32 * s - fw[n * 150 + k]).abs() <= s / 2.0 + 1e-7);
+    }
+    assert!(!g.initializer.iter().any(|t| t.name == "fw"));
+    let bytes = encode(&m);
+    let proto = crate::decode_model(&bytes, smelt_ir::Limits::process_default()).unwrap();
+    crate::import_model(&proto, None, false).unwrap();
+    // Opset 10 has no DynamicQuantizeLinear.
+    let mut old = model(10);
+    let t = targets(old.graph.as_ref().unwrap(), &["Gemm"]);
+    let e = dynamic::write_dynamic(&mut old, &t, opts).unwrap_err();
+    assert!(e.to_string().contains("opset 11"), "{e}");
+}

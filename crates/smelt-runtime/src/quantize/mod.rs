@@ -131,6 +131,35 @@ pub fn quantize(
     Ok((qdq::encode(&proto), report))
 }
 
+/// Dynamic quantization of the ONNX model `bytes`: its MatMul and Gemm products with float
+/// initializer weights (among `ops`) rewritten as onnxruntime's `quantize_dynamic` writes
+/// them (see `smelt_onnx::qdq::dynamic`); no calibration. Returns the model's bytes and the
+/// count of products rewritten.
+pub fn quantize_dynamic(
+    bytes: &[u8],
+    ops: &[String],
+    opts: QdqOptions,
+) -> Result<(Vec<u8>, usize)> {
+    let mut proto = smelt_onnx::decode_model(bytes, Limits::process_default())?;
+    let Some(g) = proto.graph.as_ref() else {
+        bail!(InvalidModel, "the model has no graph");
+    };
+    let ops: Vec<&str> = ops
+        .iter()
+        .map(String::as_str)
+        .filter(|o| matches!(*o, "MatMul" | "Gemm"))
+        .collect();
+    let targets = qdq::targets(g, &ops);
+    if targets.is_empty() {
+        bail!(
+            Unsupported,
+            "no MatMul/Gemm node with float initializer weights to quantize dynamically"
+        );
+    }
+    let count = qdq::dynamic::write_dynamic(&mut proto, &targets, opts)?;
+    Ok((qdq::encode(&proto), count))
+}
+
 /// The values of `names` in one run of `sample` (inputs read from the sample).
 fn observe<'a>(
     session: &Session,
