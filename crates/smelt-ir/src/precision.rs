@@ -16,18 +16,28 @@ pub enum Precision {
     Bf16,
     /// Weights stored as IEEE half (5 exponent bits, 11 significant bits; largest 65504).
     F16,
+    /// Dynamic int8: MatMul and Gemm weights stored as int8 (per output column), their
+    /// activations quantized to u8 at run time from each run's range; products on the
+    /// integer kernels (i32 sums). Other ops keep f32.
+    Int8,
 }
 
 impl Precision {
     /// Every precision, widest first.
-    pub const ALL: [Precision; 3] = [Precision::F32, Precision::Bf16, Precision::F16];
+    pub const ALL: [Precision; 4] = [
+        Precision::F32,
+        Precision::Bf16,
+        Precision::F16,
+        Precision::Int8,
+    ];
 
-    /// The name the command line uses: fp32, bf16 or fp16.
+    /// The name the command line uses: fp32, bf16, fp16 or int8.
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "fp32",
             Precision::Bf16 => "bf16",
             Precision::F16 => "fp16",
+            Precision::Int8 => "int8",
         }
     }
 
@@ -37,6 +47,7 @@ impl Precision {
             "fp32" | "f32" | "float32" => Some(Precision::F32),
             "bf16" | "bfloat16" => Some(Precision::Bf16),
             "fp16" | "f16" | "float16" | "half" => Some(Precision::F16),
+            "int8" | "i8" => Some(Precision::Int8),
             _ => None,
         }
     }
@@ -47,6 +58,7 @@ impl Precision {
             Precision::F32 => DType::F32,
             Precision::Bf16 => DType::BF16,
             Precision::F16 => DType::F16,
+            Precision::Int8 => DType::I8,
         }
     }
 }
@@ -120,6 +132,48 @@ impl PrecisionPolicy {
             format!("{} ({})", self.precision, extra.join("; "))
         }
     }
+}
+
+/// Symmetric integer weights (zero point 0): one scale per index of `axis` when
+/// `per_channel` (else one), `max |w| / qmax` (1 for an all-zero or non-finite channel),
+/// and each value `round_half_even(w / scale)` clamped to `[-qmax, qmax]`. Returns (scales,
+/// values).
+pub fn quantize_symmetric(
+    w: &[f32],
+    dims: &[usize],
+    axis: usize,
+    per_channel: bool,
+    qmax: f32,
+) -> (Vec<f32>, Vec<i32>) {
+    let channels = if per_channel { dims[axis] } else { 1 };
+    let inner: usize = dims[axis + 1..].iter().product();
+    let chan = |i: usize| {
+        if per_channel {
+            (i / inner) % dims[axis]
+        } else {
+            0
+        }
+    };
+    let mut amax = vec![0f32; channels];
+    for (i, &x) in w.iter().enumerate() {
+        amax[chan(i)] = amax[chan(i)].max(x.abs());
+    }
+    let scales: Vec<f32> = amax
+        .iter()
+        .map(|&a| {
+            if a > 0.0 && a.is_finite() {
+                a / qmax
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let q = w
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (x / scales[chan(i)]).round_ties_even().clamp(-qmax, qmax) as i32)
+        .collect();
+    (scales, q)
 }
 
 #[cfg(test)]

@@ -265,35 +265,7 @@ fn quantize_weights(
     per_channel: bool,
     qmax: f32,
 ) -> (Vec<f32>, Vec<i32>) {
-    let channels = if per_channel { dims[axis] } else { 1 };
-    let inner: usize = dims[axis + 1..].iter().product();
-    let chan = |i: usize| {
-        if per_channel {
-            (i / inner) % dims[axis]
-        } else {
-            0
-        }
-    };
-    let mut amax = vec![0f32; channels];
-    for (i, &x) in w.iter().enumerate() {
-        amax[chan(i)] = amax[chan(i)].max(x.abs());
-    }
-    let scales: Vec<f32> = amax
-        .iter()
-        .map(|&a| {
-            if a > 0.0 && a.is_finite() {
-                a / qmax
-            } else {
-                1.0
-            }
-        })
-        .collect();
-    let q = w
-        .iter()
-        .enumerate()
-        .map(|(i, &x)| (x / scales[chan(i)]).round_ties_even().clamp(-qmax, qmax) as i32)
-        .collect();
-    (scales, q)
+    smelt_ir::precision::quantize_symmetric(w, dims, axis, per_channel, qmax)
 }
 
 /// The version of the default (ai.onnx) opset the model imports, 0 if none.

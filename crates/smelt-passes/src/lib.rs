@@ -6,6 +6,7 @@ pub mod cancel_reshapes;
 pub mod cancel_transposes;
 pub mod cse;
 pub mod dead_code;
+mod dynamic_int8;
 pub mod flatten_sequences;
 pub mod fold_batchnorm;
 pub mod fold_constants;

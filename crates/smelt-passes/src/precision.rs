@@ -38,7 +38,10 @@ impl Pass for PrecisionPass {
         if self.0.is_f32() {
             return Ok(false);
         }
-        narrow_weights(g, &self.0)
+        // Dynamic int8 products first (see `crate::dynamic_int8`); int8 narrows no weight
+        // here, so the rest of an int8 policy keeps f32.
+        let int8 = crate::dynamic_int8::rewrite(g, &self.0);
+        Ok(narrow_weights(g, &self.0)? || int8)
     }
 }
 
@@ -56,7 +59,7 @@ fn weight_slots(op: &Op) -> &'static [usize] {
 fn narrowed(t: &Tensor, to: Precision) -> Option<Tensor> {
     let v = t.as_f32()?;
     let data = match to {
-        Precision::F32 => return None,
+        Precision::F32 | Precision::Int8 => return None,
         // (The slice conversions use F16C where the CPU has it.)
         Precision::Bf16 => {
             let mut h = vec![bf16::ZERO; v.len()];
@@ -107,7 +110,7 @@ fn narrow_weights(g: &mut Graph, policy: &PrecisionPolicy) -> Result<bool> {
     for ni in 0..g.nodes.len() {
         let n = &g.nodes[ni];
         let p = policy.for_node(&n.name, n.op.name());
-        if p == Precision::F32 {
+        if matches!(p, Precision::F32 | Precision::Int8) {
             continue;
         }
         if matches!(n.op, Op::Layout(LayoutOp::Gather { .. })) {
@@ -303,6 +306,42 @@ mod tests {
         // Not a listed op.
         let mut g = matmul_graph(vec![1.0; 64 * 8], 64, 8);
         let mut pol = PrecisionPolicy::uniform(Precision::Bf16);
+        pol.ops = Some(vec!["Conv".into()]);
+        assert!(!run(&mut g, pol));
+    }
+
+    #[test]
+    fn int8_makes_a_product_dynamically_quantized_unless_overridden() {
+        let w: Vec<f32> = (0..64 * 8).map(|i| i as f32 * 0.01 - 2.0).collect();
+        let mut g = matmul_graph(w.clone(), 64, 8);
+        assert!(run(&mut g, PrecisionPolicy::uniform(Precision::Int8)));
+        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(
+            ops,
+            [
+                "DynamicQuantizeLinear",
+                "Mul",
+                "MatMulInteger",
+                "Cast",
+                "Mul"
+            ]
+        );
+        // The product's output is the graph's, now the rescale's.
+        assert_eq!(g.nodes[4].outputs[0], Some(g.outputs[0]));
+        let wq = g
+            .constants
+            .iter()
+            .find(|c| g.value(c.id).name == "fc.weight_int8")
+            .unwrap();
+        assert_eq!(wq.tensor.dtype(), DType::I8);
+        assert_eq!(wq.tensor.shape(), [64, 8]);
+        // A node kept in f32 by name, or an op not listed, is left alone.
+        let mut g = matmul_graph(w.clone(), 64, 8);
+        let mut pol = PrecisionPolicy::uniform(Precision::Int8);
+        pol.nodes.push(("fc".into(), Precision::F32));
+        assert!(!run(&mut g, pol));
+        let mut g = matmul_graph(w, 64, 8);
+        let mut pol = PrecisionPolicy::uniform(Precision::Int8);
         pol.ops = Some(vec!["Conv".into()]);
         assert!(!run(&mut g, pol));
     }

@@ -347,7 +347,7 @@ fn transposed(t: &Tensor) -> Option<Tensor> {
 }
 
 /// A tensor type of known dims.
-fn known(dtype: DType, shape: &[usize]) -> Option<ValueType> {
+pub(crate) fn known(dtype: DType, shape: &[usize]) -> Option<ValueType> {
     Some(ValueType::Tensor {
         dtype,
         shape: Some(shape.iter().map(|&d| Dim::Known(d as u64)).collect()),
@@ -355,7 +355,7 @@ fn known(dtype: DType, shape: &[usize]) -> Option<ValueType> {
 }
 
 /// Adds an f32 constant named `name`.
-fn constant(g: &mut Graph, name: String, shape: &[usize], v: Vec<f32>) -> ValueId {
+pub(crate) fn constant(g: &mut Graph, name: String, shape: &[usize], v: Vec<f32>) -> ValueId {
     let id = g.add_value(name, known(DType::F32, shape));
     if let Ok(tensor) = Tensor::from_f32(shape.to_vec(), v) {
         g.constants.push(smelt_ir::Constant { id, tensor });

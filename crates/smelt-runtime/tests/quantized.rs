@@ -7,7 +7,7 @@
 //! output by at most one quantization step, in under 2% of its elements (a value on a
 //! rounding boundary may land on either side).
 
-use smelt_ir::{Model, Tensor, Value};
+use smelt_ir::{Model, Precision, PrecisionPolicy, Tensor, Value};
 use smelt_kernels::Isa;
 use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
@@ -389,5 +389,75 @@ fn dynamic_quantization_runs_on_integer_kernels_and_matches_the_oracle() {
                 );
             }
         }
+    }
+}
+
+/// `--precision int8` on a float model: input `a [6, 12]`, a MatMul by `w1 [12, 32]` plus
+/// a bias, Relu, a Gemm by `w2 [16, 32]` (B transposed) with a bias (weights of 256
+/// elements or more: smaller ones stay f32).
+fn float_text() -> String {
+    format!(
+        "graph \"g\" {{\n  input %0 \"a\": f32[6,12]\n  const %1 \"w1\" = {w1}\n  \
+         const %2 \"b1\" = {b1}\n  const %3 \"w2\" = {w2}\n  const %4 \"b2\" = {b2}\n  \
+         %5 \"m\" = nn.MatMul (%0, %1) # \"fc1\"\n  %6 \"mb\" = elementwise.Add (%5, %2)\n  \
+         %7 \"r\" = elementwise.Relu (%6)\n  \
+         %8 \"y\" = nn.Gemm {{\"alpha\":1.0,\"beta\":1.0,\"trans_a\":false,\"trans_b\":true}} (%7, %3, %4) # \"fc2\"\n  \
+         output %8\n}}\n",
+        w1 = f32s(&[12, 32], &values(384, 21)),
+        b1 = f32s(&[32], &values(32, 22)),
+        w2 = f32s(&[16, 32], &values(512, 23)),
+        b2 = f32s(&[16], &values(16, 24)),
+    )
+}
+
+#[test]
+fn precision_int8_runs_float_products_dynamically_quantized() {
+    let session = |precision: Precision, isa: Option<Isa>| {
+        let t = float_text();
+        let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+        let model = Model {
+            graph,
+            opsets: vec![(String::new(), 21)],
+            ..Default::default()
+        };
+        let o = SessionOptions {
+            isa,
+            threads: 2,
+            precision: PrecisionPolicy::uniform(precision),
+            ..Default::default()
+        };
+        Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let a = Tensor::from_f32(vec![6, 12], values(72, 25)).expect("a");
+    let run = |s: &Session| -> Vec<f64> {
+        let out = s
+            .run(HashMap::from([("a".to_string(), Value::Tensor(a.clone()))]))
+            .expect("run");
+        out[0].1.tensor().expect("tensor").to_f64().expect("f64")
+    };
+    let want = run(&session(Precision::F32, None));
+    for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        if !isa.is_supported() {
+            continue;
+        }
+        let s = session(Precision::Int8, Some(isa));
+        let got = run(&s);
+        let names = s.last_plan().expect("plan").kernel_names().join("\n");
+        assert_eq!(
+            names.matches("matmul.qgemm").count(),
+            2,
+            "{isa:?}:\n{names}"
+        );
+        assert_eq!(
+            names.matches("dynamic-quantize").count(),
+            2,
+            "{isa:?}:\n{names}"
+        );
+        // u8 activations of each run's range and int8 weights: within a few steps of
+        // |x| |w| (about 0.5 / 127 and 1 / 255) summed over 12 and 32 terms.
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 0.02, "{isa:?} [{i}]: {g} vs {w}");
+        }
+        assert_ne!(got, want, "{isa:?}: int8 changed nothing");
     }
 }

@@ -83,10 +83,19 @@ pub fn main(a: Args) -> Result<ExitCode> {
     let mut session = Session::load_with(&a.model, &options)?;
     let mut decisions = Vec::new();
     if !options.precision.is_f32() {
-        decisions.push(format!(
-            "weights stored in {} (accumulation in f32)",
-            options.precision.describe()
-        ));
+        decisions.push(
+            if options.precision.precision == smelt_ir::Precision::Int8 {
+                format!(
+                "{}: MatMul/Gemm weights int8, activations quantized per run (i32 accumulation)",
+                options.precision.describe()
+            )
+            } else {
+                format!(
+                    "weights stored in {} (accumulation in f32)",
+                    options.precision.describe()
+                )
+            },
+        );
     }
     let deterministic = a.deterministic || a.preset == Some(Preset::Edge);
     if a.preset == Some(Preset::Edge) {

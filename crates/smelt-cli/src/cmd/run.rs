@@ -79,8 +79,9 @@ pub struct CompileArgs {
     #[arg(long, value_name = "auto|plain|blocked", default_value = "auto", value_parser = ["auto", "plain", "blocked"])]
     pub layout: String,
     /// Precision of the products' weights: fp32 (default), bf16 or fp16 (stored narrow,
-    /// widened as the kernels pack them; accumulation stays f32)
-    #[arg(long, value_name = "fp32|bf16|fp16", default_value = "fp32", value_parser = parse_precision)]
+    /// widened as the kernels pack them; accumulation stays f32), or int8 (dynamic: MatMul
+    /// and Gemm weights int8, activations quantized per run, integer products)
+    #[arg(long, value_name = "fp32|bf16|fp16|int8", default_value = "fp32", value_parser = parse_precision)]
     pub precision: smelt_ir::Precision,
     /// With --precision: the ops it applies to, comma-separated (default MatMul, Gemm and
     /// Conv; every other op keeps f32)
@@ -94,7 +95,7 @@ pub struct CompileArgs {
 /// A precision by name.
 pub fn parse_precision(s: &str) -> std::result::Result<smelt_ir::Precision, String> {
     smelt_ir::Precision::from_name(s)
-        .ok_or_else(|| format!("'{s}' is not a precision (fp32, bf16 or fp16)"))
+        .ok_or_else(|| format!("'{s}' is not a precision (fp32, bf16, fp16 or int8)"))
 }
 
 /// `NODE=PRECISION`.
