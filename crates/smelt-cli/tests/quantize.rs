@@ -2,7 +2,7 @@
 //! close to the float model; and clear errors for a missing or empty calibration folder.
 
 use smelt_ir::Tensor;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn smelt(args: &[&str]) -> (i32, String, String) {
@@ -20,6 +20,29 @@ fn smelt(args: &[&str]) -> (i32, String, String) {
 fn example() -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/mlp/model.onnx");
     p.display().to_string()
+}
+
+/// `smelt run MODEL --input INPUT` into `dir`: the output `y`.
+fn run_y(model: &str, input: &str, dir: &Path) -> Tensor {
+    let (code, _, err) = smelt(&[
+        "run",
+        model,
+        "--input",
+        input,
+        "--output-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    smelt_runtime::npy::read(&dir.join("y.npy")).unwrap()
+}
+
+/// The largest difference between two f32 tensors.
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    let (a, b) = (a.as_f32().unwrap(), b.as_f32().unwrap());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -60,28 +83,13 @@ fn quantized_example_runs_on_integer_kernels_close_to_float() {
         // Both models on a calibration batch: softmax outputs within 0.05.
         let x = cal.join("1.npy");
         let input = format!("x={}", x.display());
-        let mut outputs = Vec::new();
-        for (m, dir) in [
-            (example(), tmp("f32")),
-            (out.display().to_string(), tmp(&format!("int8-{method}"))),
-        ] {
-            let (code, _, err) = smelt(&[
-                "run",
-                &m,
-                "--input",
-                &input,
-                "--output-dir",
-                dir.to_str().unwrap(),
-            ]);
-            assert_eq!(code, 0, "{err}");
-            outputs.push(smelt_runtime::npy::read(&dir.join("y.npy")).unwrap());
-        }
-        let (f, q) = (outputs[0].as_f32().unwrap(), outputs[1].as_f32().unwrap());
-        let worst = f
-            .iter()
-            .zip(q)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let f = run_y(&example(), &input, &tmp("f32"));
+        let q = run_y(
+            &out.display().to_string(),
+            &input,
+            &tmp(&format!("int8-{method}")),
+        );
+        let worst = max_diff(&f, &q);
         assert!(worst <= 0.05, "{method}: softmax outputs {worst} apart");
     }
 }
@@ -148,28 +156,9 @@ fn dynamic_quantization_needs_no_calibration_and_runs_on_integer_kernels() {
     let x = tmp("dyn-x.npy");
     smelt_runtime::npy::write(&x, &batch(7)).unwrap();
     let input = format!("x={}", x.display());
-    let mut outputs = Vec::new();
-    for (m, dir) in [
-        (example(), tmp("dyn-f32")),
-        (out.display().to_string(), tmp("dyn-int8")),
-    ] {
-        let (code, _, err) = smelt(&[
-            "run",
-            &m,
-            "--input",
-            &input,
-            "--output-dir",
-            dir.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{err}");
-        outputs.push(smelt_runtime::npy::read(&dir.join("y.npy")).unwrap());
-    }
-    let (f, q) = (outputs[0].as_f32().unwrap(), outputs[1].as_f32().unwrap());
-    let worst = f
-        .iter()
-        .zip(q)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
+    let f = run_y(&example(), &input, &tmp("dyn-f32"));
+    let q = run_y(&out.display().to_string(), &input, &tmp("dyn-int8"));
+    let worst = max_diff(&f, &q);
     assert!(worst <= 0.05, "softmax outputs {worst} apart");
     // Calibration and --dynamic exclude each other; one of them is needed.
     let (code, _, err) = smelt(&[

@@ -257,17 +257,6 @@ pub fn activation_params(r: Range) -> (f32, u8) {
     (scale, zp)
 }
 
-/// Symmetric int8 weights: scales (one per channel of `axis`, or one) and values.
-fn quantize_weights(
-    w: &[f32],
-    dims: &[usize],
-    axis: usize,
-    per_channel: bool,
-    qmax: f32,
-) -> (Vec<f32>, Vec<i32>) {
-    smelt_ir::precision::quantize_symmetric(w, dims, axis, per_channel, qmax)
-}
-
 /// The version of the default (ai.onnx) opset the model imports, 0 if none.
 fn main_opset(model: &ModelProto) -> i64 {
     model
@@ -345,7 +334,8 @@ pub fn write_qdq(
                 bail!(Internal, "weight {} is not an f32 initializer", t.weight);
             };
             let qmax = if opts.reduce_range { 63.0 } else { 127.0 };
-            let (scales, q) = quantize_weights(&w, &dims, t.axis, opts.per_channel, qmax);
+            let (scales, q) =
+                smelt_ir::precision::quantize_symmetric(&w, &dims, t.axis, opts.per_channel, qmax);
             let base = if t.axis == 0 {
                 t.weight.clone()
             } else {

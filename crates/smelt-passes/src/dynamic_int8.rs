@@ -13,8 +13,7 @@
 //! the scale and bias fused into their epilogue. The form `smelt quantize --dynamic` writes
 //! as ONNX. Main graph only.
 
-use crate::quantized::{constant, known};
-use smelt_ir::op::elementwise::E8M0Rounding;
+use crate::quantized::{constant, finish_integer, known, replace_nodes};
 use smelt_ir::op::{ElementwiseOp, NnOp, QuantOp};
 use smelt_ir::{
     Buf, DType, Data, Graph, Node, Op, Precision, PrecisionPolicy, Tensor, ValueId, ValueType,
@@ -153,15 +152,14 @@ pub(crate) fn rewrite(g: &mut Graph, policy: &PrecisionPolicy) -> bool {
             Some(ValueType::Tensor { shape, .. }) => shape.clone(),
             _ => None,
         };
-        let like = |dtype: DType| {
-            Some(ValueType::Tensor {
-                dtype,
-                shape: out_shape.clone(),
-            })
-        };
         let scale = g.add_value(format!("{name}.scale"), known(DType::F32, &[p.n]));
-        let acc = g.add_value(format!("{name}.acc"), like(DType::I32));
-        let accf = g.add_value(format!("{name}.acc_f32"), like(DType::F32));
+        let acc = g.add_value(
+            format!("{name}.acc"),
+            Some(ValueType::Tensor {
+                dtype: DType::I32,
+                shape: out_shape,
+            }),
+        );
         // The scale first, so it is computed before the product and fuses into it.
         nodes.push(Node {
             name: format!("{name}.scale"),
@@ -175,42 +173,9 @@ pub(crate) fn rewrite(g: &mut Graph, policy: &PrecisionPolicy) -> bool {
             inputs: vec![Some(xq), Some(wq_id), Some(xz)],
             outputs: vec![Some(acc)],
         });
-        nodes.push(Node {
-            name: format!("{name}.to_f32"),
-            op: Op::Elementwise(ElementwiseOp::Cast {
-                to: DType::F32,
-                saturate: true,
-                round_mode: E8M0Rounding::Up,
-            }),
-            inputs: vec![Some(acc)],
-            outputs: vec![Some(accf)],
-        });
-        let scaled = match p.bias {
-            Some(_) => g.add_value(format!("{name}.scaled"), like(DType::F32)),
-            None => out,
-        };
-        nodes.push(Node {
-            name: format!("{name}.rescale"),
-            op: Op::Elementwise(ElementwiseOp::Mul),
-            inputs: vec![Some(accf), Some(scale)],
-            outputs: vec![Some(scaled)],
-        });
-        if let Some(b) = p.bias {
-            nodes.push(Node {
-                name: format!("{name}.bias"),
-                op: Op::Elementwise(ElementwiseOp::Add),
-                inputs: vec![Some(scaled), Some(b)],
-                outputs: vec![Some(out)],
-            });
-        }
+        nodes.extend(finish_integer(g, &name, acc, scale, p.bias, out));
         replace.insert(p.at, nodes);
     }
-    let old = std::mem::take(&mut g.nodes);
-    for (i, n) in old.into_iter().enumerate() {
-        match replace.remove(&i) {
-            Some(ns) => g.nodes.extend(ns),
-            None => g.nodes.push(n),
-        }
-    }
+    replace_nodes(g, replace);
     true
 }

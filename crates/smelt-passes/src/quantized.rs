@@ -222,13 +222,7 @@ fn rewrite(g: &mut Graph) -> bool {
         let new_nodes = apply(g, &p);
         extra.insert(p.at, new_nodes);
     }
-    let old = std::mem::take(&mut g.nodes);
-    for (i, n) in old.into_iter().enumerate() {
-        match extra.remove(&i) {
-            Some(ns) => g.nodes.extend(ns),
-            None => g.nodes.push(n),
-        }
-    }
+    replace_nodes(g, extra);
     true
 }
 
@@ -335,6 +329,17 @@ fn plan(ix: &Index, at: usize, n: &Node) -> Option<Rewrite> {
     }
 }
 
+/// Replaces node `i` of `g` by `replacements[i]`, where it has one.
+pub(crate) fn replace_nodes(g: &mut Graph, mut replacements: HashMap<usize, Vec<Node>>) {
+    let old = std::mem::take(&mut g.nodes);
+    for (i, n) in old.into_iter().enumerate() {
+        match replacements.remove(&i) {
+            Some(ns) => g.nodes.extend(ns),
+            None => g.nodes.push(n),
+        }
+    }
+}
+
 /// A 2-D int8 tensor transposed.
 fn transposed(t: &Tensor) -> Option<Tensor> {
     let Data::I8(v) = t.data() else {
@@ -395,22 +400,50 @@ fn apply(g: &mut Graph, p: &Rewrite) -> Vec<Node> {
     if inputs[2].is_none() {
         inputs.truncate(2);
     }
-    let (acc_ty, f32_ty) = (like(DType::I32), like(DType::F32));
-    let acc = g.add_value(format!("{name}.acc"), acc_ty);
-    let accf = g.add_value(format!("{name}.acc_f32"), f32_ty.clone());
+    let acc = g.add_value(format!("{name}.acc"), like(DType::I32));
     let scale = constant(
         g,
         format!("{name}.scale"),
         &p.channel_shape,
         p.scale.clone(),
     );
+    let bias = p
+        .bias
+        .as_ref()
+        .map(|b| constant(g, format!("{name}.bias_f32"), &p.channel_shape, b.clone()));
+    let mut nodes = vec![Node {
+        name: format!("{name}.integer"),
+        op: p.op.clone(),
+        inputs,
+        outputs: vec![Some(acc)],
+    }];
+    nodes.extend(finish_integer(g, &name, acc, scale, bias, out));
+    nodes
+}
+
+/// The nodes finishing an integer product `acc` (i32) into the f32 value `out` of its
+/// type: `Cast<f32>(acc) * scale [+ bias]`, named after the product `name`.
+pub(crate) fn finish_integer(
+    g: &mut Graph,
+    name: &str,
+    acc: ValueId,
+    scale: ValueId,
+    bias: Option<ValueId>,
+    out: ValueId,
+) -> Vec<Node> {
+    let f32_ty = match &g.value(out).ty {
+        Some(ValueType::Tensor { shape, .. }) => Some(ValueType::Tensor {
+            dtype: DType::F32,
+            shape: shape.clone(),
+        }),
+        _ => None,
+    };
+    let accf = g.add_value(format!("{name}.acc_f32"), f32_ty.clone());
+    let scaled = match bias {
+        Some(_) => g.add_value(format!("{name}.scaled"), f32_ty),
+        None => out,
+    };
     let mut nodes = vec![
-        Node {
-            name: format!("{name}.integer"),
-            op: p.op.clone(),
-            inputs,
-            outputs: vec![Some(acc)],
-        },
         Node {
             name: format!("{name}.to_f32"),
             op: Op::Elementwise(ElementwiseOp::Cast {
@@ -421,30 +454,20 @@ fn apply(g: &mut Graph, p: &Rewrite) -> Vec<Node> {
             inputs: vec![Some(acc)],
             outputs: vec![Some(accf)],
         },
-    ];
-    match &p.bias {
-        None => nodes.push(Node {
+        Node {
             name: format!("{name}.rescale"),
             op: Op::Elementwise(ElementwiseOp::Mul),
             inputs: vec![Some(accf), Some(scale)],
+            outputs: vec![Some(scaled)],
+        },
+    ];
+    if let Some(b) = bias {
+        nodes.push(Node {
+            name: format!("{name}.bias"),
+            op: Op::Elementwise(ElementwiseOp::Add),
+            inputs: vec![Some(scaled), Some(b)],
             outputs: vec![Some(out)],
-        }),
-        Some(b) => {
-            let scaled = g.add_value(format!("{name}.scaled"), f32_ty);
-            let bias = constant(g, format!("{name}.bias_f32"), &p.channel_shape, b.clone());
-            nodes.push(Node {
-                name: format!("{name}.rescale"),
-                op: Op::Elementwise(ElementwiseOp::Mul),
-                inputs: vec![Some(accf), Some(scale)],
-                outputs: vec![Some(scaled)],
-            });
-            nodes.push(Node {
-                name: format!("{name}.bias"),
-                op: Op::Elementwise(ElementwiseOp::Add),
-                inputs: vec![Some(scaled), Some(bias)],
-                outputs: vec![Some(out)],
-            });
-        }
+        });
     }
     nodes
 }

@@ -52,24 +52,43 @@ fn scales(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// The QDQ graph: inputs `x [1, 8, 9, 7]`, `a [6, 12]`; outputs the re-quantized 3x3
-/// convolution (dequantized), the stride-2 1x1 convolution, the MatMul and the Gemm.
-fn text() -> String {
-    let q = "quant.QuantizeLinear {\"axis\":1,\"block_size\":0,\"output_dtype\":null,\"precision\":null,\"saturate\":true}";
-    let dq = |axis: i64| {
-        format!("quant.DequantizeLinear {{\"axis\":{axis},\"block_size\":0,\"output_dtype\":null}}")
-    };
-    let conv = |k: usize, p: usize, s: usize| {
-        format!("nn.Conv {{\"auto_pad\":\"NotSet\",\"dilations\":[1,1],\"group\":1,\"kernel_shape\":[{k},{k}],\"pads\":[{p},{p},{p},{p}],\"strides\":[{s},{s}]}}")
-    };
-    let u8s = |v: u8| json("U8", &[], &[v.to_string()]);
+/// QuantizeLinear (per tensor) in the text form.
+const Q: &str = "quant.QuantizeLinear {\"axis\":1,\"block_size\":0,\"output_dtype\":null,\"precision\":null,\"saturate\":true}";
+
+/// DequantizeLinear along `axis`.
+fn dq(axis: i64) -> String {
+    format!("quant.DequantizeLinear {{\"axis\":{axis},\"block_size\":0,\"output_dtype\":null}}")
+}
+
+/// A `k x k` 2-D convolution, padding `p`, stride `s`.
+fn conv(k: usize, p: usize, s: usize) -> String {
+    format!("nn.Conv {{\"auto_pad\":\"NotSet\",\"dilations\":[1,1],\"group\":1,\"kernel_shape\":[{k},{k}],\"pads\":[{p},{p},{p},{p}],\"strides\":[{s},{s}]}}")
+}
+
+/// A u8 scalar.
+fn u8s(v: u8) -> String {
+    json("U8", &[], &[v.to_string()])
+}
+
+/// A conv bias of 16 int32 values, and 16 int8 zeros.
+fn bias16() -> (String, String) {
     let bias: Vec<String> = (0..16)
         .map(|i| ((i * 37) % 200 - 100).to_string())
         .collect();
+    (
+        json("I32", &[16], &bias),
+        json("I8", &[16], &vec!["0".to_string(); 16]),
+    )
+}
+
+/// The QDQ graph: inputs `x [1, 8, 9, 7]`, `a [6, 12]`; outputs the re-quantized 3x3
+/// convolution (dequantized), the stride-2 1x1 convolution, the MatMul and the Gemm.
+fn text() -> String {
+    let q = Q;
+    let (bq, zeros16) = bias16();
     let gbias: Vec<String> = (0..10)
         .map(|i| ((i * 53) % 300 - 150).to_string())
         .collect();
-    let zeros16 = json("I8", &[16], &vec!["0".to_string(); 16]);
     format!(
         "graph \"g\" {{\n  input %0 \"x\": f32[1,8,9,7]\n  input %1 \"a\": f32[6,12]\n  \
          const %2 \"sx\" = {sx}\n  const %3 \"zx\" = {zx}\n  const %4 \"wq\" = {wq}\n  \
@@ -94,7 +113,6 @@ fn text() -> String {
         za = u8s(131),
         wq = i8s(&[16, 8, 3, 3], 1),
         sw = f32s(&[16], &scales(16, 2)),
-        bq = json("I32", &[16], &bias),
         sb = f32s(&[16], &scales(16, 2).iter().map(|s| s * 0.004).collect::<Vec<_>>()),
         sy = f32s(&[], &[0.003]),
         zy = u8s(2),
@@ -113,9 +131,9 @@ fn text() -> String {
     )
 }
 
-fn session(level: u8, isa: Option<Isa>) -> Session {
-    let t = text();
-    let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+/// A session of the graph `t` (text form) at an optimization level, ISA and precision.
+fn session_of(t: &str, level: u8, isa: Option<Isa>, precision: Precision) -> Session {
+    let graph = smelt_ir::text::parse_graph(t).unwrap_or_else(|e| panic!("{e}\n{t}"));
     let model = Model {
         graph,
         opsets: vec![(String::new(), 21)],
@@ -125,9 +143,14 @@ fn session(level: u8, isa: Option<Isa>) -> Session {
         opt_level: level,
         isa,
         threads: 2,
+        precision: PrecisionPolicy::uniform(precision),
         ..Default::default()
     };
     Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn session(level: u8, isa: Option<Isa>) -> Session {
+    session_of(&text(), level, isa, Precision::F32)
 }
 
 fn run(s: &Session) -> Vec<Vec<f64>> {
@@ -190,18 +213,8 @@ fn qdq_products_run_on_integer_kernels_and_match_the_oracle() {
 /// fake-quantized, plus the first as a residual, Relu, quantized (a u8 output) and that
 /// dequantized (an f32 output); a MatMul fake-quantized. Inputs as in [`text`].
 fn fake_quant_text() -> String {
-    let q = "quant.QuantizeLinear {\"axis\":1,\"block_size\":0,\"output_dtype\":null,\"precision\":null,\"saturate\":true}";
-    let dq = |axis: i64| {
-        format!("quant.DequantizeLinear {{\"axis\":{axis},\"block_size\":0,\"output_dtype\":null}}")
-    };
-    let conv = |k: usize, p: usize| {
-        format!("nn.Conv {{\"auto_pad\":\"NotSet\",\"dilations\":[1,1],\"group\":1,\"kernel_shape\":[{k},{k}],\"pads\":[{p},{p},{p},{p}],\"strides\":[1,1]}}")
-    };
-    let u8s = |v: u8| json("U8", &[], &[v.to_string()]);
-    let bias: Vec<String> = (0..16)
-        .map(|i| ((i * 37) % 200 - 100).to_string())
-        .collect();
-    let zeros16 = json("I8", &[16], &vec!["0".to_string(); 16]);
+    let q = Q;
+    let (bq, zeros16) = bias16();
     format!(
         "graph \"g\" {{\n  input %0 \"x\": f32[1,8,9,7]\n  input %1 \"a\": f32[6,12]\n  \
          const %2 \"sx\" = {sx}\n  const %3 \"zx\" = {zx}\n  const %4 \"wq\" = {wq}\n  \
@@ -228,7 +241,6 @@ fn fake_quant_text() -> String {
         za = u8s(131),
         wq = i8s(&[16, 8, 3, 3], 1),
         sw = f32s(&[16], &scales(16, 2)),
-        bq = json("I32", &[16], &bias),
         sb = f32s(
             &[16],
             &scales(16, 2).iter().map(|s| s * 0.004).collect::<Vec<_>>()
@@ -247,29 +259,15 @@ fn fake_quant_text() -> String {
         zf = u8s(128),
         dq0 = dq(0),
         dq1 = dq(1),
-        c3 = conv(3, 1),
-        c1 = conv(1, 0),
+        c3 = conv(3, 1, 1),
+        c1 = conv(1, 0, 1),
     )
 }
 
 #[test]
 fn fake_quantized_products_fuse_into_the_integer_epilogue_and_match_the_oracle() {
-    let session = |level: u8, isa: Option<Isa>| {
-        let t = fake_quant_text();
-        let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
-        let model = Model {
-            graph,
-            opsets: vec![(String::new(), 21)],
-            ..Default::default()
-        };
-        let o = SessionOptions {
-            opt_level: level,
-            isa,
-            threads: 2,
-            ..Default::default()
-        };
-        Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
-    };
+    let t = fake_quant_text();
+    let session = |level: u8, isa: Option<Isa>| session_of(&t, level, isa, Precision::F32);
     let want = run(&session(0, None));
     // Each output's quantization step.
     let steps = [1.0, 0.025, 0.01];
@@ -335,22 +333,8 @@ fn dynamic_text() -> String {
 
 #[test]
 fn dynamic_quantization_runs_on_integer_kernels_and_matches_the_oracle() {
-    let session = |level: u8, isa: Option<Isa>| {
-        let t = dynamic_text();
-        let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
-        let model = Model {
-            graph,
-            opsets: vec![(String::new(), 21)],
-            ..Default::default()
-        };
-        let o = SessionOptions {
-            opt_level: level,
-            isa,
-            threads: 2,
-            ..Default::default()
-        };
-        Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
-    };
+    let t = dynamic_text();
+    let session = |level: u8, isa: Option<Isa>| session_of(&t, level, isa, Precision::F32);
     let run = |s: &Session, a: &[f32]| -> Vec<Vec<f64>> {
         let a = Tensor::from_f32(vec![2, 5, 12], a.to_vec()).expect("a");
         let out = s
@@ -412,22 +396,8 @@ fn float_text() -> String {
 
 #[test]
 fn precision_int8_runs_float_products_dynamically_quantized() {
-    let session = |precision: Precision, isa: Option<Isa>| {
-        let t = float_text();
-        let graph = smelt_ir::text::parse_graph(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
-        let model = Model {
-            graph,
-            opsets: vec![(String::new(), 21)],
-            ..Default::default()
-        };
-        let o = SessionOptions {
-            isa,
-            threads: 2,
-            precision: PrecisionPolicy::uniform(precision),
-            ..Default::default()
-        };
-        Session::from_model_with(model, &o).unwrap_or_else(|e| panic!("{e}"))
-    };
+    let t = float_text();
+    let session = |precision: Precision, isa: Option<Isa>| session_of(&t, 1, isa, precision);
     let a = Tensor::from_f32(vec![6, 12], values(72, 25)).expect("a");
     let run = |s: &Session| -> Vec<f64> {
         let out = s

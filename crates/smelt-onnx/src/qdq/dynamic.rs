@@ -8,7 +8,7 @@
 
 use super::{
     drop_unused_initializers, f32_initializer, f32_tensor, int_attr, int_tensor, main_opset, node,
-    quantize_weights, QdqOptions, Target,
+    QdqOptions, Target,
 };
 use crate::proto::{DataType, ModelProto, NodeProto};
 use smelt_ir::{bail, Result};
@@ -79,7 +79,8 @@ pub fn write_dynamic(
                 w
             };
             let qmax = if opts.reduce_range { 63.0 } else { 127.0 };
-            let (scales, q) = quantize_weights(&w, &[k, n], 1, opts.per_channel, qmax);
+            let (scales, q) =
+                smelt_ir::precision::quantize_symmetric(&w, &[k, n], 1, opts.per_channel, qmax);
             let base = format!("{}_kn", t.weight);
             let sd: Vec<usize> = if scales.len() > 1 { vec![n] } else { vec![] };
             new_inits.push(int_tensor(
