@@ -2,12 +2,11 @@
 //! dynamic`): the range pass and the quantizing pass write the u8 tensor, its scale and its
 //! zero point straight into their windows.
 
-use super::Mem;
+use super::{Exec, Mem};
 use smelt_ir::kernel::check::Checker;
 use smelt_ir::kernel::{Single, TensorRef};
 use smelt_ir::op::QuantOp;
 use smelt_ir::{DType, Op};
-use smelt_kernels::Kernels;
 
 /// Where one output goes: (buffer slot, element offset).
 type At = Option<(usize, isize)>;
@@ -51,11 +50,11 @@ impl DynamicQuantPlan {
         })
     }
 
-    /// Quantizes.
+    /// Quantizes, on the run's threads.
     ///
     /// # Safety
     /// `mem` holds the storages the plan was validated against.
-    pub(crate) unsafe fn run(&self, mem: &Mem, kern: &Kernels) {
+    pub(crate) unsafe fn run(&self, mem: &Mem, ex: &Exec) {
         let x = std::slice::from_raw_parts(
             (mem.ptrs[self.x.0] as *const f32).offset(self.x.1),
             self.len,
@@ -63,7 +62,13 @@ impl DynamicQuantPlan {
         let y = self.y.map(|(slot, off)| {
             std::slice::from_raw_parts_mut(mem.ptrs[slot].offset(off), self.len)
         });
-        let (scale, zp) = smelt_kernels::qgemm::dynamic::dynamic_quantize(kern.isa, x, y);
+        let (scale, zp) = smelt_kernels::qgemm::dynamic::dynamic_quantize_threaded(
+            ex.kern.isa,
+            ex.pool,
+            ex.threads,
+            x,
+            y,
+        );
         if let Some((slot, off)) = self.scale {
             *(mem.ptrs[slot] as *mut f32).offset(off) = scale;
         }

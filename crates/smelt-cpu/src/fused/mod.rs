@@ -348,9 +348,7 @@ impl CpuPlan {
             // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(_), Prepared::Gather(g)) => unsafe { g.run(&cx.mem)? },
             // SAFETY: validated by CpuPlan::new against these buffers.
-            (GroupBody::Single(_), Prepared::DynamicQuant(d)) => unsafe {
-                d.run(&cx.mem, cx.ex.kern)
-            },
+            (GroupBody::Single(_), Prepared::DynamicQuant(d)) => unsafe { d.run(&cx.mem, &cx.ex) },
             // SAFETY: validated by CpuPlan::new against these buffers.
             (GroupBody::Single(s), Prepared::Concat(k)) => {
                 if !unsafe { k.run(&cx.mem, s) } {

@@ -4,6 +4,91 @@
 //! range and quantizes to 0; an all-zero range gets scale 1.
 
 use crate::isa::Isa;
+use crate::pool::ThreadPool;
+use std::sync::Mutex;
+
+/// Values per task of the threaded form (below two of them it runs on one thread).
+const PER_TASK: usize = 1 << 16;
+
+/// [`dynamic_quantize`] spread over up to `threads` threads of `pool`: each task takes the
+/// range of one contiguous piece, the ranges combine by the same strict comparisons (so the
+/// result does not depend on the split), then each task quantizes its piece.
+///
+/// # Panics
+/// When `y` is shorter than `x`.
+pub fn dynamic_quantize_threaded(
+    isa: Isa,
+    pool: &ThreadPool,
+    threads: usize,
+    x: &[f32],
+    y: Option<&mut [u8]>,
+) -> (f32, u8) {
+    let tasks = threads.min(x.len() / PER_TASK);
+    if tasks < 2 {
+        return dynamic_quantize(isa, x, y);
+    }
+    let piece = x.len().div_ceil(tasks);
+    let ranges = Mutex::new(vec![(0f32, 0f32); tasks]);
+    pool.run(threads, tasks, &|t| {
+        let r = range(
+            isa,
+            &x[(t * piece).min(x.len())..((t + 1) * piece).min(x.len())],
+        );
+        ranges.lock().unwrap_or_else(|e| e.into_inner())[t] = r;
+    });
+    let parts = ranges.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (lo, _) = range_scalar(&parts.iter().map(|p| p.0).collect::<Vec<_>>(), 0.0, 0.0);
+    let (_, hi) = range_scalar(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), 0.0, 0.0);
+    let (scale, zp) = params(lo, hi);
+    if let Some(y) = y {
+        let y = &mut y[..x.len()];
+        let out = SendPtr(y.as_mut_ptr());
+        pool.run(threads, tasks, &|t| {
+            let (a, b) = ((t * piece).min(x.len()), ((t + 1) * piece).min(x.len()));
+            // SAFETY: the tasks' pieces of y are disjoint and inside it.
+            let yt = unsafe { std::slice::from_raw_parts_mut(out.get().add(a), b - a) };
+            quantize(isa, &x[a..b], scale, zp, yt);
+        });
+    }
+    (scale, zp as u8)
+}
+
+/// A pointer the tasks share to write disjoint pieces.
+struct SendPtr(*mut u8);
+
+// SAFETY: each task writes its own piece only.
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    fn get(&self) -> *mut u8 {
+        self.0
+    }
+}
+
+/// The scale and zero point (as f32) of the range `[lo, hi]` (which holds 0).
+fn params(lo: f32, hi: f32) -> (f32, f32) {
+    let scale = if hi == lo {
+        1.0f32
+    } else {
+        (hi - lo) / 255.0f32
+    };
+    (
+        scale,
+        (0.0f32 - lo / scale).clamp(0.0, 255.0).round_ties_even(),
+    )
+}
+
+/// The quantized bytes of `x` on `isa`.
+fn quantize(isa: Isa, x: &[f32], scale: f32, zp: f32, y: &mut [u8]) {
+    match isa {
+        // SAFETY: the table's ISA is one this CPU has; x and y are as long.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86::quantize_avx512(x, scale, zp, y) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::quantize_avx2(x, scale, zp, y) },
+        _ => quantize_scalar(x, scale, zp, y),
+    }
+}
 
 /// The quantization of `x`: (scale, zero point), and `y[i]` the quantized `x[i]` when `y`
 /// is given (as long as `x`).
@@ -12,22 +97,9 @@ use crate::isa::Isa;
 /// When `y` is shorter than `x`.
 pub fn dynamic_quantize(isa: Isa, x: &[f32], y: Option<&mut [u8]>) -> (f32, u8) {
     let (lo, hi) = range(isa, x);
-    let scale = if hi == lo {
-        1.0f32
-    } else {
-        (hi - lo) / 255.0f32
-    };
-    let zp = (0.0f32 - lo / scale).clamp(0.0, 255.0).round_ties_even();
+    let (scale, zp) = params(lo, hi);
     if let Some(y) = y {
-        let y = &mut y[..x.len()];
-        match isa {
-            // SAFETY: the table's ISA is one this CPU has; x and y are as long.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { x86::quantize_avx512(x, scale, zp, y) },
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { x86::quantize_avx2(x, scale, zp, y) },
-            _ => quantize_scalar(x, scale, zp, y),
-        }
+        quantize(isa, x, scale, zp, &mut y[..x.len()]);
     }
     (scale, zp as u8)
 }
@@ -199,6 +271,27 @@ mod tests {
                 );
                 assert_eq!(y, want, "{isa:?}");
                 assert_eq!(dynamic_quantize(isa, x, None), (s, z));
+            }
+        }
+    }
+
+    #[test]
+    fn threads_give_the_one_thread_result() {
+        let pool = crate::pool::global();
+        let mut x: Vec<f32> = crate::testing::rand_vec(5 * PER_TASK + 77, 8);
+        x[3 * PER_TASK + 5] = -1.5;
+        x[PER_TASK + 9] = f32::NAN;
+        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+            if !isa.is_supported() {
+                continue;
+            }
+            let mut one = vec![0u8; x.len()];
+            let want = dynamic_quantize(isa, &x, Some(&mut one));
+            for threads in [2, 3, 8] {
+                let mut y = vec![0u8; x.len()];
+                let got = dynamic_quantize_threaded(isa, pool, threads, &x, Some(&mut y));
+                assert_eq!(got, want, "{isa:?} {threads}");
+                assert!(y == one, "{isa:?} {threads}");
             }
         }
     }
