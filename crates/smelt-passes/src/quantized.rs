@@ -13,7 +13,9 @@
 //! standard ops, so the reference executor runs it as the oracle, and lowering fuses the
 //! scale, bias, activation and the next `QuantizeLinear` into the integer kernel's epilogue.
 //! Products of other forms (two activations, non-zero weight zero points, blocked scales)
-//! stay float. Runs before constant folding, which would otherwise turn the dequantized
+//! stay float. `QLinearConv` and `QLinearMatMul` of that form (u8 activations and output,
+//! constant int8 weights of zero points 0) become the same integer product, rescale and
+//! i32 bias, then `QuantizeLinear` by the op's output scale and zero point. Runs before constant folding, which would otherwise turn the dequantized
 //! weights into float constants. Main graph only.
 
 use crate::{Pass, PassContext};
@@ -197,6 +199,9 @@ struct Rewrite {
     scale: Vec<f32>,
     bias: Option<Vec<f32>>,
     channel_shape: Vec<usize>,
+    /// A QLinear op's output quantization (y_scale, y_zero_point): the rescaled value is
+    /// quantized into the op's output.
+    requantize: Option<(ValueId, Option<ValueId>)>,
 }
 
 enum WeightInput {
@@ -229,6 +234,11 @@ fn rewrite(g: &mut Graph) -> bool {
 /// The rewrite of node `i`, if it is a product of the quantized form.
 fn plan(ix: &Index, at: usize, n: &Node) -> Option<Rewrite> {
     let out = n.outputs.first().copied().flatten()?;
+    match &n.op {
+        Op::Quant(QuantOp::QLinearConv { conv }) => return qlinear(ix, at, n, Some(conv)),
+        Op::Quant(QuantOp::QLinearMatMul) => return qlinear(ix, at, n, None),
+        _ => {}
+    }
     if super::lower::dtype_of(ix.g, out) != Some(DType::F32) {
         return None;
     }
@@ -278,6 +288,7 @@ fn plan(ix: &Index, at: usize, n: &Node) -> Option<Rewrite> {
                 scale: per(&w, cout),
                 bias,
                 channel_shape,
+                requantize: None,
             })
         }
         Op::Nn(NnOp::MatMul) => {
@@ -292,6 +303,7 @@ fn plan(ix: &Index, at: usize, n: &Node) -> Option<Rewrite> {
                 scale: per(&w, ncols),
                 bias: None,
                 channel_shape: vec![ncols],
+                requantize: None,
             })
         }
         Op::Nn(NnOp::Gemm {
@@ -323,6 +335,7 @@ fn plan(ix: &Index, at: usize, n: &Node) -> Option<Rewrite> {
                 },
                 bias,
                 channel_shape: vec![ncols],
+                requantize: None,
             })
         }
         _ => None,
@@ -338,6 +351,95 @@ pub(crate) fn replace_nodes(g: &mut Graph, mut replacements: HashMap<usize, Vec<
             None => g.nodes.push(n),
         }
     }
+}
+
+/// The rewrite of a `QLinearConv` (`conv`) or `QLinearMatMul` of u8 activations with a
+/// per-tensor scale and zero point, constant int8 weights of zero points 0 (scales per
+/// tensor or per output channel) and a u8 output: the integer product, the rescale by
+/// `x_scale * w_scale`, the i32 bias at that scale, then QuantizeLinear by the output's
+/// scale and zero point. Inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp [, bias].
+fn qlinear(ix: &Index, at: usize, n: &Node, conv: Option<&QConv>) -> Option<Rewrite> {
+    let input = |i: usize| n.inputs.get(i).copied().flatten();
+    let konst = |i: usize| ix.constants.get(&input(i)?).copied();
+    let dtype = |v: ValueId| super::lower::dtype_of(ix.g, v);
+    let x = input(0)?;
+    let out = n.outputs.first().copied().flatten()?;
+    if dtype(x) != Some(DType::U8) || dtype(out) != Some(DType::U8) {
+        return None;
+    }
+    let scalar = |i: usize| {
+        let t = konst(i)?;
+        (t.len() == 1)
+            .then(|| t.to_f64().ok())
+            .flatten()
+            .map(|v| v[0] as f32)
+    };
+    let xs = scalar(1)?;
+    if let Some(z) = input(2) {
+        let t = ix.constants.get(&z)?;
+        if t.dtype() != DType::U8 || t.len() != 1 {
+            return None;
+        }
+    }
+    let w = konst(3)?;
+    if w.dtype() != DType::I8 {
+        return None;
+    }
+    let channels = match conv {
+        Some(_) if w.rank() >= 3 => w.shape()[0],
+        None if w.rank() == 2 => w.shape()[1],
+        _ => return None,
+    };
+    let ws = konst(4)?.as_f32()?;
+    if !(ws.len() == 1 || ws.len() == channels) {
+        return None;
+    }
+    if let Some(z) = konst(5) {
+        if !z.to_i64().ok()?.iter().all(|&v| v == 0) {
+            return None;
+        }
+    } else if input(5).is_some() {
+        return None;
+    }
+    scalar(6).filter(|s| *s > 0.0 && s.is_finite())?;
+    if let Some(z) = input(7) {
+        let t = ix.constants.get(&z)?;
+        if t.dtype() != DType::U8 || t.len() != 1 {
+            return None;
+        }
+    }
+    let scale: Vec<f32> = (0..channels)
+        .map(|c| xs * ws[if ws.len() == 1 { 0 } else { c }])
+        .collect();
+    let bias = match (conv, input(8)) {
+        (Some(_), Some(b)) => {
+            let t = ix.constants.get(&b)?;
+            if t.dtype() != DType::I32 || t.len() != channels {
+                return None;
+            }
+            let q = t.to_i64().ok()?;
+            Some(q.iter().zip(&scale).map(|(&v, &s)| v as f32 * s).collect())
+        }
+        _ => None,
+    };
+    let (op, channel_shape) = match conv {
+        Some(c) => {
+            let mut shape = vec![1; w.rank() - 1];
+            shape[0] = channels;
+            (Op::Quant(QuantOp::ConvInteger { conv: c.clone() }), shape)
+        }
+        None => (Op::Quant(QuantOp::MatMulInteger), vec![channels]),
+    };
+    Some(Rewrite {
+        at,
+        op,
+        inputs: vec![Some(x), None, input(2)],
+        weight: WeightInput::Original(input(3)?),
+        scale,
+        bias,
+        channel_shape,
+        requantize: Some((input(6)?, input(7))),
+    })
 }
 
 /// A 2-D int8 tensor transposed.
@@ -417,7 +519,25 @@ fn apply(g: &mut Graph, p: &Rewrite) -> Vec<Node> {
         inputs,
         outputs: vec![Some(acc)],
     }];
-    nodes.extend(finish_integer(g, &name, acc, scale, bias, out));
+    match p.requantize {
+        None => nodes.extend(finish_integer(g, &name, acc, scale, bias, out)),
+        Some((ys, yz)) => {
+            let v = g.add_value(format!("{name}.dequantized"), like(DType::F32));
+            nodes.extend(finish_integer(g, &name, acc, scale, bias, v));
+            nodes.push(Node {
+                name: format!("{name}.requantize"),
+                op: Op::Quant(QuantOp::QuantizeLinear {
+                    axis: 1,
+                    block_size: 0,
+                    output_dtype: None,
+                    saturate: true,
+                    precision: None,
+                }),
+                inputs: vec![Some(v), Some(ys), yz],
+                outputs: vec![Some(out)],
+            });
+        }
+    }
     nodes
 }
 

@@ -431,3 +431,64 @@ fn precision_int8_runs_float_products_dynamically_quantized() {
         assert_ne!(got, want, "{isa:?}: int8 changed nothing");
     }
 }
+
+/// onnxruntime's QOperator form: `QLinearConv` (3x3, per-channel int8 weights, an i32
+/// bias) of `x [1, 8, 9, 7]` quantized, and `QLinearMatMul` of `a [6, 12]` quantized; both
+/// u8 outputs. Inputs as in [`text`].
+fn qlinear_text() -> String {
+    let (bq, zeros16) = bias16();
+    let qconv = "quant.QLinearConv {\"conv\":{\"auto_pad\":\"NotSet\",\"dilations\":null,\"group\":1,\"kernel_shape\":[3,3],\"pads\":[1,1,1,1],\"strides\":[1,1]}}";
+    format!(
+        "graph \"g\" {{\n  input %0 \"x\": f32[1,8,9,7]\n  input %1 \"a\": f32[6,12]\n  \
+         const %2 \"sx\" = {sx}\n  const %3 \"zx\" = {zx}\n  const %4 \"wq\" = {wq}\n  \
+         const %5 \"sw\" = {sw}\n  const %6 \"zw\" = {zeros16}\n  const %7 \"bq\" = {bq}\n  \
+         const %8 \"sy\" = {sy}\n  const %9 \"zy\" = {zy}\n  const %10 \"mq\" = {mq}\n  \
+         const %11 \"sm\" = {sm}\n  const %12 \"za\" = {za}\n  const %13 \"sf\" = {sf}\n  \
+         const %14 \"zf\" = {zf}\n\
+         %15 \"xq\" = {q} (%0, %2, %3)\n  \
+         %16 \"y\" = {qconv} (%15, %2, %3, %4, %5, %6, %8, %9, %7)\n  \
+         %17 \"aq\" = {q} (%1, %2, %12)\n  \
+         %18 \"m\" = quant.QLinearMatMul (%17, %2, %12, %10, %11, _, %13, %14)\n  \
+         output %16\n  output %18\n}}\n",
+        q = Q,
+        sx = f32s(&[], &[0.004]),
+        zx = u8s(128),
+        za = u8s(131),
+        wq = i8s(&[16, 8, 3, 3], 1),
+        sw = f32s(&[16], &scales(16, 2)),
+        sy = f32s(&[], &[0.02]),
+        zy = u8s(100),
+        mq = i8s(&[12, 20], 4),
+        sm = f32s(&[20], &scales(20, 5)),
+        sf = f32s(&[], &[0.01]),
+        zf = u8s(128),
+    )
+}
+
+#[test]
+fn qlinear_products_run_on_integer_kernels_and_match_the_oracle() {
+    let t = qlinear_text();
+    let want = run(&session_of(&t, 0, None, Precision::F32));
+    for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        if !isa.is_supported() {
+            continue;
+        }
+        let s = session_of(&t, 1, Some(isa), Precision::F32);
+        let got = run(&s);
+        let names = s.last_plan().expect("plan").kernel_names().join("\n");
+        assert_eq!(names.matches("qgemm").count(), 2, "{isa:?}:\n{names}");
+        assert!(
+            names.contains("epilogue fused rescale+requantize"),
+            "{isa:?}:\n{names}"
+        );
+        // u8 outputs: at most one step off, rarely (a value on a rounding boundary).
+        for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+            let off = g.iter().zip(w).filter(|(a, b)| a != b).count();
+            assert!(
+                g.iter().zip(w).all(|(a, b)| (a - b).abs() <= 1.0),
+                "{isa:?} {o}"
+            );
+            assert!(off * 50 <= g.len(), "{isa:?} {o}: {off} of {} off", g.len());
+        }
+    }
+}
