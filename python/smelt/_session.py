@@ -122,8 +122,9 @@ def _providers(providers, provider_options) -> List[tuple]:
 
 class SessionOptions:
     """onnxruntime's SessionOptions. smelt reads intra_op_num_threads (0: every CPU the
-    process may use), graph_optimization_level, enable_profiling and profile_file_prefix;
-    the other fields are kept so scripts that set them run unchanged."""
+    process may use), graph_optimization_level, enable_profiling, profile_file_prefix and
+    the config entry "smelt.precision" (fp32, bf16, fp16 or int8, as `smelt run
+    --precision`); the other fields are kept so scripts that set them run unchanged."""
 
     def __init__(self) -> None:
         self.intra_op_num_threads = 0
@@ -145,7 +146,7 @@ class SessionOptions:
         self._free_dims: Dict[str, int] = {}
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Stores a config entry (smelt reads none yet)."""
+        """Stores a config entry (smelt reads "smelt.precision")."""
         self._config[key] = value
 
     def get_session_config_entry(self, key: str) -> str:
@@ -242,6 +243,7 @@ class InferenceSession:
             threads=max(0, int(so.intra_op_num_threads)),
             free_dims=so._free_dims,
             profile=bool(so.enable_profiling),
+            precision=so._config.get("smelt.precision"),
         )
         self._profiling_start_ns = time.time_ns()
         self._inputs = [NodeArg(*a) for a in self._sess.inputs()]

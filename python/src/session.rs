@@ -180,7 +180,8 @@ impl PySession {
     /// concrete shapes to compile for at load.
     #[new]
     /// `free_dims` fixes named dims: inputs whose dims it all fixes are compiled for them.
-    #[pyo3(signature = (model, opt_level=1, threads=0, shapes=None, free_dims=None, max_plans=16, profile=false))]
+    /// `precision` is `fp32` (default), `bf16`, `fp16` or `int8`, as `smelt run --precision`.
+    #[pyo3(signature = (model, opt_level=1, threads=0, shapes=None, free_dims=None, max_plans=16, profile=false, precision=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -191,7 +192,16 @@ impl PySession {
         free_dims: Option<HashMap<String, usize>>,
         max_plans: usize,
         profile: bool,
+        precision: Option<&str>,
     ) -> PyResult<Self> {
+        let precision = match precision {
+            None => smelt_ir::Precision::F32,
+            Some(p) => smelt_ir::Precision::from_name(p).ok_or_else(|| {
+                crate::errors::invalid_argument(&format!(
+                    "smelt.precision '{p}': expected fp32, bf16, fp16 or int8"
+                ))
+            })?,
+        };
         if let Some(path) = crate::model::artifact_path(model) {
             return PySession::from_artifact(py, &path, threads, shapes, profile);
         }
@@ -203,6 +213,7 @@ impl PySession {
         let options = SessionOptions {
             opt_level,
             max_plans: max_plans.max(1),
+            precision: smelt_ir::PrecisionPolicy::uniform(precision),
             ..Default::default()
         };
         let options = options_with(options, threads, shapes)?;

@@ -100,6 +100,22 @@ def test_session_options(mlp_path, mlp_x):
     assert len(s.compilations()) == 1
 
 
+def test_precision_config_entry(mlp_path, mlp_x):
+    want = ort.InferenceSession(mlp_path).run(None, {"x": mlp_x})[0]
+    for precision in ["fp32", "bf16", "fp16", "int8"]:
+        so = smelt.SessionOptions()
+        so.add_session_config_entry("smelt.precision", precision)
+        got = smelt.InferenceSession(mlp_path, sess_options=so).run(None, {"x": mlp_x})[0]
+        # Softmax outputs: int8 (the first layer's weights and activations) moves them most.
+        np.testing.assert_allclose(got, want, atol=0.05)
+        if precision == "int8":
+            assert np.abs(got - want).max() > 1e-4  # the first product did run in int8
+    so = smelt.SessionOptions()
+    so.add_session_config_entry("smelt.precision", "int4")
+    with pytest.raises(smelt.InvalidArgument, match="int4"):
+        smelt.InferenceSession(mlp_path, sess_options=so)
+
+
 def test_profiling_writes_a_chrome_trace(mlp_path, mlp_x, tmp_path):
     so = smelt.SessionOptions()
     so.enable_profiling = True
