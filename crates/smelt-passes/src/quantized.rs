@@ -134,7 +134,8 @@ impl<'g> Index<'g> {
             return None;
         }
         let scales = scales.as_f32()?.to_vec();
-        if scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+        // (An empty scale would leave the per-channel scale nothing to index.)
+        if scales.is_empty() || scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
             return None;
         }
         if let Some(z) = zp {

@@ -86,6 +86,14 @@ fn i8_weights<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Option<&
     }
 }
 
+/// How an integer product's epilogue runs, for its kernel name.
+fn epilogue_name(requant: Option<&Requant>) -> String {
+    match requant {
+        Some(q) => format!("fused {}", q.describe()),
+        None => "interpreted".to_string(),
+    }
+}
+
 /// Runs `f` with the sink that finishes an integer product's tiles: its recognized
 /// epilogue in registers, or the general one.
 fn with_sink(
@@ -207,10 +215,7 @@ impl QConvPlan {
                 "conv.{}{}, epilogue {}",
                 kern.qgemm.name,
                 tiles,
-                match &requant {
-                    Some(q) => format!("fused {}", q.describe()),
-                    None => "interpreted".to_string(),
-                }
+                epilogue_name(requant.as_ref())
             ),
             requant,
         })
@@ -347,10 +352,7 @@ impl QMatMulPlan {
                 } else {
                     ""
                 },
-                match &requant {
-                    Some(q) => format!("fused {}", q.describe()),
-                    None => "interpreted".to_string(),
-                }
+                epilogue_name(requant.as_ref())
             ),
             requant,
         })

@@ -513,8 +513,18 @@ unsafe fn pack_im2col(
     let taps = g.kh * g.kw;
     pool.run(threads, groups, &|gi| {
         let out = out.get() as *mut u8;
-        let mut tmp = vec![0u8; 4 * seg_len];
-        let zeros = vec![0u8; seg_len];
+        // Segments are copied only when the rows are not read in place, and the zero row
+        // stands in only for the depths past the last (the final group's).
+        let mut tmp = if plane {
+            Vec::new()
+        } else {
+            vec![0u8; 4 * seg_len]
+        };
+        let zeros = if 4 * gi + 4 > kk {
+            vec![0u8; seg_len]
+        } else {
+            Vec::new()
+        };
         for oy in 0..seg_rows {
             let mut rows = [zeros.as_ptr(); 4];
             for (t, row) in rows.iter_mut().enumerate() {

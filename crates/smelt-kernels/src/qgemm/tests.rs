@@ -3,9 +3,9 @@
 //! range's ends).
 
 use super::*;
-use crate::conv::Conv2d;
+use crate::gemm::StoreC;
 use crate::pool::ThreadPool;
-use std::sync::Mutex;
+use crate::testing::square_conv;
 
 /// Every integer micro-kernel this CPU can run.
 fn micros() -> Vec<QMicro> {
@@ -20,32 +20,6 @@ fn micros() -> Vec<QMicro> {
         }
     }
     v
-}
-
-/// A sink writing tiles into a dense `rows x cols` result.
-struct Collect {
-    cols: usize,
-    out: Mutex<Vec<f32>>,
-}
-
-impl TileSink for Collect {
-    fn tile(
-        &self,
-        _b: usize,
-        i0: usize,
-        j0: usize,
-        rows: usize,
-        cols: usize,
-        t: &mut [f32],
-        ld: usize,
-    ) {
-        let mut o = self.out.lock().unwrap();
-        for r in 0..rows {
-            for c in 0..cols {
-                o[(i0 + r) * self.cols + j0 + c] = t[r * ld + c];
-            }
-        }
-    }
 }
 
 /// Deterministic bytes.
@@ -85,9 +59,11 @@ fn matmul_matches_plain_loops() {
                 b[0] = if narrow { -64 } else { -128 };
                 let packed = QPackedCols::new(&b, k, n, mi.nr);
                 assert_eq!(packed.narrow, narrow);
-                let sink = Collect {
-                    cols: n,
-                    out: Mutex::new(vec![f32::NAN; m * n]),
+                let mut got = vec![f32::NAN; m * n];
+                let sink = StoreC {
+                    c: got.as_mut_ptr(),
+                    ldc: n,
+                    batch_stride: 0,
                 };
                 let mut corr = Vec::new();
                 // SAFETY: a holds m rows of k.
@@ -106,7 +82,6 @@ fn matmul_matches_plain_loops() {
                         &sink,
                     )
                 };
-                let got = sink.out.into_inner().unwrap();
                 for i in 0..m {
                     for j in 0..n {
                         let want: i32 = (0..k)
@@ -139,23 +114,9 @@ fn conv_matches_plain_loops() {
     ];
     for mi in micros() {
         for &(c, h, w, kh, kw, s, d, p, m) in &geoms {
-            let oh = (h + 2 * p - d * (kh - 1) - 1) / s + 1;
-            let ow = (w + 2 * p - d * (kw - 1) - 1) / s + 1;
-            let g = Conv2d {
-                c,
-                h,
-                w,
-                kh,
-                kw,
-                sh: s,
-                sw: s,
-                dh: d,
-                dw: d,
-                ph: p,
-                pw: p,
-                oh,
-                ow,
-            };
+            assert_eq!(kh, kw, "square kernels only");
+            let g = square_conv(c, h, w, kh, s, d, p);
+            let (oh, ow) = (g.oh, g.ow);
             let x = bytes(c * h * w, 3);
             for narrow in [false, true] {
                 let wt: Vec<i8> = bytes(m * g.k(), 4)
@@ -166,9 +127,11 @@ fn conv_matches_plain_loops() {
                 let packed = QPackedRows::new(&wt, m, g.k(), &mi);
                 assert_eq!(packed.narrow, narrow);
                 let px = g.pixels();
-                let sink = Collect {
-                    cols: px,
-                    out: Mutex::new(vec![f32::NAN; m * px]),
+                let mut got = vec![f32::NAN; m * px];
+                let sink = StoreC {
+                    c: got.as_mut_ptr(),
+                    ldc: px,
+                    batch_stride: 0,
                 };
                 let mut scratch = vec![0u8; qconv_scratch_bytes(&g, mi.nr, packed.groups())];
                 let input = QConvInput {
@@ -192,7 +155,6 @@ fn conv_matches_plain_loops() {
                         &sink,
                     )
                 };
-                let got = sink.out.into_inner().unwrap();
                 for o in 0..m {
                     for oy in 0..oh {
                         for ox in 0..ow {
@@ -249,22 +211,7 @@ fn qconv_timing() {
         (256, 14, 3, 256),
         (512, 7, 3, 512),
     ] {
-        let p = kk / 2;
-        let g = Conv2d {
-            c,
-            h: hw,
-            w: hw,
-            kh: kk,
-            kw: kk,
-            sh: 1,
-            sw: 1,
-            dh: 1,
-            dw: 1,
-            ph: p,
-            pw: p,
-            oh: hw,
-            ow: hw,
-        };
+        let g = square_conv(c, hw, hw, kk, 1, 1, kk / 2);
         let x = bytes(c * hw * hw, 3);
         let wt: Vec<i8> = bytes(m * g.k(), 4).into_iter().map(|v| v as i8).collect();
         let packed = QPackedRows::new(&wt, m, g.k(), &mi);
