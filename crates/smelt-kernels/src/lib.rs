@@ -9,6 +9,7 @@ pub mod attention;
 pub mod blocked;
 pub mod buf;
 pub mod conv;
+pub mod convert;
 pub mod direct;
 pub mod epilogue;
 pub mod gemm;

@@ -331,6 +331,13 @@ mod x86 {
     use super::Vf;
     use std::arch::x86_64::*;
 
+    /// The mask of the first `n` (at most 8) of eight 32-bit lanes.
+    #[inline(always)]
+    unsafe fn first_lanes(n: usize) -> __m256i {
+        const ONES_THEN_ZEROS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+        _mm256_loadu_si256(ONES_THEN_ZEROS.as_ptr().add(8 - n) as *const __m256i)
+    }
+
     /// Eight f32 lanes (AVX2+FMA).
     #[derive(Clone, Copy)]
     pub struct Y8(pub __m256);
@@ -358,15 +365,12 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn load_part(p: *const f32, n: usize) -> Self {
-            let mut b = [0f32; 8];
-            std::ptr::copy_nonoverlapping(p, b.as_mut_ptr(), n);
-            Y8(_mm256_loadu_ps(b.as_ptr()))
+            // Masked lanes are neither read nor faulted on.
+            Y8(_mm256_maskload_ps(p, first_lanes(n)))
         }
         #[inline(always)]
         unsafe fn store_part(self, p: *mut f32, n: usize) {
-            let mut b = [0f32; 8];
-            _mm256_storeu_ps(b.as_mut_ptr(), self.0);
-            std::ptr::copy_nonoverlapping(b.as_ptr(), p, n);
+            _mm256_maskstore_ps(p, first_lanes(n), self.0)
         }
         #[inline(always)]
         unsafe fn gather(p: *const f32, stride: isize) -> Self {

@@ -6,6 +6,7 @@
 
 use half::{bf16, f16};
 use smelt_ir::{lowp, DType};
+use smelt_kernels::convert::f32_to_bytes;
 
 /// How a buffer's elements are stored and converted to and from f32.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -155,10 +156,12 @@ pub(crate) unsafe fn store_chunk(e: Elem, base: *mut u8, off: isize, stride: isi
         Elem::BF16 => write_with((base as *mut u16).offset(off), stride, src, |x| {
             bf16::from_f32(x).to_bits()
         }),
+        Elem::I8 if stride == 1 => f32_to_bytes(src, base.offset(off), true, false),
         Elem::I8 => write_with((base as *mut i8).offset(off), stride, src, |x| x as i8),
         Elem::I16 => write_with((base as *mut i16).offset(off), stride, src, |x| x as i16),
         Elem::I32 => write_with((base as *mut i32).offset(off), stride, src, |x| x as i32),
         Elem::I64 => write_with((base as *mut i64).offset(off), stride, src, |x| x as i64),
+        Elem::U8 if stride == 1 => f32_to_bytes(src, base.offset(off), false, false),
         Elem::U8 => write_with(base.offset(off), stride, src, |x| x as u8),
         Elem::U16 => write_with((base as *mut u16).offset(off), stride, src, |x| x as u16),
         Elem::U32 => write_with((base as *mut u32).offset(off), stride, src, |x| x as u32),
