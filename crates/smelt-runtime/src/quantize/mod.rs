@@ -33,6 +33,9 @@ pub struct QuantizeOptions {
     pub per_channel: bool,
     /// 7-bit weights (see `smelt_onnx::qdq::QdqOptions::reduce_range`).
     pub reduce_range: bool,
+    /// Which Add and Sum nodes read quantized activations (see
+    /// `smelt_onnx::qdq::Residuals`).
+    pub residuals: qdq::Residuals,
     /// The op types quantized (Conv, MatMul, Gemm).
     pub ops: Vec<String>,
     /// How the float model runs for calibration.
@@ -119,6 +122,7 @@ pub fn quantize(
         QdqOptions {
             per_channel: o.per_channel,
             reduce_range: o.reduce_range,
+            residuals: o.residuals,
         },
     )?;
     let report = QuantizeReport {

@@ -1,12 +1,14 @@
 //! The common epilogue of an integer product, run without the interpreter: per output
 //! channel (a convolution's rows, a matrix product's columns) `v = acc * scale + bias`,
 //! then optionally a fake quantization (`QuantizeLinear` then `DequantizeLinear`, as
-//! onnxruntime's QDQ models put after every product), `+ residual` (an f32 tensor of the
-//! result's shape) and Relu or GELU; `v` stored as f32 (or fake-quantized, as f32) and/or
+//! onnxruntime's QDQ models put after every product), `+ residual` (a tensor of the
+//! result's shape: f32, or 8-bit dequantized as it is read) and Relu or GELU; `v` stored as f32 (or fake-quantized, as f32) and/or
 //! quantized, `clamp(round_half_even(v / s) + zp)` stored as 8-bit integers. That is a QDQ
 //! model's rescale, bias, residual Add, activation and next `QuantizeLinear`. The same f32
 //! operations in the same order as the scalar program (GELU by the kernels' vector math), so
 //! on AVX-512 the result is the interpreter's bit for bit.
+
+mod vector;
 
 use super::epilogue::{Layout, Win};
 use super::Mem;
@@ -52,6 +54,11 @@ struct Fq {
 }
 
 impl Fq {
+    /// The parameters.
+    fn new(s: f32, zp: f32, lo: f32, hi: f32) -> Fq {
+        Fq { s, zp, lo, hi }
+    }
+
     /// The quantized value, as f32.
     #[inline(always)]
     fn quantize(&self, v: f32) -> f32 {
@@ -64,6 +71,55 @@ impl Fq {
     #[inline(always)]
     fn dequantize(&self, q: f32) -> f32 {
         (q - self.zp) * self.s
+    }
+}
+
+/// The residual operand: an f32 tensor, or 8-bit values dequantized as they are read
+/// (`(q - zp) * s`, a QDQ model's `DequantizeLinear` of a quantized skip connection).
+struct Residual {
+    rows: Rows,
+    /// The dequantization and whether the bytes are signed; None for f32.
+    dq: Option<(Fq, bool)>,
+}
+
+impl Residual {
+    /// Row `i` of batch `b` from column `j0`.
+    ///
+    /// # Safety
+    /// `mem` holds the buffers the window was validated against.
+    unsafe fn row(&self, mem: &Mem, b: usize, i: usize, j0: usize) -> ResidualRow {
+        match self.dq {
+            None => ResidualRow::F32(self.rows.at::<f32>(mem, b, i, j0)),
+            Some((f, signed)) => ResidualRow::Bytes(self.rows.at::<u8>(mem, b, i, j0), f, signed),
+        }
+    }
+}
+
+/// A residual row resolved for one run.
+#[derive(Clone, Copy)]
+enum ResidualRow {
+    F32(*const f32),
+    Bytes(*const u8, Fq, bool),
+}
+
+impl ResidualRow {
+    /// Element `j`, as f32.
+    ///
+    /// # Safety
+    /// `j` lies inside the row.
+    #[inline(always)]
+    unsafe fn get(self, j: usize) -> f32 {
+        match self {
+            ResidualRow::F32(p) => *p.add(j),
+            ResidualRow::Bytes(p, f, signed) => {
+                let q = if signed {
+                    *p.add(j) as i8 as f32
+                } else {
+                    *p.add(j) as f32
+                };
+                f.dequantize(q)
+            }
+        }
     }
 }
 
@@ -134,7 +190,7 @@ pub(crate) struct Requant {
     bias: Chan,
     /// Fake quantization of `acc * scale + bias`, before the residual.
     fq: Option<Fq>,
-    residual: Option<Rows>,
+    residual: Option<Residual>,
     act: Act,
     float_out: Option<Rows>,
     /// The f32 store holds the value fake-quantized with these parameters.
@@ -208,16 +264,50 @@ impl Reader<'_> {
         }
     }
 
-    /// An f32 tensor loaded element by element (a residual).
-    fn elementwise(&self, i: usize) -> Option<Rows> {
-        let S::Load(k) = self.op(i)? else {
+    /// A tensor loaded element by element (a residual): f32, or 8-bit values
+    /// dequantized, `Mul(Sub(q, zp), s)` or `Mul(q, s)` with constant parameters.
+    fn elementwise(&self, i: usize) -> Option<Residual> {
+        let load = |i: usize| -> Option<(Rows, DType)> {
+            let S::Load(k) = self.op(i)? else {
+                return None;
+            };
+            let r = self.l.loads.get(k)?;
+            Some((
+                Rows::of(self.layout.window(r)?)?,
+                self.c.plan.buffer(r.buffer).dtype,
+            ))
+        };
+        if let Some((rows, DType::F32)) = load(i) {
+            return Some(Residual { rows, dq: None });
+        }
+        let S::Binary(Binary::Mul, x, y) = self.op(i)? else {
             return None;
         };
-        let r = self.l.loads.get(k)?;
-        if self.c.plan.buffer(r.buffer).dtype != DType::F32 {
-            return None;
-        }
-        Rows::of(self.layout.window(r)?)
+        let (q, s) = if matches!(self.op(x)?, S::Binary(Binary::Sub, ..) | S::Load(_)) {
+            (x, y)
+        } else {
+            (y, x)
+        };
+        let (q, zp) = match self.op(q)? {
+            S::Binary(Binary::Sub, q, zp) => (q, self.konst(zp)?),
+            _ => (q, 0.0),
+        };
+        let (rows, dtype) = load(q)?;
+        let signed = match dtype {
+            DType::U8 => false,
+            DType::I8 => true,
+            _ => return None,
+        };
+        let (lo, hi) = if signed {
+            (-128.0, 127.0)
+        } else {
+            (0.0, 255.0)
+        };
+        let f = Fq::new(self.konst(s)?, zp, lo, hi);
+        Some(Residual {
+            rows,
+            dq: Some((f, signed)),
+        })
     }
 
     /// `Mul(Sub(q, zp), s)` of a quantization `q` (see [`Reader::quantized`]): (v, its
@@ -255,12 +345,7 @@ impl Reader<'_> {
         let S::Binary(Binary::Div, v, s) = self.op(d)? else {
             return None;
         };
-        let p = Fq {
-            s: self.konst(s)?,
-            zp,
-            lo: self.konst(lo)?,
-            hi: self.konst(hi)?,
-        };
+        let p = Fq::new(self.konst(s)?, zp, self.konst(lo)?, self.konst(hi)?);
         Some((v, p))
     }
 }
@@ -394,8 +479,10 @@ impl Requant {
         if self.fq.is_some() {
             s.push_str("+fakequant");
         }
-        if self.residual.is_some() {
-            s.push_str("+residual");
+        match &self.residual {
+            Some(Residual { dq: Some(_), .. }) => s.push_str("+residual(8-bit)"),
+            Some(_) => s.push_str("+residual"),
+            None => {}
         }
         match self.act {
             Act::Relu => s.push_str("+relu"),
@@ -436,7 +523,7 @@ unsafe fn row_scalar(
     cols: usize,
     src: &[f32],
 ) {
-    let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
+    let res = q.residual.as_ref().map(|w| w.row(mem, b, i, j0));
     let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
     let (scale, bias) = (q.scale.ptr(mem), q.bias.ptr(mem));
     for (j, &v) in src.iter().enumerate().take(cols).skip(from) {
@@ -445,7 +532,7 @@ unsafe fn row_scalar(
             x = f.dequantize(f.quantize(x));
         }
         if let Some(p) = res {
-            x += *p.add(j);
+            x += p.get(j);
         }
         match q.act {
             Act::Relu => x = smelt_kernels::vmath::relu(x),
@@ -490,194 +577,6 @@ unsafe fn tile_portable(
     }
 }
 
-/// One tile in AVX2 registers, 8 columns at a time (the last few in plain Rust).
-///
-/// # Safety
-/// As for [`tile_portable`], on a CPU with AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx2(
-    q: &Requant,
-    mem: &Mem,
-    b: usize,
-    i0: usize,
-    rows: usize,
-    j0: usize,
-    cols: usize,
-    t: &[f32],
-    ld: usize,
-) {
-    use smelt_kernels::simd::Y8;
-    use std::arch::x86_64::*;
-    let whole = cols / 8 * 8;
-    let (scale, bias) = (q.scale.ptr(mem), q.bias.ptr(mem));
-    for r in 0..rows {
-        let i = i0 + r;
-        let src = &t[r * ld..r * ld + cols];
-        let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
-        let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
-        let chan = |c: ChanPtr, j: usize| match c {
-            ChanPtr::Row(p) => _mm256_set1_ps(*p.add(i)),
-            ChanPtr::Col(p) => _mm256_loadu_ps(p.add(j0 + j)),
-        };
-        for j in (0..whole).step_by(8) {
-            let mut x = _mm256_add_ps(
-                _mm256_mul_ps(_mm256_loadu_ps(src.as_ptr().add(j)), chan(scale, j)),
-                chan(bias, j),
-            );
-            if let Some(f) = &q.fq {
-                x = dequantize8(quantize8(x, f), f);
-            }
-            if let Some(p) = res {
-                x = _mm256_add_ps(x, _mm256_loadu_ps(p.add(j)));
-            }
-            match q.act {
-                Act::Relu => x = smelt_kernels::vmath::relu(Y8(x)).0,
-                Act::Gelu => x = smelt_kernels::vmath::gelu(Y8(x)).0,
-                Act::None => {}
-            }
-            if let Some(p) = fo {
-                let out = match &q.float_fq {
-                    Some(f) => dequantize8(quantize8(x, f), f),
-                    None => x,
-                };
-                _mm256_storeu_ps(p.add(j), out);
-            }
-            if let Some(qo) = &q.quant {
-                let y = quantize8(x, &qo.p);
-                // In range and integral: pack to 16 then 8 bits without saturating.
-                let v = _mm256_cvtps_epi32(y);
-                let w =
-                    _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-                let bytes = if qo.signed {
-                    _mm_packs_epi16(w, w)
-                } else {
-                    _mm_packus_epi16(w, w)
-                };
-                _mm_storel_epi64(qo.dst.at::<u8>(mem, b, i, j0).add(j) as *mut __m128i, bytes);
-            }
-        }
-        row_scalar(q, mem, b, i, j0, whole, cols, src);
-    }
-}
-
-/// One tile in AVX-512 registers, 16 columns at a time (`roundscale` to nearest even is
-/// `round_ties_even`; the clamped values convert exactly).
-///
-/// # Safety
-/// As for [`tile_portable`], on a CPU with AVX-512F/BW/VL.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512(
-    q: &Requant,
-    mem: &Mem,
-    b: usize,
-    i0: usize,
-    rows: usize,
-    j0: usize,
-    cols: usize,
-    t: &[f32],
-    ld: usize,
-) {
-    use std::arch::x86_64::*;
-    let (scale, bias) = (q.scale.ptr(mem), q.bias.ptr(mem));
-    for r in 0..rows {
-        let i = i0 + r;
-        // Per row: one value splat; per column: loaded with the columns.
-        let chan = |c: ChanPtr, j: usize, mask: __mmask16| match c {
-            ChanPtr::Row(p) => _mm512_set1_ps(*p.add(i)),
-            ChanPtr::Col(p) => _mm512_maskz_loadu_ps(mask, p.add(j0 + j)),
-        };
-        let src = t.as_ptr().add(r * ld);
-        let res = q.residual.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
-        let fo = q.float_out.as_ref().map(|w| w.at::<f32>(mem, b, i, j0));
-        let mut j = 0;
-        while j < cols {
-            let n = (cols - j).min(16);
-            let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
-            let (sc, bi) = (chan(scale, j, mask), chan(bias, j, mask));
-            let mut x = _mm512_add_ps(
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src.add(j)), sc),
-                bi,
-            );
-            if let Some(f) = &q.fq {
-                x = dequantize16(quantize16(x, f), f);
-            }
-            if let Some(p) = res {
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, p.add(j)));
-            }
-            match q.act {
-                Act::Relu => x = smelt_kernels::vmath::relu(smelt_kernels::simd::Z16(x)).0,
-                Act::Gelu => x = smelt_kernels::vmath::gelu(smelt_kernels::simd::Z16(x)).0,
-                Act::None => {}
-            }
-            // The quantization, once for both stores when they share it.
-            let y = q.quant.as_ref().map(|qo| quantize16(x, &qo.p));
-            if let Some(p) = fo {
-                let out = match (&q.float_fq, &q.quant, y) {
-                    (Some(f), Some(qo), Some(y)) if qo.p == *f => dequantize16(y, f),
-                    (Some(f), ..) => dequantize16(quantize16(x, f), f),
-                    _ => x,
-                };
-                _mm512_mask_storeu_ps(p.add(j), mask, out);
-            }
-            if let (Some(qo), Some(y)) = (&q.quant, y) {
-                let iv = _mm512_cvtps_epi32(y);
-                let bytes = if qo.signed {
-                    _mm512_cvtsepi32_epi8(iv)
-                } else {
-                    _mm512_cvtusepi32_epi8(iv)
-                };
-                _mm_mask_storeu_epi8(qo.dst.at::<i8>(mem, b, i, j0).add(j), mask, bytes);
-            }
-            j += 16;
-        }
-    }
-}
-
-/// [`Fq::quantize`] of 8 lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn quantize8(x: std::arch::x86_64::__m256, f: &Fq) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_div_ps(
-        x,
-        _mm256_set1_ps(f.s),
-    ));
-    let y = _mm256_add_ps(y, _mm256_set1_ps(f.zp));
-    _mm256_max_ps(_mm256_min_ps(y, _mm256_set1_ps(f.hi)), _mm256_set1_ps(f.lo))
-}
-
-/// [`Fq::dequantize`] of 8 lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn dequantize8(y: std::arch::x86_64::__m256, f: &Fq) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    _mm256_mul_ps(_mm256_sub_ps(y, _mm256_set1_ps(f.zp)), _mm256_set1_ps(f.s))
-}
-
-/// [`Fq::quantize`] of 16 lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn quantize16(x: std::arch::x86_64::__m512, f: &Fq) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
-    let y = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm512_div_ps(x, _mm512_set1_ps(f.s)),
-    );
-    let y = _mm512_add_ps(y, _mm512_set1_ps(f.zp));
-    _mm512_max_ps(_mm512_min_ps(y, _mm512_set1_ps(f.hi)), _mm512_set1_ps(f.lo))
-}
-
-/// [`Fq::dequantize`] of 16 lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn dequantize16(y: std::arch::x86_64::__m512, f: &Fq) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
-    _mm512_mul_ps(_mm512_sub_ps(y, _mm512_set1_ps(f.zp)), _mm512_set1_ps(f.s))
-}
-
 impl TileSink for RequantSink<'_> {
     fn tile(
         &self,
@@ -695,10 +594,10 @@ impl TileSink for RequantSink<'_> {
             #[cfg(target_arch = "x86_64")]
             match self.isa {
                 smelt_kernels::Isa::Avx512 => {
-                    return tile_avx512(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
+                    return vector::tile_avx512(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
                 }
                 smelt_kernels::Isa::Avx2 => {
-                    return tile_avx2(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
+                    return vector::tile_avx2(self.q, self.mem, b, i0, rows, j0, cols, t, ld)
                 }
                 smelt_kernels::Isa::Portable => {}
             }
