@@ -88,6 +88,42 @@ unsafe fn interleave4(rows: [*const u8; 4], n: usize, out: *mut u8) {
     }
 }
 
+/// Copies `out.len()` bytes read `step` apart from `src`: a plain copy at step 1, even
+/// bytes picked sixteen at a time at step 2 (a stride-2 convolution's column phases, which
+/// a byte loop copied at two multiplies a byte: 7% of ResNet-50 int8's run), a loop
+/// otherwise.
+///
+/// # Safety
+/// Every byte read lies in `src`'s allocation.
+pub(crate) unsafe fn copy_strided(src: *const u8, step: isize, out: &mut [u8]) {
+    let n = out.len();
+    if step == 1 {
+        std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), n);
+        return;
+    }
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    if step == 2 {
+        use std::arch::x86_64::*;
+        // (SSE2 is part of x86-64.) Each 16-bit lane's low byte is an even byte; the
+        // saturating pack of values under 256 keeps them exactly. Reads 2 * 16 bytes for
+        // 16 outputs, so stop while the last read stays within the 2n - 1 bytes read.
+        let lows = _mm_set1_epi16(0xff);
+        while j + 16 < n {
+            let a = _mm_loadu_si128(src.add(2 * j) as *const __m128i);
+            let b = _mm_loadu_si128(src.add(2 * j + 16) as *const __m128i);
+            let v = _mm_packus_epi16(_mm_and_si128(a, lows), _mm_and_si128(b, lows));
+            _mm_storeu_si128(out.as_mut_ptr().add(j) as *mut __m128i, v);
+            j += 16;
+        }
+    }
+    let mut p = src.offset(j as isize * step);
+    for v in &mut out[j..] {
+        *v = *p;
+        p = p.offset(step);
+    }
+}
+
 /// Bytes of one packed panel of depth groups `k4` and width `nr`.
 pub fn panel_bytes(k4: usize, nr: usize) -> usize {
     k4 * nr * 4
@@ -670,13 +706,11 @@ unsafe fn pack_padded(
             let src = x.get().offset(c as isize * sc + iy as isize * sh);
             let row = &mut d[yy * wp..(yy + 1) * wp];
             let ix0 = first * g.sw + px - g.pw;
-            if g.sw == 1 && sw == 1 {
-                std::ptr::copy_nonoverlapping(src.add(ix0), row[first..].as_mut_ptr(), end - first);
-            } else {
-                for (k, v) in row[first..end].iter_mut().enumerate() {
-                    *v = *src.offset((ix0 + k * g.sw) as isize * sw);
-                }
-            }
+            copy_strided(
+                src.offset(ix0 as isize * sw),
+                g.sw as isize * sw,
+                &mut row[first..end],
+            );
         }
     });
     let kk = g.k();

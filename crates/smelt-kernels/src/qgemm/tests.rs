@@ -111,6 +111,8 @@ fn conv_matches_plain_loops() {
         (2, 12, 12, 7, 7, 2, 1, 3, 8),
         (6, 9, 9, 3, 3, 1, 2, 2, 33),
         (7, 6, 5, 1, 1, 2, 1, 0, 5),
+        // Stride-2 phases wide enough for the vector copy.
+        (3, 7, 75, 3, 3, 2, 1, 1, 6),
     ];
     for mi in micros() {
         for &(c, h, w, kh, kw, s, d, p, m) in &geoms {
@@ -312,5 +314,24 @@ fn qmatmul_timing() {
             s * 1e3,
             (m * k * n) as f64 / s / 1e9
         );
+    }
+}
+
+#[test]
+fn strided_copies_pick_every_step_th_byte() {
+    let src = bytes(200, 7);
+    for step in [1isize, 2, 3] {
+        for n in 0..=60 {
+            // The last byte read is (n - 1) * step: give it exactly that much.
+            let avail = if n == 0 {
+                0
+            } else {
+                (n - 1) * step as usize + 1
+            };
+            let mut out = vec![0u8; n];
+            unsafe { copy_strided(src[..avail].as_ptr(), step, &mut out) };
+            let want: Vec<u8> = (0..n).map(|k| src[k * step as usize]).collect();
+            assert_eq!(out, want, "step {step}, {n} bytes");
+        }
     }
 }
