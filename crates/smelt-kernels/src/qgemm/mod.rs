@@ -22,17 +22,17 @@ use crate::isa::Isa;
 use crate::pool::ThreadPool;
 pub use micro::{QMicro, QMicroFn};
 
-/// The integer micro-kernel of an ISA table: AVX-512 VNNI where the CPU has it (else the
-/// exact AVX2 one), AVX2, or portable.
+/// The integer micro-kernel of an ISA table: AVX-512 VNNI where the CPU has it, AVX-VNNI
+/// where it has that (`SMELT_AVX_VNNI=0` turns it off), else the AVX2 ones; or portable.
 pub fn micro_for(isa: Isa) -> QMicro {
     match isa {
         Isa::Portable => micro::portable_micro(),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => micro::x86::avx2_micro(),
-        #[cfg(target_arch = "x86_64")]
         Isa::Avx512 if micro::x86::has_vnni() => micro::x86::vnni_micro(),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => micro::x86::avx2_micro(),
+        Isa::Avx2 | Isa::Avx512 if micro::x86::has_avx_vnni() => micro::x86::avx_vnni_micro(),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => micro::x86::avx2_micro(),
         #[allow(unreachable_patterns)]
         _ => micro::portable_micro(),
     }

@@ -18,6 +18,9 @@ fn micros() -> Vec<QMicro> {
         if micro::x86::has_vnni() {
             v.push(micro::x86::vnni_micro());
         }
+        if micro::x86::has_avx_vnni() {
+            v.push(micro::x86::avx_vnni_micro());
+        }
     }
     v
 }
