@@ -223,9 +223,12 @@ fn deferred_dequantizations(g: &Graph, readers: &Readers) -> HashMap<ValueId, us
             continue;
         };
         let rs = readers.get(&o).map_or(&[][..], Vec::as_slice);
+        // (Not BatchNormalization: it reads its parameters per channel, a mapping the
+        // dequantization's own operands may not take.)
         let fusing_reader = |j: &usize| {
             let r = &g.nodes[*j];
             !is_view_op(&r.op)
+                && !matches!(r.op, Op::Nn(NnOp::BatchNormalization { .. }))
                 && pointwise::unfusible_reason(g, r).is_none()
                 && r.outputs
                     .first()

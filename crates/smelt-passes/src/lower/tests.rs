@@ -159,3 +159,42 @@ fn residual_chain_adds_in_place_down_the_chain() {
     assert_eq!(at(2), at(3));
     assert_eq!(p.memory.arena_bytes, 1024, "{:?}", p.memory);
 }
+
+#[test]
+fn dequantization_read_only_by_an_epilogue_is_computed_there_from_the_bytes() {
+    let p = plan(&format!(
+        r#"graph "g" {{
+  input %0 "x": f32[1,4,8,8]
+  const %1 "w" = {}
+  const %2 "s" = {{"dtype":"F32","shape":[],"data":{{"F32":[0.02]}}}}
+  const %3 "z" = {{"dtype":"U8","shape":[],"data":{{"U8":[128]}}}}
+  %4 "q": u8[1,4,8,8] = quant.QuantizeLinear {{"axis":1,"block_size":0,"output_dtype":null,"precision":null,"saturate":true}} (%0, %2, %3) # "quant"
+  %5 "d": f32[1,4,8,8] = quant.DequantizeLinear {{"axis":1,"block_size":0,"output_dtype":null}} (%4, %2, %3) # "dequant"
+  %6 "c": f32[1,4,8,8] = nn.Conv {CONV} (%0, %1) # "conv"
+  %7 "y": f32[1,4,8,8] = elementwise.Add (%6, %5) # "skip"
+  output %7
+}}"#,
+        weights(144)
+    ));
+    assert_eq!(
+        kinds(&p),
+        vec![
+            "elementwise:QuantizeLinear",
+            "anchor:Conv+DequantizeLinear+Add"
+        ]
+    );
+    // The quantization stores its bytes only; nothing stores the f32 dequantized value.
+    let GroupBody::Elementwise(l) = &p.groups[0].body else {
+        panic!()
+    };
+    assert_eq!(l.stores.len(), 1);
+    assert_eq!(p.buffer(l.stores[0].dst.buffer).dtype, smelt_ir::DType::U8);
+    let GroupBody::Anchor(a) = &p.groups[1].body else {
+        panic!()
+    };
+    assert!(a
+        .epilogue
+        .loads
+        .iter()
+        .any(|r| p.buffer(r.buffer).dtype == smelt_ir::DType::U8));
+}
