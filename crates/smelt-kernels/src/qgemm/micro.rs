@@ -24,6 +24,8 @@ pub struct QMicro {
     pub narrow: (QMicroFn, QMicroFn),
     /// The kernel's name, e.g. `qgemm.avx512-vnni`.
     pub name: &'static str,
+    /// The instruction set its code needs (the rest of the product follows it).
+    pub isa: crate::Isa,
 }
 
 /// The portable tile's rows and columns.
@@ -71,6 +73,7 @@ pub fn portable_micro() -> QMicro {
         unsigned_a: portable::<false>,
         narrow: (portable::<true>, portable::<false>),
         name: "qgemm.portable",
+        isa: crate::Isa::Portable,
     }
 }
 
@@ -203,6 +206,7 @@ pub mod x86 {
             unsigned_a: avx2::<false>,
             narrow: (avx2_narrow::<true>, avx2_narrow::<false>),
             name: "qgemm.avx2",
+            isa: crate::Isa::Avx2,
         }
     }
 
@@ -308,6 +312,7 @@ pub mod x86 {
             unsigned_a: avx_vnni::<false>,
             narrow: (avx_vnni::<true>, avx_vnni::<false>),
             name: "qgemm.avx-vnni",
+            isa: crate::Isa::Avx2,
         }
     }
 
@@ -327,6 +332,7 @@ pub mod x86 {
             unsigned_a: vnni::<false>,
             narrow: (vnni::<true>, vnni::<false>),
             name: "qgemm.avx512-vnni",
+            isa: crate::Isa::Avx512,
         }
     }
 }
