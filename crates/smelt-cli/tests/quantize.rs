@@ -146,7 +146,7 @@ fn dynamic_quantization_needs_no_calibration_and_runs_on_integer_kernels() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        stdout.contains("2 products quantized dynamically"),
+        stdout.contains("2 products and embedding tables quantized dynamically"),
         "{stdout}"
     );
     let (code, stdout, err) = smelt(&["explain", out.to_str().unwrap(), "--shape", "x=4x16"]);

@@ -50,11 +50,11 @@ pub struct Args {
     /// `quantized` everywhere (as onnxruntime does), `float` nowhere.
     #[arg(long, default_value = "auto", value_name = "auto|quantized|float")]
     residuals: String,
-    /// The op types to quantize.
+    /// The op types to quantize (Gather: embedding tables stored as int8, with --dynamic).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "Conv,MatMul,Gemm",
+        default_value = "Conv,MatMul,Gemm,Gather",
         value_name = "OP,OP"
     )]
     ops: Vec<String>,
@@ -143,7 +143,7 @@ fn dynamic(a: &Args) -> Result<ExitCode> {
         .map_err(|e| e.context(a.model.display().to_string()))?;
     std::fs::write(&a.output, &out).map_err(|e| err!(Io, "{}: {e}", a.output.display()))?;
     outln!(
-        "{}: {count} products quantized dynamically ({} weights, u8 activations from each run's range)",
+        "{}: {count} products and embedding tables quantized dynamically ({} weights, u8 activations from each run's range)",
         a.output.display(),
         match (a.per_channel, a.reduce_range) {
             (true, false) => "per-channel int8",

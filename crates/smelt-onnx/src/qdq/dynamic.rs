@@ -175,3 +175,97 @@ pub fn write_dynamic(
     drop_unused_initializers(g);
     Ok(count)
 }
+
+/// Embedding tables stored as int8, as onnxruntime's `quantize_dynamic` does for `Gather`:
+/// each `Gather` along axis 0 of a 2-D float initializer of at least `min_elements` becomes
+/// a `Gather` of the int8 table (symmetric; one scale per column with `per_channel`, else
+/// one) followed by `DequantizeLinear` of the rows it picked (along the last axis). A
+/// table read by anything else is left float. Returns how many tables it rewrote.
+pub fn quantize_gathers(
+    model: &mut ModelProto,
+    opts: QdqOptions,
+    min_elements: usize,
+) -> Result<usize> {
+    let opset = main_opset(model);
+    let Some(g) = model.graph.as_mut() else {
+        bail!(InvalidModel, "the model has no graph");
+    };
+    // Per-axis DequantizeLinear needs opset 13; before it, one scale.
+    let per_column = opts.per_channel && opset >= 13;
+    let mut readers: HashMap<&str, usize> = HashMap::new();
+    for n in &g.node {
+        for i in &n.input {
+            *readers.entry(i.as_str()).or_default() += 1;
+        }
+    }
+    let picked: Vec<(usize, String)> = g
+        .node
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| {
+            n.domain.is_empty()
+                && n.op_type == "Gather"
+                && super::attr_i(n, "axis", 0) == 0
+                && n.input.len() == 2
+                && readers.get(n.input[0].as_str()) == Some(&1)
+        })
+        .map(|(i, n)| (i, n.input[0].clone()))
+        .collect();
+    let mut new_inits = Vec::new();
+    let mut after: HashMap<usize, NodeProto> = HashMap::new();
+    for (i, table) in picked {
+        let Some((w, dims)) = f32_initializer(g, &table) else {
+            continue;
+        };
+        if dims.len() != 2 || w.len() < min_elements {
+            continue;
+        }
+        let qmax = if opts.reduce_range { 63.0 } else { 127.0 };
+        // Scales along axis 1 (per column) or one for the table.
+        let (scales, q) = smelt_ir::precision::quantize_symmetric(&w, &dims, 1, per_column, qmax);
+        let (qn, sn, zn) = (
+            format!("{table}_quantized"),
+            format!("{table}_scale"),
+            format!("{table}_zero_point"),
+        );
+        let sd: Vec<usize> = if scales.len() > 1 {
+            vec![dims[1]]
+        } else {
+            vec![]
+        };
+        new_inits.push(int_tensor(&qn, &dims, DataType::Int8, &q));
+        new_inits.push(f32_tensor(&sn, &sd, &scales));
+        new_inits.push(int_tensor(&zn, &sd, DataType::Int8, &vec![0; scales.len()]));
+        let n = &mut g.node[i];
+        let out = n.output[0].clone();
+        let rows = format!("{out}_quantized_rows");
+        n.input[0] = qn;
+        n.output[0] = rows.clone();
+        let attrs = if scales.len() > 1 {
+            vec![int_attr("axis", -1)]
+        } else {
+            vec![]
+        };
+        after.insert(
+            i,
+            node(
+                "DequantizeLinear",
+                format!("{out}_DequantizeLinear"),
+                vec![rows, sn, zn],
+                out,
+                attrs,
+            ),
+        );
+    }
+    let count = after.len();
+    let old = std::mem::take(&mut g.node);
+    for (i, n) in old.into_iter().enumerate() {
+        g.node.push(n);
+        if let Some(dq) = after.remove(&i) {
+            g.node.push(dq);
+        }
+    }
+    g.initializer.extend(new_inits);
+    drop_unused_initializers(g);
+    Ok(count)
+}

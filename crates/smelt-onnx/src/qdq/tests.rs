@@ -382,3 +382,93 @@ fn skip_connections_read_the_dequantized_activation_as_asked() {
         crate::import_model(&m, None, false).expect("imports");
     }
 }
+
+/// ids [2, 3] (int64) -> Gather of a 300 x 20 float table -> y; a second, 2 x 20 table
+/// gathered too (under the size bound), and a third read by a Gather and an Add.
+fn embedding_model() -> ModelProto {
+    let gather = |name: &str, t: &str, y: &str| {
+        node(
+            "Gather",
+            name.into(),
+            vec![t.into(), "ids".into()],
+            y.into(),
+            vec![],
+        )
+    };
+    let mut ids = value_info("ids", &[2, 3]);
+    if let Some(type_proto::Value::TensorType(t)) =
+        ids.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = DataType::Int64 as i32;
+    }
+    let g = GraphProto {
+        node: vec![
+            gather("words", "table", "y"),
+            gather("types", "small", "z"),
+            gather("shared", "both", "s"),
+            node(
+                "Add",
+                "reuse".into(),
+                vec!["both".into(), "both".into()],
+                "b2".into(),
+                vec![],
+            ),
+        ],
+        initializer: vec![
+            f32_tensor("table", &[300, 20], &ramp(6000, 0.01)),
+            f32_tensor("small", &[2, 20], &ramp(40, 0.01)),
+            f32_tensor("both", &[300, 20], &ramp(6000, 0.02)),
+        ],
+        input: vec![ids],
+        output: vec![
+            value_info("y", &[2, 3, 20]),
+            value_info("z", &[2, 3, 20]),
+            value_info("s", &[2, 3, 20]),
+            value_info("b2", &[300, 20]),
+        ],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 13,
+        }],
+        graph: Some(g),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn embedding_tables_become_int8_with_the_dequantization_after_the_gather() {
+    for per_channel in [true, false] {
+        let mut m = embedding_model();
+        let opts = QdqOptions {
+            per_channel,
+            reduce_range: false,
+            residuals: Default::default(),
+        };
+        assert_eq!(dynamic::quantize_gathers(&mut m, opts, 4096).unwrap(), 1);
+        let g = m.graph.as_ref().unwrap();
+        let find = |name: &str| g.node.iter().position(|n| n.name == name).unwrap();
+        let words = &g.node[find("words")];
+        assert_eq!(words.input[0], "table_quantized");
+        let dq = &g.node[find("words") + 1];
+        assert_eq!(dq.op_type, "DequantizeLinear");
+        assert_eq!(dq.input[0], words.output[0]);
+        assert_eq!(dq.output[0], "y");
+        let axis = dq.attribute.iter().find(|a| a.name == "axis").map(|a| a.i);
+        assert_eq!(axis, per_channel.then_some(-1));
+        let q = g
+            .initializer
+            .iter()
+            .find(|t| t.name == "table_quantized")
+            .unwrap();
+        assert_eq!(q.data_type, DataType::Int8 as i32);
+        // Under the bound, or read by another node: float as before.
+        assert_eq!(g.node[find("types")].input[0], "small");
+        assert_eq!(g.node[find("shared")].input[0], "both");
+        assert!(g.initializer.iter().all(|t| t.name != "table"));
+        crate::import_model(&m, None, false).expect("imports");
+    }
+}

@@ -57,6 +57,10 @@ pub struct QuantizeReport {
     pub ranges: Vec<(String, Range)>,
 }
 
+/// Smallest embedding table `--dynamic` stores as int8 (a 2 x 384 token-type table stays
+/// float; MiniLM's 30522 x 384 word and 512 x 384 position tables do not).
+const GATHER_MIN_ELEMENTS: usize = 4096;
+
 /// Bins of the percentile and entropy histograms.
 const BINS: usize = 4096;
 
@@ -137,13 +141,15 @@ pub fn quantize(
 
 /// Dynamic quantization of the ONNX model `bytes`: its MatMul and Gemm products with float
 /// initializer weights (among `ops`) rewritten as onnxruntime's `quantize_dynamic` writes
-/// them (see `smelt_onnx::qdq::dynamic`); no calibration. Returns the model's bytes and the
-/// count of products rewritten.
+/// them, and with `Gather` among `ops` its embedding tables stored as int8 (see
+/// `smelt_onnx::qdq::dynamic`); no calibration. Returns the model's bytes and the count of
+/// products and tables rewritten.
 pub fn quantize_dynamic(
     bytes: &[u8],
     ops: &[String],
     opts: QdqOptions,
 ) -> Result<(Vec<u8>, usize)> {
+    let gathers = ops.iter().any(|o| o == "Gather");
     let mut proto = smelt_onnx::decode_model(bytes, Limits::process_default())?;
     let Some(g) = proto.graph.as_ref() else {
         bail!(InvalidModel, "the model has no graph");
@@ -154,13 +160,20 @@ pub fn quantize_dynamic(
         .filter(|o| matches!(*o, "MatMul" | "Gemm"))
         .collect();
     let targets = qdq::targets(g, &ops);
-    if targets.is_empty() {
+    let mut count = if targets.is_empty() {
+        0
+    } else {
+        qdq::dynamic::write_dynamic(&mut proto, &targets, opts)?
+    };
+    if gathers {
+        count += qdq::dynamic::quantize_gathers(&mut proto, opts, GATHER_MIN_ELEMENTS)?;
+    }
+    if count == 0 {
         bail!(
             Unsupported,
-            "no MatMul/Gemm node with float initializer weights to quantize dynamically"
+            "no MatMul/Gemm with float initializer weights, nor Gather of a float table, to quantize dynamically"
         );
     }
-    let count = qdq::dynamic::write_dynamic(&mut proto, &targets, opts)?;
     Ok((qdq::encode(&proto), count))
 }
 
