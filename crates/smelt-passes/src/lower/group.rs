@@ -400,8 +400,9 @@ fn ready_group(f: &Fusion, v: ValueId) -> Option<usize> {
     f.value_group.get(&root).copied()
 }
 
-/// An instruction reading `v` in draft `gi`: a member value directly, else a load
-/// (scalar f32 constants become immediates).
+/// An instruction reading `v` in draft `gi`: a member value directly, a deferred
+/// dequantization computed here from its bytes, else a load (scalar constants of f32 or
+/// small integers become immediates).
 fn operand(
     g: &Graph,
     f: &mut Fusion,

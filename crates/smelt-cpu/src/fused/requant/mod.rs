@@ -2,11 +2,12 @@
 //! channel (a convolution's rows, a matrix product's columns) `v = acc * scale + bias`,
 //! then optionally a fake quantization (`QuantizeLinear` then `DequantizeLinear`, as
 //! onnxruntime's QDQ models put after every product), `+ residual` (a tensor of the
-//! result's shape: f32, or 8-bit dequantized as it is read) and Relu or GELU; `v` stored as f32 (or fake-quantized, as f32) and/or
-//! quantized, `clamp(round_half_even(v / s) + zp)` stored as 8-bit integers. That is a QDQ
-//! model's rescale, bias, residual Add, activation and next `QuantizeLinear`. The same f32
-//! operations in the same order as the scalar program (GELU by the kernels' vector math), so
-//! on AVX-512 the result is the interpreter's bit for bit.
+//! result's shape: f32, or 8-bit dequantized as it is read) and Relu or GELU; `v` stored
+//! as f32 (or fake-quantized, as f32) and/or quantized, `clamp(round_half_even(v / s) +
+//! zp)` stored as 8-bit integers. That is a QDQ model's rescale, bias, residual Add,
+//! activation and next `QuantizeLinear`. The same f32 operations in the same order as the
+//! scalar program (GELU by the kernels' vector math), so on AVX-512 the result is the
+//! interpreter's bit for bit; the vector forms are in [`vector`].
 
 mod vector;
 
