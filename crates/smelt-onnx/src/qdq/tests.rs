@@ -26,6 +26,19 @@ fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
     }
 }
 
+/// A model of graph `g` importing the default domain at `opset`.
+fn model_of(g: GraphProto, opset: i64) -> ModelProto {
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        graph: Some(g),
+        ..Default::default()
+    }
+}
+
 fn ramp(n: usize, scale: f32) -> Vec<f32> {
     (0..n)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
@@ -93,15 +106,7 @@ fn model(opset: i64) -> ModelProto {
         output: vec![value_info("y", &[1, 3])],
         ..Default::default()
     };
-    ModelProto {
-        ir_version: 8,
-        opset_import: vec![OperatorSetIdProto {
-            domain: String::new(),
-            version: opset,
-        }],
-        graph: Some(g),
-        ..Default::default()
-    }
+    model_of(g, opset)
 }
 
 fn ranges() -> HashMap<String, Range> {
@@ -323,15 +328,7 @@ fn residual_model() -> ModelProto {
         output: vec![value_info("y", &[1, 2, 4, 4])],
         ..Default::default()
     };
-    ModelProto {
-        ir_version: 8,
-        opset_import: vec![OperatorSetIdProto {
-            domain: String::new(),
-            version: 13,
-        }],
-        graph: Some(g),
-        ..Default::default()
-    }
+    model_of(g, 13)
 }
 
 #[test]
@@ -428,15 +425,7 @@ fn embedding_model() -> ModelProto {
         ],
         ..Default::default()
     };
-    ModelProto {
-        ir_version: 8,
-        opset_import: vec![OperatorSetIdProto {
-            domain: String::new(),
-            version: 13,
-        }],
-        graph: Some(g),
-        ..Default::default()
-    }
+    model_of(g, 13)
 }
 
 #[test]
