@@ -469,7 +469,7 @@ fn pointwise_node(
         .flat_map(|&v| f.sources(g, v))
         .filter_map(|v| ready_group(f, v))
         .max();
-    let target = latest.and_then(|gi| match join_refusal(f, n, gi, &shape) {
+    let target = latest.and_then(|gi| match join_refusal(g, f, n, gi, &shape) {
         None => Some(gi),
         Some(reason) => {
             let into = d_name(g, &f.drafts[gi]);
@@ -523,12 +523,19 @@ fn pointwise_node(
 }
 
 /// Why `n` cannot join draft `gi`, or None when it can.
-fn join_refusal(f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<String> {
+fn join_refusal(g: &Graph, f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<String> {
     let d = &f.drafts[gi];
+    // What the node reads, a deferred dequantization's inputs in its place.
+    let inputs: Vec<ValueId> = n
+        .inputs
+        .iter()
+        .flatten()
+        .flat_map(|&v| f.sources(g, v))
+        .collect();
     let kind = match &d.kind {
         DraftKind::Elementwise | DraftKind::Anchor(_) => None,
         DraftKind::Reduction { per_row, .. } => {
-            if n.inputs.iter().flatten().any(|v| per_row.contains(v)) {
+            if inputs.iter().any(|v| per_row.contains(v)) {
                 Some("its input is one value per row of a reduction".to_string())
             } else if matches!(
                 n.op,
@@ -557,7 +564,7 @@ fn join_refusal(f: &Fusion, n: &Node, gi: usize, shape: &[usize]) -> Option<Stri
             d.shape
         ));
     }
-    for v in n.inputs.iter().flatten() {
+    for v in &inputs {
         if ready_group(f, *v) == Some(gi) && !d.vals.contains_key(v) {
             return Some(
                 "it reads a reshaped or transposed view of a value the group computes".into(),
