@@ -233,6 +233,8 @@ pub fn targets(g: &GraphProto, ops: &[&str]) -> Vec<Target> {
             if !n.domain.is_empty() || !ops.contains(&n.op_type.as_str()) {
                 return None;
             }
+            // (A product's rewrite names its output.)
+            n.output.first().filter(|o| !o.is_empty())?;
             let act = n.input.first()?;
             let w = n.input.get(1)?;
             if act.is_empty() || inits.contains(act.as_str()) || !inits.contains(w.as_str()) {

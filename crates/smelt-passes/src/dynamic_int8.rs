@@ -24,6 +24,7 @@ use std::collections::HashMap;
 struct Product {
     at: usize,
     x: ValueId,
+    out: ValueId,
     /// Weights `K x N`.
     w: Vec<f32>,
     k: usize,
@@ -84,6 +85,7 @@ fn product(
     Some(Product {
         at,
         x,
+        out,
         w,
         k,
         n: cols,
@@ -109,7 +111,7 @@ pub(crate) fn rewrite(g: &mut Graph, policy: &PrecisionPolicy) -> bool {
     for p in &products {
         let mut nodes = Vec::new();
         let name = g.nodes[p.at].name.clone();
-        let out = g.nodes[p.at].outputs[0].expect("checked");
+        let out = p.out;
         let (xq, xs, xz) = match quantized.get(&p.x) {
             Some(q) => *q,
             None => {

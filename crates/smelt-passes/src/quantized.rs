@@ -15,8 +15,9 @@
 //! Products of other forms (two activations, non-zero weight zero points, blocked scales)
 //! stay float. `QLinearConv` and `QLinearMatMul` of that form (u8 activations and output,
 //! constant int8 weights of zero points 0) become the same integer product, rescale and
-//! i32 bias, then `QuantizeLinear` by the op's output scale and zero point. Runs before constant folding, which would otherwise turn the dequantized
-//! weights into float constants. Main graph only.
+//! i32 bias, then `QuantizeLinear` by the op's output scale and zero point. Runs before
+//! constant folding, which would otherwise turn the dequantized weights into float
+//! constants. Main graph only.
 
 use crate::{Pass, PassContext};
 use smelt_ir::op::elementwise::E8M0Rounding;

@@ -172,6 +172,15 @@ pub fn main(a: Args) -> Result<ExitCode> {
             "--method {m}: expected minmax, percentile or entropy"
         ),
     };
+    let residuals = match a.residuals.as_str() {
+        "auto" => Residuals::Auto,
+        "quantized" => Residuals::Quantized,
+        "float" => Residuals::Float,
+        r => bail!(
+            InvalidInput,
+            "--residuals {r}: expected auto, quantized or float"
+        ),
+    };
     let session = a.compile.options()?;
     let names: Vec<String> = Session::load_with(&a.model, &session)?
         .inputs()
@@ -186,15 +195,7 @@ pub fn main(a: Args) -> Result<ExitCode> {
         method,
         per_channel: a.per_channel,
         reduce_range: a.reduce_range,
-        residuals: match a.residuals.as_str() {
-            "auto" => Residuals::Auto,
-            "quantized" => Residuals::Quantized,
-            "float" => Residuals::Float,
-            r => bail!(
-                InvalidInput,
-                "--residuals {r}: expected auto, quantized or float"
-            ),
-        },
+        residuals,
         ops: a.ops.clone(),
         session,
     };

@@ -25,7 +25,6 @@ fn whole_weight<'w>(c: &Checker, weights: &'w [Tensor], r: &TensorRef) -> Option
     (r.offset == 0 && r.is_contiguous() && t.shape() == r.shape.as_slice()).then_some(t)
 }
 
-/// An activation's zero point: a constant u8 scalar (absent: 0).
 /// An activation's zero point: a constant, or one u8 computed at run time (by a
 /// DynamicQuantizeLinear), at (buffer slot, element offset).
 #[derive(Clone, Copy)]
@@ -58,6 +57,7 @@ impl ZeroPoint {
     }
 }
 
+/// An activation's zero point: a constant u8 scalar (absent: 0).
 fn u8_zero_point(c: &Checker, weights: &[Tensor], r: Option<&TensorRef>) -> Option<u8> {
     let Some(r) = r else {
         return Some(0);

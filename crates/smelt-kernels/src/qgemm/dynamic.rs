@@ -42,27 +42,16 @@ pub fn dynamic_quantize_threaded(
     let (scale, zp) = params(lo, hi);
     if let Some(y) = y {
         let y = &mut y[..x.len()];
-        let out = SendPtr(y.as_mut_ptr());
+        let out = super::Shared(y.as_mut_ptr() as *const u8);
         pool.run(threads, tasks, &|t| {
             let (a, b) = ((t * piece).min(x.len()), ((t + 1) * piece).min(x.len()));
             // SAFETY: the tasks' pieces of y are disjoint and inside it.
-            let yt = unsafe { std::slice::from_raw_parts_mut(out.get().add(a), b - a) };
+            let yt =
+                unsafe { std::slice::from_raw_parts_mut((out.get() as *mut u8).add(a), b - a) };
             quantize(isa, &x[a..b], scale, zp, yt);
         });
     }
     (scale, zp as u8)
-}
-
-/// A pointer the tasks share to write disjoint pieces.
-struct SendPtr(*mut u8);
-
-// SAFETY: each task writes its own piece only.
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    fn get(&self) -> *mut u8 {
-        self.0
-    }
 }
 
 /// The scale and zero point (as f32) of the range `[lo, hi]` (which holds 0).

@@ -332,7 +332,8 @@ type FinishFn =
     unsafe fn(*mut f32, usize, *const i32, usize, (usize, usize), Option<&[i32]>, Option<&[i32]>);
 
 /// [`FinishFn`] in plain Rust, vectorized by the compiler for the features it is compiled
-/// with (the wrappers below).
+/// with: x86-64's baseline (SSE2's four lanes) as it is, AVX2 inlined into
+/// [`finish_avx2`].
 #[inline(always)]
 unsafe fn finish_plain(
     dst: *mut f32,
@@ -362,19 +363,6 @@ unsafe fn finish_plain(
     }
 }
 
-/// [`finish_plain`] as compiled for x86-64's baseline (SSE2: four lanes).
-unsafe fn finish_portable(
-    dst: *mut f32,
-    ld: usize,
-    acc: *const i32,
-    acc_ld: usize,
-    rw: (usize, usize),
-    rows: Option<&[i32]>,
-    cols: Option<&[i32]>,
-) {
-    finish_plain(dst, ld, acc, acc_ld, rw, rows, cols)
-}
-
 /// [`finish_plain`] in AVX2's eight lanes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
@@ -397,7 +385,7 @@ fn finish_for(isa: Isa) -> FinishFn {
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 | Isa::Avx2 => finish_avx2,
-        _ => finish_portable,
+        _ => finish_plain,
     }
 }
 
@@ -419,6 +407,7 @@ unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, si
         (true, true) => micro.narrow.0,
         (true, false) => micro.narrow.1,
     };
+    let finish_block = finish_for(micro.isa);
     pool.run(threads, row_tasks * col_tasks, &|t| {
         let (ct, rt) = (t / row_tasks, t % row_tasks);
         let (i0, rows) = (rt * task_rows, task_rows.min(p.m - rt * task_rows));
@@ -432,7 +421,6 @@ unsafe fn run(micro: &QMicro, pool: &ThreadPool, threads: usize, p: &Product, si
         debug_assert!(mr * nr <= acc.len());
         // Rows `ib..ib + r` of the task, columns `jj..jj + w` of its tile, from `acc`
         // (row stride `acc_ld`), zero points taken out.
-        let finish_block = finish_for(micro.isa);
         let finish = |tile: &mut [f32],
                       acc: &[i32],
                       acc_ld: usize,

@@ -207,6 +207,7 @@ pub fn quantize_gathers(
                 && n.op_type == "Gather"
                 && super::attr_i(n, "axis", 0) == 0
                 && n.input.len() == 2
+                && n.output.first().is_some_and(|o| !o.is_empty())
                 && readers.get(n.input[0].as_str()) == Some(&1)
         })
         .map(|(i, n)| (i, n.input[0].clone()))

@@ -55,11 +55,6 @@ struct Fq {
 }
 
 impl Fq {
-    /// The parameters.
-    fn new(s: f32, zp: f32, lo: f32, hi: f32) -> Fq {
-        Fq { s, zp, lo, hi }
-    }
-
     /// The quantized value, as f32.
     #[inline(always)]
     fn quantize(&self, v: f32) -> f32 {
@@ -304,7 +299,12 @@ impl Reader<'_> {
         } else {
             (0.0, 255.0)
         };
-        let f = Fq::new(self.konst(s)?, zp, lo, hi);
+        let f = Fq {
+            s: self.konst(s)?,
+            zp,
+            lo,
+            hi,
+        };
         Some(Residual {
             rows,
             dq: Some((f, signed)),
@@ -346,7 +346,12 @@ impl Reader<'_> {
         let S::Binary(Binary::Div, v, s) = self.op(d)? else {
             return None;
         };
-        let p = Fq::new(self.konst(s)?, zp, self.konst(lo)?, self.konst(hi)?);
+        let p = Fq {
+            s: self.konst(s)?,
+            zp,
+            lo: self.konst(lo)?,
+            hi: self.konst(hi)?,
+        };
         Some((v, p))
     }
 }
