@@ -66,6 +66,7 @@ pub fn measure(
                 ptr: c.as_mut_ptr(),
                 batch: &[0],
                 rs: n as isize,
+                cs: 1,
             },
         },
         finish: kern.finish,

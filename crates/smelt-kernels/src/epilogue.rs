@@ -41,6 +41,9 @@ pub struct RowMajor<'a> {
     pub batch: &'a [isize],
     /// Step between rows.
     pub rs: isize,
+    /// Step between columns: 1, or (an output written transposed, as a blocked product's
+    /// lanes stored to the plain layout's channel planes) the step between them.
+    pub cs: isize,
 }
 
 impl RowMajor<'_> {
@@ -137,7 +140,8 @@ impl TileSink for FusedSink<'_> {
             && e.shift.is_none()
             && e.residual.is_none()
             && matches!(e.act2, Act::None)
-            && e.out.rs > 0;
+            && e.out.rs > 0
+            && e.out.cs == 1;
         // SAFETY (of the pointer's use): the creator guarantees `out` covers the product.
         store_only.then(|| (e.out.row(b, i0).wrapping_add(j0), e.out.rs as usize))
     }
@@ -191,6 +195,11 @@ pub struct TileEpi {
 impl Fused<'_> {
     /// The epilogue of the full tile at `(b, i0, j0)` for a fused micro-kernel.
     pub fn tile_epi(&self, b: usize, i0: usize, j0: usize) -> Option<TileEpi> {
+        if self.out.cs != 1 {
+            // The fused micro-kernels store whole rows; a transposed output goes through
+            // `finish`.
+            return None;
+        }
         // A per-row affine operand steps along the rows; a per-column one starts at the
         // tile's column (unit step, as `finish` reads it).
         let affine = |v: &Option<(Vector, bool)>| match v {
@@ -510,6 +519,9 @@ unsafe fn side(v: &Option<(Vector, bool)>, b: usize, i: usize, j0: usize) -> Opt
     })
 }
 
+/// Columns a transposed output's row is finished in at a time (see [`RowMajor::cs`]).
+const TRANSPOSED_COLS: usize = 64;
+
 /// See [`FinishFn`], over lanes `V`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -526,44 +538,73 @@ unsafe fn finish_body<V: Vf>(
     if rows == 0 || cols == 0 {
         return;
     }
-    let a1 = code(e.act1);
-    let a2 = code(e.act2);
-    prefetch_next_tile(e, b, i0 + rows, j0, rows, cols);
+    let transposed = e.out.cs != 1;
+    if !transposed {
+        prefetch_next_tile(e, b, i0 + rows, j0, rows, cols);
+    }
+    // A transposed output's rows are finished into `line`, then stored column by column.
+    let mut line = [0f32; TRANSPOSED_COLS];
     for r in 0..rows {
         let i = i0 + r;
         let src = t[r * ld..r * ld + cols].as_ptr();
-        let dst = e.out.row(b, i).add(j0);
-        let rb = match &e.row_bias {
-            Some(v) => *v.start(b).offset(i as isize * v.step),
-            None => 0.0,
-        };
-        let cb = e.col_bias.map(|v| v.start(b).add(j0));
-        let res = e.residual.map(|m| m.row(b, i).add(j0) as *const f32);
-        let post = Post {
-            scale: side(&e.scale, b, i, j0),
-            shift: side(&e.shift, b, i, j0),
-        };
-        match (a1, a2) {
-            (0, 0) => row::<V, 0, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (0, 1) => row::<V, 0, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (1, 0) => row::<V, 1, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (1, 1) => row::<V, 1, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (2, 0) => row::<V, 2, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (2, 1) => row::<V, 2, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (3, 0) => row::<V, 3, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (3, 1) => row::<V, 3, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (4, 0) => row::<V, 4, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (4, 1) => row::<V, 4, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (5, 0) => row::<V, 5, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (5, 1) => row::<V, 5, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (6, 0) => row::<V, 6, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (6, 1) => row::<V, 6, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (7, 0) => row::<V, 7, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (7, 1) => row::<V, 7, 1>(e, src, cols, dst, rb, cb, &post, res),
-            (8, 0) => row::<V, 8, 0>(e, src, cols, dst, rb, cb, &post, res),
-            (8, 1) => row::<V, 8, 1>(e, src, cols, dst, rb, cb, &post, res),
-            _ => row::<V, 255, 255>(e, src, cols, dst, rb, cb, &post, res),
+        if !transposed {
+            finish_row::<V>(e, b, i, j0, src, cols, e.out.row(b, i).add(j0));
+            continue;
         }
+        let out = e.out.row(b, i).offset(j0 as isize * e.out.cs);
+        for c0 in (0..cols).step_by(TRANSPOSED_COLS) {
+            let n = TRANSPOSED_COLS.min(cols - c0);
+            finish_row::<V>(e, b, i, j0 + c0, src.add(c0), n, line.as_mut_ptr());
+            for (c, &v) in line[..n].iter().enumerate() {
+                *out.offset((c0 + c) as isize * e.out.cs) = v;
+            }
+        }
+    }
+}
+
+/// Finishes columns `j0 .. j0 + cols` of row `i` of batch `b` from `src` into `dst`
+/// (contiguous).
+#[inline(always)]
+unsafe fn finish_row<V: Vf>(
+    e: &Fused,
+    b: usize,
+    i: usize,
+    j0: usize,
+    src: *const f32,
+    cols: usize,
+    dst: *mut f32,
+) {
+    let (a1, a2) = (code(e.act1), code(e.act2));
+    let rb = match &e.row_bias {
+        Some(v) => *v.start(b).offset(i as isize * v.step),
+        None => 0.0,
+    };
+    let cb = e.col_bias.map(|v| v.start(b).add(j0));
+    let res = e.residual.map(|m| m.row(b, i).add(j0) as *const f32);
+    let post = Post {
+        scale: side(&e.scale, b, i, j0),
+        shift: side(&e.shift, b, i, j0),
+    };
+    match (a1, a2) {
+        (0, 0) => row::<V, 0, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (0, 1) => row::<V, 0, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (1, 0) => row::<V, 1, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (1, 1) => row::<V, 1, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (2, 0) => row::<V, 2, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (2, 1) => row::<V, 2, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (3, 0) => row::<V, 3, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (3, 1) => row::<V, 3, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (4, 0) => row::<V, 4, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (4, 1) => row::<V, 4, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (5, 0) => row::<V, 5, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (5, 1) => row::<V, 5, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (6, 0) => row::<V, 6, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (6, 1) => row::<V, 6, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (7, 0) => row::<V, 7, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (7, 1) => row::<V, 7, 1>(e, src, cols, dst, rb, cb, &post, res),
+        (8, 0) => row::<V, 8, 0>(e, src, cols, dst, rb, cb, &post, res),
+        (8, 1) => row::<V, 8, 1>(e, src, cols, dst, rb, cb, &post, res),
+        _ => row::<V, 255, 255>(e, src, cols, dst, rb, cb, &post, res),
     }
 }
 
@@ -740,12 +781,14 @@ mod tests {
                     ptr: res.as_ptr() as *mut f32,
                     batch: &[0],
                     rs: n as isize,
+                    cs: 1,
                 }),
                 act2,
                 out: RowMajor {
                     ptr: out.as_mut_ptr(),
                     batch: &[0],
                     rs: n as isize,
+                    cs: 1,
                 },
             };
             let sink = FusedSink {
@@ -787,6 +830,30 @@ mod tests {
                     assert!(
                         (got - want).abs() < 1e-5 * (1.0 + want.abs()),
                         "{} {act1:?} ({i},{j}): {got} vs {want}",
+                        kern.isa
+                    );
+                }
+            }
+            // The same epilogue storing C transposed (columns `m` apart) gives the same bits.
+            let mut out_t = vec![f32::NAN; m * n];
+            let mut epi_t = sink.epi;
+            epi_t.out = RowMajor {
+                ptr: out_t.as_mut_ptr(),
+                batch: &[0],
+                rs: 1,
+                cs: m as isize,
+            };
+            let sink_t = FusedSink {
+                epi: epi_t,
+                finish: kern.finish,
+            };
+            unsafe { gemm(kern, crate::pool::global(), 2, &g, &sink_t) };
+            for i in 0..m {
+                for j in 0..n {
+                    assert_eq!(
+                        out_t[j * m + i].to_bits(),
+                        out[i * n + j].to_bits(),
+                        "{} {act1:?} transposed ({i},{j})",
                         kern.isa
                     );
                 }
@@ -863,12 +930,14 @@ mod tests {
                                     ptr: res.as_ptr() as *mut f32,
                                     batch: &[0],
                                     rs: n as isize,
+                                    cs: 1,
                                 }),
                                 act2,
                                 out: RowMajor {
                                     ptr: out.as_mut_ptr(),
                                     batch: &[0],
                                     rs: n as isize,
+                                    cs: 1,
                                 },
                             },
                             finish: kern.finish,

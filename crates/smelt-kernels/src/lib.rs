@@ -28,6 +28,7 @@ pub mod strided;
 pub mod testing;
 pub mod vmath;
 pub mod winograd;
+pub mod winograd_blocked;
 
 pub use isa::Isa;
 
@@ -76,6 +77,8 @@ pub struct Kernels {
     pub winograd_output_channels: winograd::OutputChannelsFn,
     /// Winograd F(2x2, 3x3) transforms (`winograd.2` tiles or channels per call).
     pub winograd_f2: winograd::Transforms,
+    /// Winograd transforms in the blocked layout: F(2x2, 3x3), then F(4x4, 3x3).
+    pub winograd_blocked: [winograd_blocked::Transforms; 2],
     /// One channel of max or average pooling.
     pub pool: pooling::PoolFn,
     /// One recurrent step's gate math over a block of batch rows and hidden units.
@@ -124,6 +127,10 @@ impl Kernels {
             ),
             winograd_output_channels: winograd::portable::f4().output_channels,
             winograd_f2: winograd::portable::f2(),
+            winograd_blocked: [
+                winograd_blocked::portable::f2(),
+                winograd_blocked::portable::f4(),
+            ],
             finish: epilogue::portable::finish,
             recurrent_cell: recurrent::cell::cell_portable,
             recurrent_gates: recurrent::gates::gates_portable,
@@ -153,6 +160,10 @@ impl Kernels {
                 winograd: (winograd::x86::input_avx2, winograd::x86::output_avx2, 8),
                 winograd_output_channels: winograd::x86::output_channels_avx2,
                 winograd_f2: winograd::x86::f2_avx2(),
+                winograd_blocked: [
+                    winograd_blocked::x86::f2_avx2(),
+                    winograd_blocked::x86::f4_avx2(),
+                ],
                 finish: epilogue::x86::finish_avx2,
                 recurrent_cell: recurrent::cell::x86::cell_avx2,
                 recurrent_gates: recurrent::gates::x86::gates_avx2,
@@ -184,6 +195,10 @@ impl Kernels {
                 ),
                 winograd_output_channels: winograd::x86::output_channels_avx512,
                 winograd_f2: winograd::x86::f2_avx512(),
+                winograd_blocked: [
+                    winograd_blocked::x86::f2_avx512(),
+                    winograd_blocked::x86::f4_avx512(),
+                ],
                 finish: epilogue::x86::finish_avx512,
                 recurrent_cell: recurrent::cell::x86::cell_avx512,
                 recurrent_gates: recurrent::gates::x86::gates_avx512,

@@ -51,6 +51,19 @@ pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The median of 40 timings of `f`, in milliseconds (the `--ignored` timing tests).
+pub fn median_ms(f: &mut dyn FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..40)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            f();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[20]
+}
+
 /// A plain convolution of `batches` contiguous NCHW images `x` with `co x taps` weights
 /// `wt` (zero outside the input), summed in f64: element `((b * co + o) * oh + y) * ow + x`.
 pub fn conv_plain(

@@ -49,17 +49,17 @@ pub fn cost(g: &Conv2d, m: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct WinogradWeights {
     /// Output tile size: 4 for F(4x4, 3x3), 2 for F(2x2, 3x3).
-    m: usize,
-    co: usize,
-    ci: usize,
+    pub(crate) m: usize,
+    pub(crate) co: usize,
+    pub(crate) ci: usize,
     /// Whether the products take the tiles as rows (few tiles), not as columns.
-    tiles_as_rows: bool,
+    pub(crate) tiles_as_rows: bool,
     /// `U[k]` packed as the left operand (`co x ci`), for products over many tiles (empty
     /// when the tiles are rows).
-    u: Vec<PackedA>,
+    pub(crate) u: Vec<PackedA>,
     /// `U[k]^T` packed as the right operand (`ci x co`), for few tiles (then tiles are
     /// rows; empty otherwise).
-    ut: Vec<PackedB>,
+    pub(crate) ut: Vec<PackedB>,
 }
 
 /// Whether a convolution of `tiles` 4x4 tiles per image runs its products with the tiles
@@ -101,6 +101,28 @@ impl WinogradWeights {
         w: &[f32],
         tiles: usize,
     ) -> WinogradWeights {
+        WinogradWeights::oriented(kern, m, co, ci, w, tiles_as_rows(kern, tiles))
+    }
+
+    /// [`WinogradWeights::new`] for products with the tiles as rows, whatever their count:
+    /// the orientation [`crate::winograd_blocked`] runs, its tiles' channels contiguous.
+    ///
+    /// # Panics
+    /// As for [`WinogradWeights::new`].
+    pub fn tiles_as_rows(kern: &Kernels, m: usize, co: usize, ci: usize, w: &[f32]) -> Self {
+        WinogradWeights::oriented(kern, m, co, ci, w, true)
+    }
+
+    /// Transforms and packs the weights for products with the tiles as rows (`rows`) or
+    /// as columns.
+    fn oriented(
+        kern: &Kernels,
+        m: usize,
+        co: usize,
+        ci: usize,
+        w: &[f32],
+        rows: bool,
+    ) -> WinogradWeights {
         assert!(
             w.len() >= co * ci * 9,
             "{} weights for {co} x {ci} x 3 x 3",
@@ -113,7 +135,6 @@ impl WinogradWeights {
         // The transform runs only if some pack is not replayed from a store.
         let tr = std::cell::OnceCell::new();
         let transformed = || tr.get_or_init(|| transform(m, co, ci, w));
-        let rows = tiles_as_rows(kern, tiles);
         let (mut u, mut ut) = (Vec::new(), Vec::new());
         for p in 0..points(m) {
             if rows {
@@ -259,7 +280,7 @@ unsafe fn input_tiles<V: Vf, const M: usize>(
 /// The input transform of `V::LANES` tiles' 6x6 values `d` (lanes are tiles), stored as in
 /// [`input_tiles`].
 #[inline(always)]
-unsafe fn transform_input<V: Vf, const M: usize>(
+pub(crate) unsafe fn transform_input<V: Vf, const M: usize>(
     d: [[V; 6]; 6],
     dst: *mut f32,
     pstride: usize,
@@ -315,7 +336,7 @@ unsafe fn output_tiles<V: Vf, const M: usize>(
 /// The output transform of `V::LANES` tiles up to its M x M outputs: `emit(r, o)` takes
 /// row `r` of every tile, `o[c]` holding column `c` of each lane's tile (`c < M`).
 #[inline(always)]
-unsafe fn output_rows<V: Vf, const M: usize>(
+pub(crate) unsafe fn output_rows<V: Vf, const M: usize>(
     src: *const f32,
     pstride: usize,
     tstride: usize,

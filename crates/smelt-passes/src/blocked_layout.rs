@@ -31,20 +31,22 @@ impl Pass for BlockedLayout {
 }
 
 /// Convolution FLOPs a region must do per element its reorders move. A reorder where a
-/// region meets a plain reader is a store through a transposed window (an interpreted
-/// epilogue), measured at about 1.2 ns an element, and the blocked kernels save a tenth to
-/// a fifth of a convolution's time: the region pays from about 1,200 FLOPs per element
-/// moved. At 2,000 (2-vCPU Xeon, AVX-512, one thread): YOLOv8n's 10x10 layers go
-/// blocked (the model 4-5% faster), PP-OCRv4 det's 20x20 1x1 layers between depthwise
-/// ones stay plain (3% slower blocked), and so does ResNet-50 (3% slower blocked: its
-/// Winograd layers stay plain, a reorder at each).
+/// region meets a plain reader is a store through a transposed window, and the blocked
+/// kernels save a tenth to a fifth of a convolution's time: the region pays from about
+/// 1,200 FLOPs per element moved. At 2,000 (2-vCPU Xeon, AVX-512, one thread): YOLOv8n's
+/// 10x10 layers go blocked (the model 4-5% faster), PP-OCRv4 det's 20x20 1x1 layers
+/// between depthwise ones stay plain (3% slower blocked). ResNet-50 goes blocked whole,
+/// its Winograd layers included (`smelt_kernels::winograd_blocked`): 8% faster.
 const MIN_FLOPS_PER_REORDERED: u64 = 2000;
 
 /// Output pixels up to which a 3x3 convolution's image counts as small (20x20).
 const SMALL_IMAGE: u64 = 400;
 
-/// The largest weights (bytes) a blocked convolution takes.
-const MAX_WEIGHT_BYTES: u64 = 4 << 20;
+/// The largest weights (bytes) a blocked convolution takes. ResNet-50's last stage (3x3
+/// layers of 9.4 MB, 1x1 layers of 4-8 MB) is no faster plain than blocked once the
+/// reorders at its border are counted (one thread, interleaved runs: 0.3 ms faster in
+/// all blocked), so this only bounds what one layer's repacked weights may take.
+const MAX_WEIGHT_BYTES: u64 = 64 << 20;
 
 const B: u64 = CHANNEL_BLOCK as u64;
 
@@ -95,11 +97,9 @@ fn candidate(g: &Graph, n: &Node) -> Option<u64> {
     if c % B != 0 || m % B != 0 || ws[1] != c || os[1] != m {
         return None;
     }
-    // Left to the plain layout: Winograd's layers (faster there than the blocked direct
-    // kernel: ResNet-50's 56x56 3x3 layers 1.1 against 1.45 ms), and weights past a few
-    // MiB, whose panels the blocked kernel reads from L2 once per tile (ResNet-50's 7x7
-    // 3x3 layers, 9.4 MB: 2.3 ms plain, 2.4-2.9 blocked).
-    if winograd_territory(n, &ws, &os) || product(&ws).saturating_mul(4) > MAX_WEIGHT_BYTES {
+    // Winograd's layers go blocked too: the blocked Winograd kernels beat the plain ones
+    // (see `smelt_kernels::winograd_blocked`).
+    if product(&ws).saturating_mul(4) > MAX_WEIGHT_BYTES {
         return None;
     }
     let flops = product(&[2, product(&os), c, ws[2], ws[3]]);
@@ -112,19 +112,6 @@ fn candidate(g: &Graph, n: &Node) -> Option<u64> {
     } else {
         flops
     })
-}
-
-/// Whether a convolution is one the plain layout's Winograd kernels serve better: 3x3,
-/// stride and dilation 1, images of 14x14 and more.
-fn winograd_territory(n: &Node, ws: &[u64], os: &[u64]) -> bool {
-    let Op::Nn(NnOp::Conv {
-        strides, dilations, ..
-    }) = &n.op
-    else {
-        return false;
-    };
-    let ones = |v: &[i64]| v.iter().all(|&x| x == 1);
-    ws[2] == 3 && ws[3] == 3 && ones(strides) && ones(dilations) && os[2] >= 14 && os[3] >= 14
 }
 
 /// Whether elementwise node `n` can run on blocked values as they are: every input blocked
@@ -511,8 +498,19 @@ mod tests {
     }
 
     #[test]
-    fn winograd_layers_and_odd_channels_stay_plain() {
-        // 3x3 stride 1 at 16x16 (Winograd's), then 24 channels (no whole blocks).
+    fn a_chain_of_winograd_layers_runs_blocked() {
+        // 3x3 stride 1 at 16x16: the blocked Winograd kernels' layers.
+        let mut g = chain(64, 16, &[(3, 1, 64), (3, 1, 64), (3, 1, 64), (3, 1, 64)]);
+        assert!(BlockedLayout
+            .run(&mut g, &PassContext { evaluate: None })
+            .unwrap());
+        assert_eq!(count(&g, "ConvBlocked"), 4);
+    }
+
+    #[test]
+    fn a_lone_layer_and_odd_channels_stay_plain() {
+        // One 3x3 layer does too little per element its reorders would move; 24 channels
+        // are no whole blocks.
         let mut g = chain(64, 16, &[(3, 1, 64), (1, 1, 24)]);
         assert!(!BlockedLayout
             .run(&mut g, &PassContext { evaluate: None })

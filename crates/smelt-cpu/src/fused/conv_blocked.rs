@@ -1,5 +1,7 @@
 //! Convolution anchors in the blocked channel layout (NCHW16c, made by the
-//! `blocked-layout` pass): the weights packed once, every geometry through
+//! `blocked-layout` pass): the weights packed once, 3x3 stride-1 layers through the
+//! blocked Winograd kernels where the cost model takes them
+//! (`smelt_kernels::winograd_blocked`), every other geometry through
 //! `smelt_kernels::blocked`, and the bias and epilogue applied to each tile of output
 //! pixels x block lanes as it is produced.
 
@@ -15,9 +17,24 @@ use smelt_ir::{DType, Op, Tensor};
 use smelt_kernels::blocked::{self, blocked_conv, BlockedInput, BlockedWeights, BLOCK};
 use smelt_kernels::conv::Conv2d;
 use smelt_kernels::epilogue::FusedSink;
+use smelt_kernels::gemm::TileSink;
+use smelt_kernels::winograd::{self, WinogradWeights};
+use smelt_kernels::winograd_blocked::{self, winograd_blocked_conv};
 use smelt_kernels::Kernels;
 
 const _: () = assert!(CHANNEL_BLOCK == BLOCK);
+
+/// How a blocked convolution computes.
+enum Method {
+    /// The blocked direct kernel (any geometry).
+    Direct(BlockedWeights),
+    /// Winograd F(m x m, 3x3), `m` the weights' tile.
+    Winograd(WinogradWeights),
+}
+
+/// Input channels (and output channels) from which a blocked 3x3 stride-1 convolution
+/// may take Winograd: as the plain layout's (`conv.rs`), where the transforms amortize.
+const WINOGRAD_MIN_CHANNELS: usize = 32;
 
 /// A planned blocked convolution.
 pub(crate) struct BlockedConvPlan {
@@ -32,7 +49,7 @@ pub(crate) struct BlockedConvPlan {
     /// Input steps: block, row, pixel, lane.
     xs: [isize; 4],
     bias: Option<Vec<f32>>,
-    weights: BlockedWeights,
+    method: Method,
     epi: Epilogue,
     /// The epilogue (with the bias) in the form the kernel table finishes, if it has it.
     fast: Option<FastEpilogue>,
@@ -114,13 +131,32 @@ impl BlockedConvPlan {
         let &[sn, sb, sh, sw, sl] = xr.strides.as_slice() else {
             return None;
         };
-        let base = kern.name("conv.blocked");
+        // Winograd where the plain layout would take it (F(2x2) for small images), reading
+        // whole lanes: 3x3 stride 1, enough channels and tiles for the transforms to pay.
+        let winograd = winograd_blocked::applies(&geom, sl)
+            && ch >= WINOGRAD_MIN_CHANNELS
+            && m >= WINOGRAD_MIN_CHANNELS
+            && winograd::tiles(&geom, 4) >= 16
+            && winograd::cost(&geom, 4).min(winograd::cost(&geom, 2)) < winograd::cost(&geom, 1);
+        let (method, base) = if winograd {
+            let wm = if winograd::cost(&geom, 2) < winograd::cost(&geom, 4) {
+                2
+            } else {
+                4
+            };
+            let w = WinogradWeights::tiles_as_rows(kern, wm, m, ch, &wv);
+            let base = kern.name(&format!("conv.blocked-winograd-f{wm}x{wm}"));
+            (Method::Winograd(w), base)
+        } else {
+            let w = BlockedWeights::new(&kern.micro, &geom, m, &wv);
+            (Method::Direct(w), kern.name("conv.blocked"))
+        };
         let name = match &fast {
             Some(f) => format!("{base}, epilogue fused {}", f.describe()),
             None => format!("{base}, epilogue interpreted"),
         };
         Some(BlockedConvPlan {
-            weights: BlockedWeights::new(&kern.micro, &geom, m, &wv),
+            method,
             geom,
             images: n,
             blocks: mb,
@@ -147,13 +183,21 @@ impl BlockedConvPlan {
             strides: self.xs,
         };
         let threads = if self.epi.parallel { ex.threads } else { 1 };
-        let (g, images, w) = (&self.geom, self.images, &self.weights);
+        let (g, images) = (&self.geom, self.images);
+        let conv = |sink: &dyn TileSink| match &self.method {
+            Method::Direct(w) => {
+                blocked_conv(ex.kern, ex.pool, threads, g, images, &input, w, sink)
+            }
+            Method::Winograd(w) => {
+                winograd_blocked_conv(ex.kern, ex.pool, threads, g, images, &input, w, sink)
+            }
+        };
         if let Some(f) = &self.fast {
             let sink = FusedSink {
                 epi: f.bind(mem),
                 finish: ex.kern.finish,
             };
-            blocked_conv(ex.kern, ex.pool, threads, g, images, &input, w, &sink);
+            conv(&sink);
             return;
         }
         let blocks = self.blocks;
@@ -183,6 +227,6 @@ impl BlockedConvPlan {
             map: &|b| (b, 0),
             pre,
         };
-        blocked_conv(ex.kern, ex.pool, threads, g, images, &input, w, &sink);
+        conv(&sink);
     }
 }

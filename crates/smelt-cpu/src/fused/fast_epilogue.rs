@@ -105,7 +105,10 @@ impl FastEpilogue {
         }
         c.window(&store.dst, Use::Store, "store").ok()?;
         let out = layout.window(&store.dst)?;
-        if out.cs != 1 && layout_cols(layout) > 1 {
+        // A transposed output (columns not contiguous, as a blocked convolution storing
+        // the plain layout at a region's edge) is stored column by column after its rows
+        // are finished.
+        if out.cs == 0 && layout_cols(layout) > 1 {
             return None;
         }
         let order = validate::deps(&l.ops, &[store.value]);
@@ -263,12 +266,14 @@ impl FastEpilogue {
                 ptr: ptr(w),
                 batch: &w.batch,
                 rs: w.rs,
+                cs: 1,
             }),
             act2: self.act2,
             out: RowMajor {
                 ptr: ptr(&self.out),
                 batch: &self.out.batch,
                 rs: self.out.rs,
+                cs: self.out.cs,
             },
         }
     }

@@ -8,7 +8,8 @@ use smelt_ir::kernel::{
     Anchor, Buffer, BufferId, BufferKind, GroupBody, KernelGroup, KernelPlan, Loop, MemoryStats,
     Reduction, Single, Store, TensorRef,
 };
-use smelt_ir::{bail, err, Graph, Result, Tensor, ValueId};
+use smelt_ir::op::LayoutOp;
+use smelt_ir::{bail, err, Graph, Node, Op, Result, Tensor, ValueId};
 use std::collections::HashMap;
 
 struct Builder<'a> {
@@ -196,6 +197,15 @@ pub fn build(
             }
             DraftKind::Single(i) => {
                 let n = &g.nodes[*i];
+                if let Some(body) = reshape_copy(&mut b, n)? {
+                    groups.push(KernelGroup {
+                        ops,
+                        nodes,
+                        body,
+                        choice: Default::default(),
+                    });
+                    continue;
+                }
                 let mut outputs = Vec::new();
                 for o in &n.outputs {
                     outputs.push(match o {
@@ -368,4 +378,39 @@ fn row_ref(dst: &TensorRef, shape: &[usize], kept: &[usize]) -> TensorRef {
         shape: shape_k,
         strides,
     }
+}
+
+/// A reshape whose input is a window no reshape of it can view (a transposed blocked
+/// value leaving the blocked layout) as a copy: the input's elements in order into the
+/// dense output, read through the output at the input's shape. None for other nodes.
+fn reshape_copy(b: &mut Builder, n: &Node) -> Result<Option<GroupBody>> {
+    if !matches!(
+        n.op,
+        Op::Layout(
+            LayoutOp::Reshape { .. }
+                | LayoutOp::Flatten { .. }
+                | LayoutOp::Squeeze { .. }
+                | LayoutOp::Unsqueeze { .. }
+        )
+    ) {
+        return Ok(None);
+    }
+    let (Some(Some(x)), Some(Some(y))) = (n.inputs.first(), n.outputs.first()) else {
+        return Ok(None);
+    };
+    // (Strings are not copied by the copy kernel.)
+    if !b.writes(*y) || super::dtype_of(b.g, *x).is_none_or(|t| t == smelt_ir::DType::Str) {
+        return Ok(None);
+    }
+    let (src, out) = (b.at(*x)?, b.at(*y)?);
+    let count = |s: &[usize]| s.iter().product::<usize>();
+    if !out.is_contiguous() || count(&src.shape) != count(&out.shape) {
+        return Ok(None);
+    }
+    let dst = TensorRef {
+        strides: super::views::dense_strides(&src.shape),
+        shape: src.shape.clone(),
+        ..out
+    };
+    Ok(Some(GroupBody::Copy { src, dst }))
 }
