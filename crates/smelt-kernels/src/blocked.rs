@@ -311,10 +311,19 @@ pub unsafe fn blocked_conv(
     let per_line = line_len.div_ceil(mr);
     let (np, nb) = (n.div_ceil(nr), n / BLOCK);
     // Column panels outer (each streams its weights once per image), the tiles split
-    // further where threads need the tasks.
+    // further where threads need the tasks. On several threads with weights smaller than
+    // an image, spans of tiles outer instead: each thread then reads its own span of the
+    // image and all the weights, not the whole image (which the last layer left split
+    // between the cores) and its share of the weights: ResNet-50's 28x28 1x1 layers at
+    // two threads took 0.43-0.45 ms panels outer, 0.32-0.35 plain.
     let want = if threads > 1 { 4 * threads } else { 1 };
     let tiles = lines * per_line;
-    let spans = want.div_ceil(batches * np).clamp(1, tiles);
+    let spans_outer = threads > 1 && k * n < cb * plane;
+    let spans = if spans_outer {
+        threads.clamp(1, tiles)
+    } else {
+        want.div_ceil(batches * np).clamp(1, tiles)
+    };
     let copy = if in_place { 0 } else { batches * cb * plane };
     with_scratch(copy, |buf| {
         let out = Shared(buf.as_mut_ptr());
@@ -329,7 +338,11 @@ pub unsafe fn blocked_conv(
             }
         };
         pool.run(threads, batches * np * spans, &|t| {
-            let (b, j, sp) = (t / (np * spans), (t / spans) % np, t % spans);
+            let (b, j, sp) = if spans_outer {
+                (t / (np * spans), t % np, (t / np) % spans)
+            } else {
+                (t / (np * spans), (t / spans) % np, t % spans)
+            };
             let (x, panel) = (image(b), w.b.panel(j).as_ptr());
             let mut tile = [0f32; MAX_MR * 32];
             let (t_lo, t_hi) = (sp * tiles / spans, (sp + 1) * tiles / spans);
@@ -527,6 +540,9 @@ mod tests {
             (4, 7, 12, 10, 3, 2, 2, 2),
             (33, 17, 10, 13, 1, 2, 1, 0),
             (8, 48, 5, 31, 3, 1, 1, 0),
+            // 1x1 stride 2 on whole blocks (its pixels gathered, also from a view whose
+            // lanes are apart), its weights smaller than the image (spans of pixels outer).
+            (32, 24, 9, 14, 1, 2, 1, 0),
         ] {
             let mut g = square_conv(c, h, w, k, s, d, p);
             // A taller stride along the height (the kernels only fix the width's).
