@@ -12,23 +12,44 @@ use super::micro::MAX_MR;
 use crate::epilogue::TileEpi;
 use crate::simd::Vf;
 
-/// `(k, x, offs, b, tile, tile_row_step)`: writes the `R x NR` tile.
+/// `(k, x, offs, b, ahead, tile, tile_row_step)`: writes the `R x NR` tile.
 ///
 /// # Safety
 /// `x + offs[p] + r * S` is readable for each of the `k` steps and `R` rows, `b` holds a packed
 /// panel of `k` steps, `tile` `R` rows of `NR` floats `tile_row_step` apart.
-pub type GatheredFn = unsafe fn(usize, *const f32, *const isize, *const f32, *mut f32, usize);
+pub type GatheredFn =
+    unsafe fn(usize, *const f32, *const isize, *const f32, Ahead, *mut f32, usize);
+
+/// Lines the k loop asks for towards L2 as it goes (the next panel's share of a tile),
+/// spread over its steps so the requests stay few at a time: one line every
+/// `1 << shift` steps from `next` on (null: none). Only hints: the lines need not exist.
+#[derive(Clone, Copy, Debug)]
+pub struct Ahead {
+    /// The first line.
+    pub next: *const f32,
+    /// Log2 of the steps per line.
+    pub shift: u32,
+}
+
+impl Ahead {
+    /// No lines.
+    pub const NONE: Ahead = Ahead {
+        next: std::ptr::null(),
+        shift: 0,
+    };
+}
 
 /// The epilogue of one half of a tile's columns (`NR / 2`, one vector a row) and the
 /// column of its own tile the half starts at; None: the half is not stored.
 pub type Half = Option<(TileEpi, usize)>;
 
-/// `(k, x, offs, b, halves)`: the `R x NR` tile finished in registers, its first
+/// `(k, x, offs, b, ahead, halves)`: the `R x NR` tile finished in registers, its first
 /// `NR / 2` columns by `halves[0]`, the rest by `halves[1]`.
 ///
 /// # Safety
 /// As for [`GatheredFn`], with each epilogue's pointers covering `R` rows of its half.
-pub type GatheredFusedFn = unsafe fn(usize, *const f32, *const isize, *const f32, &[Half; 2]);
+pub type GatheredFusedFn =
+    unsafe fn(usize, *const f32, *const isize, *const f32, Ahead, &[Half; 2]);
 
 /// Finishes the two halves of a tile from registers.
 #[inline(always)]
@@ -59,11 +80,17 @@ unsafe fn steps<V: Vf, const R: usize, const S: usize>(
     x: *const f32,
     offs: *const isize,
     b: *const f32,
+    ahead: Ahead,
 ) -> ([V; R], [V; R]) {
     let mut c0 = [V::splat(0.0); R];
     let mut c1 = [V::splat(0.0); R];
     let mut bp = b;
+    let (mut pf, mask) = (ahead.next, (1usize << ahead.shift) - 1);
     for p in 0..k {
+        if !ahead.next.is_null() && p & mask == 0 {
+            crate::simd::prefetch_l2(pf);
+            pf = pf.wrapping_add(16);
+        }
         // The panel's rows `AHEAD` steps on, towards L1: a panel read by several tiles
         // outgrows L1 (a 512-channel 3x3 layer's is 590 KB), and its first tile reads it
         // from memory. ResNet-50's 7x7 3x3 layers, one thread on a 2-vCPU Xeon: 2.8 ->
@@ -97,6 +124,7 @@ unsafe fn portable<const R: usize, const S: usize>(
     x: *const f32,
     offs: *const isize,
     b: *const f32,
+    _ahead: Ahead,
     t: *mut f32,
     ldt: usize,
 ) {
@@ -161,7 +189,7 @@ pub fn portable_tables() -> GatheredTables {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{finish, steps, store, GatheredFusedTables, GatheredTables, Half};
+    use super::{finish, steps, store, Ahead, GatheredFusedTables, GatheredTables, Half};
     use crate::gemm::micro::x86::{AVX2_MR, AVX512_MR};
     use crate::simd::{Y8, Z16};
 
@@ -172,10 +200,11 @@ mod x86 {
         x: *const f32,
         offs: *const isize,
         b: *const f32,
+        ahead: Ahead,
         t: *mut f32,
         ldt: usize,
     ) {
-        let (c0, c1) = steps::<Y8, R, S>(k, x, offs, b);
+        let (c0, c1) = steps::<Y8, R, S>(k, x, offs, b, ahead);
         store(c0, c1, t, ldt);
     }
 
@@ -186,10 +215,11 @@ mod x86 {
         x: *const f32,
         offs: *const isize,
         b: *const f32,
+        ahead: Ahead,
         t: *mut f32,
         ldt: usize,
     ) {
-        let (c0, c1) = steps::<Z16, R, S>(k, x, offs, b);
+        let (c0, c1) = steps::<Z16, R, S>(k, x, offs, b, ahead);
         store(c0, c1, t, ldt);
     }
 
@@ -200,9 +230,10 @@ mod x86 {
         x: *const f32,
         offs: *const isize,
         b: *const f32,
+        ahead: Ahead,
         halves: &[Half; 2],
     ) {
-        let (c0, c1) = steps::<Y8, R, S>(k, x, offs, b);
+        let (c0, c1) = steps::<Y8, R, S>(k, x, offs, b, ahead);
         finish(c0, c1, halves);
     }
 
@@ -213,9 +244,10 @@ mod x86 {
         x: *const f32,
         offs: *const isize,
         b: *const f32,
+        ahead: Ahead,
         halves: &[Half; 2],
     ) {
-        let (c0, c1) = steps::<Z16, R, S>(k, x, offs, b);
+        let (c0, c1) = steps::<Z16, R, S>(k, x, offs, b, ahead);
         finish(c0, c1, halves);
     }
 
