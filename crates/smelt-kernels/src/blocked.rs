@@ -165,8 +165,20 @@ fn extent(g: &Conv2d, dense: bool) -> (usize, usize, bool) {
     if dense && g.ph == 0 && g.pw == 0 && hp <= g.h && wp <= g.w {
         (g.h, g.w, true)
     } else {
-        (hp, wp, false)
+        // A row's right padding is the next row's left padding: a tap past a row's end
+        // reads that row's first, zero, columns (and past the last row, the copy's zero
+        // tail, see `copy_tail`). At stride 1 each row then computes `pw` fewer dropped
+        // pixels: ResNet-50's 7x7 layers run 55 pixels in 5 tiles, not 61 in 6.
+        let width = wp
+            .saturating_sub(g.pw)
+            .max(g.pw.saturating_add(g.w).min(wp));
+        (hp, width, false)
     }
+}
+
+/// Zero floats after a padded copy's last row: what its taps past that row's end read.
+fn copy_tail(g: &Conv2d) -> usize {
+    g.pw.saturating_mul(BLOCK)
 }
 
 /// [`blocked_conv`] of a pointwise `g` of stride past 1: the pixels it reads copied to a
@@ -232,6 +244,7 @@ pub fn copy_floats(g: &Conv2d, batches: usize) -> u128 {
     }
     let (rows, width, _) = extent(g, false);
     batches as u128 * blocks(g.c) as u128 * rows as u128 * width as u128 * BLOCK as u128
+        + copy_tail(g) as u128
 }
 
 /// A raw pointer shared by tasks that write disjoint parts (or only read).
@@ -325,8 +338,15 @@ pub unsafe fn blocked_conv(
     } else {
         want.div_ceil(batches * np).clamp(1, tiles)
     };
-    let copy = if in_place { 0 } else { batches * cb * plane };
+    let copy = if in_place {
+        0
+    } else {
+        batches * cb * plane + copy_tail(g)
+    };
     with_scratch(copy, |buf| {
+        if !in_place {
+            buf[batches * cb * plane..].fill(0.0);
+        }
         let out = Shared(buf.as_mut_ptr());
         if !in_place {
             pad(pool, threads, g, batches, input, (rows, width), out);
