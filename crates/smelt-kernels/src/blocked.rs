@@ -16,7 +16,7 @@
 //! 0.85-0.94 by the plain GEMM, equal at 28x28, 0.60 against 0.70 at 14x14; its stride-2
 //! 3x3 layers 1.6-1.7 ms (2.0-2.8 by the implicit and im2col GEMMs in the model); its
 //! stride-1 3x3 layers 1.37-1.56 ms at 56x56 to 14x14, slower than Winograd (1.0-1.4),
-//! which is why the layout pass leaves those plain.
+//! which is why those run on the blocked Winograd kernels ([`crate::winograd_blocked`]).
 
 use crate::buf::with_scratch;
 use crate::conv::Conv2d;
@@ -169,9 +169,12 @@ fn extent(g: &Conv2d, dense: bool) -> (usize, usize, bool) {
         // reads that row's first, zero, columns (and past the last row, the copy's zero
         // tail, see `copy_tail`). At stride 1 each row then computes `pw` fewer dropped
         // pixels: ResNet-50's 7x7 layers run 55 pixels in 5 tiles, not 61 in 6.
+        // At least `ow` wide: the flat line reads output rows `width` pixels apart (a 1x1
+        // layer with padding reaches no further than its output row).
         let width = wp
             .saturating_sub(g.pw)
-            .max(g.pw.saturating_add(g.w).min(wp));
+            .max(g.pw.saturating_add(g.w).min(wp))
+            .max(g.ow);
         (hp, width, false)
     }
 }
@@ -290,7 +293,9 @@ pub unsafe fn blocked_conv(
     }
     debug_assert!(applies(g) && k == blocks(g.c) * g.kh * g.kw * BLOCK);
     let cb = blocks(g.c);
-    if g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0 && (g.sh > 1 || g.sw > 1) {
+    // (Only when every pixel it reads is inside the image: no padding before or after.)
+    let inside = (g.oh - 1) * g.sh < g.h && (g.ow - 1) * g.sw < g.w;
+    if g.kh == 1 && g.kw == 1 && g.ph == 0 && g.pw == 0 && inside && (g.sh > 1 || g.sw > 1) {
         // A strided pointwise convolution runs at stride 1 on its input's pixels it reads,
         // gathered densely first: ResNet-50's 1x1 stride-2 layers read in place took
         // 1.65 ms against 1.35 by the plain layout's im2col GEMM.
@@ -587,8 +592,16 @@ mod tests {
             // 1x1 stride 2 on whole blocks (its pixels gathered, also from a view whose
             // lanes are apart), its weights smaller than the image (spans of pixels outer).
             (32, 24, 9, 14, 1, 2, 1, 0),
+            // 1x1 with padding at stride 1 (output rows wider than the taps reach), and
+            // 1x1 stride 2 with padding only after the image (made below).
+            (16, 16, 6, 6, 1, 1, 1, 1),
+            (32, 16, 4, 4, 1, 2, 1, 0),
         ] {
             let mut g = square_conv(c, h, w, k, s, d, p);
+            if (c, co, h, k, s) == (32, 16, 4, 1, 2) {
+                // Pads [0, 0, 1, 1]: the last output row and column read only padding.
+                (g.oh, g.ow) = (3, 3);
+            }
             // A taller stride along the height (the kernels only fix the width's).
             if (c, k) == (8, 3) {
                 g.sh = 3;

@@ -156,6 +156,17 @@ pub fn applies(g: &Conv2d, lane_step: isize) -> bool {
 /// weights do not fit in L2 (see `winograd_blocked_conv`).
 const WHOLE_IMAGE_BYTES: usize = 8 << 20;
 
+/// Floats of scratch one band of [`winograd_blocked_conv`] takes at most (a band is at
+/// most the whole image), and of its transformed weights, counted without overflow: a plan
+/// checks both against the memory limits before packing or running.
+pub fn scratch_floats(g: &Conv2d, m: usize, ci: usize, co: usize) -> (u128, u128) {
+    let pts = points(m) as u128;
+    let tiles = crate::winograd::tiles(g, m) as u128;
+    let (ci, co) = (ci as u128, co as u128);
+    let band = pts * (ci + co) * tiles + co * g.pixels() as u128;
+    (band, pts * ci * co)
+}
+
 /// A raw pointer shared by tasks that write disjoint parts (or only read).
 #[derive(Clone, Copy)]
 struct Shared(*mut f32);

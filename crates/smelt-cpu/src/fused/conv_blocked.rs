@@ -144,6 +144,15 @@ impl BlockedConvPlan {
             } else {
                 4
             };
+            // Its scratch per band and its transformed weights (up to 4x the filters).
+            let (band, packed) = winograd_blocked::scratch_floats(&geom, wm, ch, m);
+            for (floats, what) in [(band, "scratch"), (packed, "transformed weights")] {
+                let bytes = u64::try_from(floats * 4).unwrap_or(u64::MAX);
+                smelt_ir::limits::check_alloc(bytes, &|| {
+                    format!("a convolution's Winograd {what}")
+                })
+                .ok()?;
+            }
             let w = WinogradWeights::tiles_as_rows(kern, wm, m, ch, &wv);
             let base = kern.name(&format!("conv.blocked-winograd-f{wm}x{wm}"));
             (Method::Winograd(w), base)

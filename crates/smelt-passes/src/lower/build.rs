@@ -380,9 +380,11 @@ fn row_ref(dst: &TensorRef, shape: &[usize], kept: &[usize]) -> TensorRef {
     }
 }
 
-/// A reshape whose input is a window no reshape of it can view (a transposed blocked
-/// value leaving the blocked layout) as a copy: the input's elements in order into the
-/// dense output, read through the output at the input's shape. None for other nodes.
+/// A Reshape, Flatten, Squeeze or Unsqueeze that fusion left to run alone (its input a
+/// window no reshape of it can view, as a transposed blocked value leaving the blocked
+/// layout) as a copy: the input's elements in row-major order into the dense output, read
+/// through the output at the input's shape. None for other nodes, strings, and outputs
+/// the group does not write.
 fn reshape_copy(b: &mut Builder, n: &Node) -> Result<Option<GroupBody>> {
     if !matches!(
         n.op,
