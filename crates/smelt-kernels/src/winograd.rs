@@ -45,6 +45,31 @@ pub fn cost(g: &Conv2d, m: usize) -> usize {
     points.saturating_mul(tiles.max(REUSE))
 }
 
+/// The Winograd variant a fixed cost model (so plans are reproducible) takes for a
+/// convolution of `g` with `ci` input and `co` output channels (per group), in either
+/// layout: 4 for F(4x4, 3x3), 2 for F(2x2, 3x3), None for neither.
+///
+/// 3x3 stride 1, enough input channels to amortize the output transform, enough output
+/// channels to amortize the input transform (and its 36 x copy of the input), and enough
+/// 4x4 tiles to fill lanes. It wins from 32 output channels (timed by `--autotune` on
+/// YOLOv8n's 40x40 layers: 35% on Zen 3 with AVX2 and on an Emerald Rapids Xeon with
+/// AVX-512). It also wins by 7-20% at 9 tiles (YOLOv8n's 10x10 layers), but those hold the
+/// model's largest filters and their transforms are 4x as large (16 MB more for 1% of the
+/// run): not taken. With AVX2's 16-wide tiles it wins from 16 channels each way
+/// (`--autotune` on a Zen 1 EPYC, one thread: 16 -> 16 channels at 80x80 22%, 96 -> 16 and
+/// 96 -> 24 at 160x160 19-24% (PP-OCRv4's head), 32 -> 24 at 40x40 26%); the AVX-512
+/// threshold stays where it was measured.
+///
+/// F(2x2) where [`cost`] puts it below F(4x4): small images, whose few 4x4 tiles leave
+/// F(4x4)'s transformed weights (36 per filter, against 16) streaming from memory with
+/// little work each. A chain of twelve 256-channel 3x3 layers at 14x14 (ResNet-50's third
+/// stage), one thread, cold weights: 1.9 ms a layer by F(4x4).
+pub fn variant(kern: &Kernels, g: &Conv2d, ci: usize, co: usize) -> Option<usize> {
+    let min_channels = if kern.micro.nr >= 32 { 32 } else { 16 };
+    let take = applies(g) && ci >= min_channels && co >= min_channels && tiles(g, 4) >= 16;
+    take.then(|| if cost(g, 2) < cost(g, 4) { 2 } else { 4 })
+}
+
 /// Transformed, packed weights: `U[k] = (G g G^T)[k]` as a `co x ci` matrix per point `k`.
 #[derive(Clone, Debug)]
 pub struct WinogradWeights {
@@ -682,8 +707,9 @@ pub mod x86 {
 
 /// A raw pointer shared by tasks that write disjoint parts (or only read).
 #[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: see the uses: every phase writes disjoint parts; later phases only read.
+pub(crate) struct Shared(pub(crate) *mut f32);
+// SAFETY: see the uses (here and in `winograd_blocked`): every phase writes disjoint parts;
+// later phases only read.
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 

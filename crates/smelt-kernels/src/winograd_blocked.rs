@@ -16,7 +16,7 @@ use crate::conv::Conv2d;
 use crate::gemm::{gemm, Batches, Gemm, Lhs, MatRef, Rhs, StoreC, TileSink};
 use crate::pool::ThreadPool;
 use crate::simd::Vf;
-use crate::winograd::{output_rows, points, transform_input, WinogradWeights};
+use crate::winograd::{output_rows, points, transform_input, Shared, WinogradWeights};
 use crate::Kernels;
 
 /// The input transform of one tile of one block: point `(i, j)` of the tile's input at
@@ -166,13 +166,6 @@ pub fn scratch_floats(g: &Conv2d, m: usize, ci: usize, co: usize) -> (u128, u128
     let band = pts * (ci + co) * tiles + co * g.pixels() as u128;
     (band, pts * ci * co)
 }
-
-/// A raw pointer shared by tasks that write disjoint parts (or only read).
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: see the uses: each phase writes disjoint parts; later phases only read.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
 
 /// Convolves `images` blocked images with `w` (packed by
 /// [`WinogradWeights::tiles_as_rows`]), handing the output to `sink` as

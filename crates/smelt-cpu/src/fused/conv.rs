@@ -370,31 +370,9 @@ impl ConvPlan {
             smelt_kernels::strided::applies(kern, &geom, xr.strides.last().copied().unwrap_or(1));
         let direct = !geom.is_pointwise()
             && (in_place_s2 || (row_use >= 0.75 && !(strided && k >= STRIDED_DIRECT_K)));
-        // Winograd F(4x4, 3x3) by a fixed cost model (so plans are reproducible): 3x3 stride
-        // 1, enough input channels to amortize the output transform, enough output channels
-        // to amortize the input transform (and its 36 x copy of the input), and enough 4x4
-        // tiles to fill lanes. It wins from 32 output channels (timed by `--autotune` on
-        // YOLOv8n's 40x40 layers: 35% on Zen 3 with AVX2 and on an Emerald Rapids Xeon with
-        // AVX-512). It also wins by 7-20% at 9 tiles (YOLOv8n's 10x10 layers), but those
-        // hold the model's largest filters and their transforms are 4x as large (16 MB more
-        // for 1% of the run): not taken. With AVX2's 16-wide tiles it wins from 16 channels
-        // each way (`--autotune` on a Zen 1 EPYC, one thread: 16 -> 16 channels at 80x80
-        // 22%, 96 -> 16 and 96 -> 24 at 160x160 19-24% (PP-OCRv4's head), 32 -> 24 at
-        // 40x40 26%); the AVX-512 threshold stays where it was measured.
-        let tiles = winograd::tiles(&geom, 4);
-        let min_channels = if kern.micro.nr >= 32 { 32 } else { 16 };
-        let winograd =
-            winograd::applies(&geom) && cg >= min_channels && mg >= min_channels && tiles >= 16;
-        // F(2x2, 3x3) instead where the cost model puts it below F(4x4): small images, whose
-        // few 4x4 tiles leave F(4x4)'s transformed weights (36 per filter, against 16)
-        // streaming from memory with little work each. A chain of twelve 256-channel 3x3
-        // layers at 14x14 (ResNet-50's third stage), one thread, cold weights: 1.9 ms a
-        // layer by F(4x4).
-        let wino_m = if winograd::cost(&geom, 2) < winograd::cost(&geom, 4) {
-            2
-        } else {
-            4
-        };
+        // Winograd by the fixed cost model the blocked layout shares (`winograd::variant`).
+        let by_cost = winograd::variant(kern, &geom, cg, mg);
+        let (winograd, wino_m) = (by_cost.is_some(), by_cost.unwrap_or(4));
         // A tuned choice (timed on a machine) overrides the cost model where it applies.
         let chosen = choice.filter(|c| match c {
             ConvAlgorithm::Gemm => true,

@@ -32,10 +32,6 @@ enum Method {
     Winograd(WinogradWeights),
 }
 
-/// Input channels (and output channels) from which a blocked 3x3 stride-1 convolution
-/// may take Winograd: as the plain layout's (`conv.rs`), where the transforms amortize.
-const WINOGRAD_MIN_CHANNELS: usize = 32;
-
 /// A planned blocked convolution.
 pub(crate) struct BlockedConvPlan {
     geom: Conv2d,
@@ -132,18 +128,10 @@ impl BlockedConvPlan {
             return None;
         };
         // Winograd where the plain layout would take it (F(2x2) for small images), reading
-        // whole lanes: 3x3 stride 1, enough channels and tiles for the transforms to pay.
-        let winograd = winograd_blocked::applies(&geom, sl)
-            && ch >= WINOGRAD_MIN_CHANNELS
-            && m >= WINOGRAD_MIN_CHANNELS
-            && winograd::tiles(&geom, 4) >= 16
-            && winograd::cost(&geom, 4).min(winograd::cost(&geom, 2)) < winograd::cost(&geom, 1);
-        let (method, base) = if winograd {
-            let wm = if winograd::cost(&geom, 2) < winograd::cost(&geom, 4) {
-                2
-            } else {
-                4
-            };
+        // whole lanes.
+        let wino =
+            winograd::variant(kern, &geom, ch, m).filter(|_| winograd_blocked::applies(&geom, sl));
+        let (method, base) = if let Some(wm) = wino {
             // Its scratch per band and its transformed weights (up to 4x the filters).
             let (band, packed) = winograd_blocked::scratch_floats(&geom, wm, ch, m);
             for (floats, what) in [(band, "scratch"), (packed, "transformed weights")] {
