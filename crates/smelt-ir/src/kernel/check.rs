@@ -234,18 +234,8 @@ pub fn deps(ops: &[ScalarOp], roots: &[usize]) -> Vec<usize> {
         if !need[i] {
             continue;
         }
-        match ops[i] {
-            ScalarOp::Unary(_, a) => need[a] = true,
-            ScalarOp::Binary(_, a, b) => {
-                need[a] = true;
-                need[b] = true
-            }
-            ScalarOp::Select(c, a, b) => {
-                need[c] = true;
-                need[a] = true;
-                need[b] = true
-            }
-            _ => {}
+        for a in ops[i].operands() {
+            need[a] = true;
         }
     }
     (0..ops.len()).filter(|&i| need[i]).collect()

@@ -233,6 +233,21 @@ pub enum ScalarOp {
     Select(usize, usize, usize),
 }
 
+impl ScalarOp {
+    /// The instructions this one reads, in operand order.
+    pub fn operands(&self) -> impl Iterator<Item = usize> {
+        let ops = match *self {
+            ScalarOp::Load(_) | ScalarOp::Const(_) | ScalarOp::Acc | ScalarOp::Reduced(_) => {
+                [None; 3]
+            }
+            ScalarOp::Unary(_, a) => [Some(a), None, None],
+            ScalarOp::Binary(_, a, b) => [Some(a), Some(b), None],
+            ScalarOp::Select(c, a, b) => [Some(c), Some(a), Some(b)],
+        };
+        ops.into_iter().flatten()
+    }
+}
+
 /// Writes a body value to a tensor, converting to the buffer's element type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Store {
