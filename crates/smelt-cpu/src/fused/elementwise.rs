@@ -17,6 +17,8 @@ pub(crate) struct LoopPlan {
     bufs: Vec<usize>,
     offsets: Vec<isize>,
     order: Vec<usize>,
+    /// Which ops' values `order` must leave in memory (the stores' and those read later).
+    keep: Vec<bool>,
     stores: Vec<(usize, usize)>,
     parallel: bool,
 }
@@ -75,6 +77,7 @@ impl LoopPlan {
         }
         let roots: Vec<usize> = l.stores.iter().map(|s| s.value).collect();
         let order = validate::deps(&ops, &roots);
+        let keep = smelt_kernels::program::kept_values(&ops, &order, &roots);
         let loads: Vec<&TensorRef> = l.loads.iter().collect();
         let dsts: Vec<&TensorRef> = l.stores.iter().map(|s| &s.dst).collect();
         let parallel = validate::race_free(&loads, &dsts);
@@ -87,6 +90,7 @@ impl LoopPlan {
             bufs,
             offsets,
             order,
+            keep,
             stores,
             parallel,
         })
@@ -126,7 +130,17 @@ impl LoopPlan {
                     offs,
                     inner: &self.inner,
                 };
-                eval(kern, &self.ops, &self.order, mem, &w, len, v, &[]);
+                eval(
+                    kern,
+                    &self.ops,
+                    &self.order,
+                    &self.keep,
+                    mem,
+                    &w,
+                    len,
+                    v,
+                    &[],
+                );
                 for &(value, k) in &self.stores {
                     store(mem, &w, k, v.get(value, len));
                 }

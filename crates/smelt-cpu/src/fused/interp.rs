@@ -4,7 +4,7 @@
 use super::access::{load_chunk, store_chunk};
 use super::Mem;
 use smelt_ir::kernel::ScalarOp;
-use smelt_kernels::program::{fill_consts, CHUNK};
+use smelt_kernels::program::{fill_consts, CHUNK, SLOT};
 use smelt_kernels::{buf::with_scratch, Kernels};
 
 /// Where a body's loads read: buffer slot per window, the chunk's offsets and steps.
@@ -25,30 +25,31 @@ pub(crate) struct Values<'a> {
 impl Values<'_> {
     /// The first `len` values of op `i`.
     pub(crate) fn get(&self, i: usize, len: usize) -> &[f32] {
-        &self.vals[i * CHUNK..i * CHUNK + len]
+        &self.vals[i * SLOT..i * SLOT + len]
     }
 
     /// Evaluates `order` over `len` elements whose loads and anchor values are filled.
     pub(crate) fn eval(&mut self, kern: &Kernels, ops: &[ScalarOp], order: &[usize], len: usize) {
-        (kern.eval)(ops, order, len, self.vals, &[]);
+        (kern.eval)(ops, order, &[], len, self.vals, &[]);
     }
 
     /// The chunk array of op `i`, for filling.
     pub(crate) fn slot(&mut self, i: usize) -> &mut [f32] {
-        &mut self.vals[i * CHUNK..(i + 1) * CHUNK]
+        &mut self.vals[i * SLOT..i * SLOT + CHUNK]
     }
 }
 
 /// Runs `f` with value scratch for `ops`, constants filled.
 pub(crate) fn with_values<R>(ops: &[ScalarOp], f: impl FnOnce(&mut Values) -> R) -> R {
-    with_scratch(ops.len().max(1) * CHUNK, |vals| {
+    with_scratch(ops.len().max(1) * SLOT, |vals| {
         fill_consts(ops, vals);
         f(&mut Values { vals })
     })
 }
 
 /// Evaluates the ops listed in `order` (ascending; operands listed before use) over a
-/// chunk of `len` elements. `reduced` holds the finished reduction stages.
+/// chunk of `len` elements, leaving in memory the values `keep` names (all when empty, see
+/// [`smelt_kernels::program::kept_values`]). `reduced` holds the finished reduction stages.
 ///
 /// # Safety
 /// The windows' offsets must be in bounds of their buffers for `len` steps (validated).
@@ -57,6 +58,7 @@ pub(crate) unsafe fn eval(
     kern: &Kernels,
     ops: &[ScalarOp],
     order: &[usize],
+    keep: &[bool],
     mem: &Mem,
     w: &Windows,
     len: usize,
@@ -66,11 +68,11 @@ pub(crate) unsafe fn eval(
     for &i in order {
         if let ScalarOp::Load(k) = ops[i] {
             let b = w.bufs[k];
-            let out = &mut v.vals[i * CHUNK..i * CHUNK + len];
+            let out = &mut v.vals[i * SLOT..i * SLOT + len];
             load_chunk(mem.elems[b], mem.ptrs[b], w.offs[k], w.inner[k], out);
         }
     }
-    (kern.eval)(ops, order, len, v.vals, reduced);
+    (kern.eval)(ops, order, keep, len, v.vals, reduced);
 }
 
 /// Writes op `value`'s chunk to window `k`.

@@ -410,7 +410,7 @@ impl ReductionPlan {
                                 return (kern.reduce)(st.combine, x, &mut acc);
                             }
                         }
-                        eval(kern, &self.ops, &st.order, mem, &w, len, v, reduced);
+                        eval(kern, &self.ops, &st.order, &[], mem, &w, len, v, reduced);
                         (kern.reduce)(st.combine, v.get(st.value, len), &mut acc);
                     },
                 );
@@ -429,7 +429,17 @@ impl ReductionPlan {
                             offs,
                             inner: &self.row_inner,
                         };
-                        eval(kern, &self.ops, &self.elem_order, mem, &w, len, v, reduced);
+                        eval(
+                            kern,
+                            &self.ops,
+                            &self.elem_order,
+                            &[],
+                            mem,
+                            &w,
+                            len,
+                            v,
+                            reduced,
+                        );
                         for &(value, k) in &self.elem_stores {
                             store(mem, &w, k, v.get(value, len));
                         }
@@ -443,7 +453,17 @@ impl ReductionPlan {
                     offs: roffs,
                     inner: zeros,
                 };
-                eval(kern, &self.ops, &self.row_order, mem, &w, 1, v, reduced);
+                eval(
+                    kern,
+                    &self.ops,
+                    &self.row_order,
+                    &[],
+                    mem,
+                    &w,
+                    1,
+                    v,
+                    reduced,
+                );
                 for &(value, k) in &self.row_stores {
                     store(mem, &w, k, v.get(value, 1));
                 }
@@ -534,7 +554,7 @@ impl ReductionPlan {
                         offs: p,
                         inner,
                     };
-                    eval(kern, &self.ops, order, mem, &w, len, v, &[]);
+                    eval(kern, &self.ops, order, &[], mem, &w, len, v, &[]);
                     let x = v.get(st.value, len);
                     match st.combine {
                         Combine::Sum => {
@@ -568,7 +588,7 @@ impl ReductionPlan {
                     offs: &offs,
                     inner,
                 };
-                eval(kern, &self.ops, row_order, mem, &w, len, v, &[]);
+                eval(kern, &self.ops, row_order, &[], mem, &w, len, v, &[]);
                 for &(value, k) in &self.row_stores {
                     store(mem, &w, k, v.get(value, len));
                 }
@@ -647,7 +667,7 @@ impl ReductionPlan {
                         offs,
                         inner: &self.row_inner,
                     };
-                    eval(kern, &self.ops, order, mem, &w, len, v, &[]);
+                    eval(kern, &self.ops, order, &[], mem, &w, len, v, &[]);
                     for (dst, &op) in [&mut *xr, &mut *gr, &mut *br].into_iter().zip(ins) {
                         dst[pos..pos + len].copy_from_slice(v.get(op, len));
                     }
@@ -801,7 +821,7 @@ impl ReductionPlan {
             offs: roffs,
             inner: zeros,
         };
-        eval(kern, &self.ops, ops, mem, &w, 1, v, reduced);
+        eval(kern, &self.ops, ops, &[], mem, &w, 1, v, reduced);
         for &i in ops {
             let x = v.get(i, 1)[0];
             v.slot(i).fill(x);
