@@ -325,4 +325,55 @@ mod tests {
     }
 
     isa_tests!(fused_attention, check);
+
+    /// One thread's best time for MiniLM-L3's attention at batch 8, sequence 128 (96 heads
+    /// of width 32, a padding mask) (`cargo test --release -p smelt-kernels
+    /// attention_layer_time -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn attention_layer_time() {
+        let kern = crate::kernels();
+        let (heads, s, d) = (96, 128, 32);
+        let width = 12 * d;
+        let q = rand_vec(heads / 12 * s * width, 1);
+        let k = rand_vec(q.len(), 2);
+        let v = rand_vec(q.len(), 3);
+        let mask = vec![0f32; s];
+        let mut out = vec![0f32; q.len()];
+        let head = |i: usize| {
+            let at = (i / 12) * s * width + (i % 12) * d;
+            Head {
+                q: MatRef::rows(q[at..].as_ptr(), width),
+                k: MatRef::rows(k[at..].as_ptr(), width),
+                v: MatRef::rows(v[at..].as_ptr(), width),
+                sq: s,
+                sk: s,
+                d,
+                dv: d,
+                scale: 0.17,
+                mask: Some(MatRef {
+                    ptr: mask.as_ptr(),
+                    rs: 0,
+                    cs: 1,
+                }),
+            }
+        };
+        let ms = crate::testing::min_ms(&mut || {
+            for i in 0..heads {
+                let at = (i / 12) * s * width + (i % 12) * d;
+                let sink = StoreC {
+                    c: out[at..].as_mut_ptr(),
+                    ldc: width,
+                    batch_stride: 0,
+                };
+                unsafe { attention(kern, &head(i), 0..s, 0, &sink, None) };
+            }
+        });
+        let flops = (heads * 4 * s * s * d) as f64;
+        println!(
+            "{}: attention {heads} heads s{s} d{d}: {ms:.3} ms, {:.1} GFLOP/s",
+            kern.isa,
+            flops / ms / 1e6
+        );
+    }
 }

@@ -64,6 +64,18 @@ pub fn median_ms(f: &mut dyn FnMut()) -> f64 {
     t[20]
 }
 
+/// The least of 200 timings of `f`, in milliseconds: steadier than the median on a host
+/// whose speed drifts, for kernels of a few milliseconds (the `--ignored` timing tests).
+pub fn min_ms(f: &mut dyn FnMut()) -> f64 {
+    (0..200)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            f();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::MAX, f64::min)
+}
+
 /// A plain convolution of `batches` contiguous NCHW images `x` with `co x taps` weights
 /// `wt` (zero outside the input), summed in f64: element `((b * co + o) * oh + y) * ow + x`.
 pub fn conv_plain(
