@@ -90,6 +90,9 @@ unsafe fn write_with<T: Copy>(p: *mut T, stride: isize, src: &[f32], f: impl Fn(
     }
 }
 
+/// Chunks ahead of a contiguous f32 load that [`load_chunk`] prefetches.
+const PREFETCH_CHUNKS: usize = 4;
+
 /// Reads `out.len()` elements starting at element `off`, `stride` apart, as f32.
 ///
 /// # Safety
@@ -105,6 +108,13 @@ pub(crate) unsafe fn load_chunk(
         Elem::F32 => {
             let p = (base as *const f32).offset(off);
             if stride == 1 {
+                // The same length a few chunks ahead, asked for meanwhile: a chunk's
+                // loads, its ops and its stores come in bursts the hardware's stream
+                // prefetchers do not run far enough ahead of.
+                let ahead = p.wrapping_add(PREFETCH_CHUNKS * out.len());
+                for j in (0..out.len()).step_by(16) {
+                    smelt_kernels::simd::prefetch_read(ahead.wrapping_add(j));
+                }
                 std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len());
             } else {
                 read_with(p, stride, out, |x| x);
