@@ -147,6 +147,16 @@ pub fn l2_bytes() -> usize {
         .map_or(512 << 10, |c| c.bytes)
 }
 
+/// The size of the last-level cache in bytes, as Linux reports it for the first core
+/// (8 MiB when unknown).
+pub fn llc_bytes() -> usize {
+    caches()
+        .iter()
+        .filter(|c| c.kind != "Instruction")
+        .max_by_key(|c| c.level)
+        .map_or(8 << 20, |c| c.bytes)
+}
+
 /// One core's L1 data cache as `(bytes one way spans, ways)`, the span being the address
 /// period after which lines fall on the same set (4 KiB and 8 ways when unknown).
 pub fn l1d_geometry() -> (usize, usize) {

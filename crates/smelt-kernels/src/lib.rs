@@ -16,6 +16,7 @@ pub mod gemm;
 pub mod half;
 pub mod implicit;
 pub mod isa;
+pub mod jit;
 pub mod pool;
 pub mod pooling;
 pub mod prepack;

@@ -1641,13 +1641,8 @@ mod tests {
             Binary::And,
             Binary::Or,
         ];
-        let mut seed = 7u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) as usize) % n
-        };
+        let mut pick = crate::testing::Picker(7u64);
+        let mut next = |n: usize| pick.below(n);
         for case in 0..200 {
             let mut ops = vec![Load(0), Load(1), Const(0.5)];
             for _ in 0..3 + next(20) {

@@ -36,6 +36,20 @@ pub fn run_on(isa: Isa, f: impl Fn(&Kernels)) {
     }
 }
 
+/// A seeded stream of small random choices (a 64-bit LCG), for random test programs.
+pub struct Picker(pub u64);
+
+impl Picker {
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n
+    }
+}
+
 /// `n` floats in [-1, 1) from a splitmix64 stream.
 pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678;

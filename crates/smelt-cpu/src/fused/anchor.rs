@@ -101,7 +101,7 @@ impl AnchorPlan {
             a.shape
         );
         let epilogue =
-            LoopPlan::new(c, &a.epilogue, Some(acc)).map_err(|e| e.context("epilogue"))?;
+            LoopPlan::new(c, &a.epilogue, Some(acc), kern).map_err(|e| e.context("epilogue"))?;
         let path = match &a.op {
             Op::Nn(NnOp::MatMul | NnOp::Gemm { .. }) => match MatMulPlan::new(c, weights, a, kern) {
                 Some(p) => Path::MatMul(p),

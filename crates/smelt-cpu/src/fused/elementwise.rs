@@ -1,12 +1,15 @@
 //! Elementwise loops (and anchor epilogues): the body evaluated chunk by chunk over the
 //! iteration space, loads converted to f32, stores converted back.
 
+use super::access::Elem;
 use super::interp::{eval, store, with_values, Windows};
-use super::nest::{for_parts, walk_chunks, Nest, PARALLEL_MIN};
+use super::nest::{for_parts, walk_chunks, walk_rows, Nest, PARALLEL_MIN};
 use super::{Exec, Mem};
 use smelt_ir::kernel::check::{self as validate, Checker, Use};
 use smelt_ir::kernel::{BufferId, Loop, ScalarOp, TensorRef};
-use smelt_ir::{ensure, Result};
+use smelt_ir::{ensure, DType, Result};
+use smelt_kernels::isa::llc_bytes;
+use smelt_kernels::jit::{Access, BodyJit};
 use smelt_kernels::Kernels;
 
 /// A validated loop, coalesced; windows are the loads (then the anchor's result) then the stores.
@@ -21,12 +24,20 @@ pub(crate) struct LoopPlan {
     keep: Vec<bool>,
     stores: Vec<(usize, usize)>,
     parallel: bool,
+    /// The body compiled for the plan's ISA, where it can be.
+    jit: Option<BodyJit>,
 }
 
 impl LoopPlan {
     /// Validates a loop; `acc` is the buffer slot of an anchor's result (epilogues only),
-    /// which `ScalarOp::Acc` reads row-major over the loop shape.
-    pub(crate) fn new(c: &Checker, l: &Loop, acc: Option<usize>) -> Result<LoopPlan> {
+    /// which `ScalarOp::Acc` reads row-major over the loop shape. The body is compiled to
+    /// `kern`'s instructions where it can be.
+    pub(crate) fn new(
+        c: &Checker,
+        l: &Loop,
+        acc: Option<usize>,
+        kern: &Kernels,
+    ) -> Result<LoopPlan> {
         let n_loads = l.loads.len();
         smelt_ir::numel(&l.shape)?;
         validate::body(&l.ops, n_loads, acc.is_some(), 0)?;
@@ -81,10 +92,22 @@ impl LoopPlan {
         let loads: Vec<&TensorRef> = l.loads.iter().collect();
         let dsts: Vec<&TensorRef> = l.stores.iter().map(|s| &s.dst).collect();
         let parallel = validate::race_free(&loads, &dsts);
-        let offsets = windows.iter().map(|w| w.offset as isize).collect();
+        let offsets: Vec<isize> = windows.iter().map(|w| w.offset as isize).collect();
         let nest = Nest::coalesced(&l.shape, windows.into_iter().map(|w| w.strides).collect());
+        let inner = nest.inner();
+        // Generated code reads and writes f32 only (an anchor's result is f32).
+        let f32s = (l.loads.iter().map(|r| r.buffer))
+            .chain(l.stores.iter().map(|s| s.dst.buffer))
+            .all(|b| c.plan.buffer(b).dtype == DType::F32);
+        let access = row_access(&inner, &bufs, &offsets, &nest, &stores).filter(|_| f32s);
+        // Outputs past the last-level cache are streamed to memory.
+        let stream = (smelt_ir::numel(&l.shape)? * 4 * stores.len()) > llc_bytes();
+        let jit = access
+            .as_ref()
+            .and_then(|a| BodyJit::compile(kern.isa, &ops, &order, a, &stores, stream));
         Ok(LoopPlan {
-            inner: nest.inner(),
+            jit,
+            inner,
             ops,
             nest,
             bufs,
@@ -110,16 +133,48 @@ impl LoopPlan {
         } else {
             ex.serial()
         };
+        let jit = self.compiled(ex.kern, mem);
         for_parts(
             &ex,
             &self.nest.shape,
             &self.nest.strides,
             &self.offsets,
-            |shape, base| {
+            |shape, base| match jit {
                 // SAFETY: the slice is part of the validated nest.
-                unsafe { self.run_part(ex.kern, mem, shape, base) }
+                Some(jit) => unsafe { self.run_rows(jit, mem, shape, base) },
+                // SAFETY: as above.
+                None => unsafe { self.run_part(ex.kern, mem, shape, base) },
             },
         );
+    }
+
+    /// Runs the compiled body over a part of the nest, row by row.
+    ///
+    /// # Safety
+    /// As [`LoopPlan::run`]; `shape` and `base` a part of the nest.
+    unsafe fn run_rows(&self, jit: &BodyJit, mem: &Mem, shape: &[usize], base: &[isize]) {
+        let mut ptrs = vec![std::ptr::null_mut::<f32>(); self.bufs.len()];
+        walk_rows(shape, &self.nest.strides, base, |offs, len| {
+            for ((p, &b), &o) in ptrs.iter_mut().zip(&self.bufs).zip(offs) {
+                // SAFETY: in bounds of the validated windows.
+                *p = unsafe { (mem.ptrs[b] as *mut f32).offset(o) };
+            }
+            // SAFETY: the windows hold the row (validated), f32 (checked), and overlap only
+            // in place (`row_access`).
+            unsafe { jit.run(&ptrs, len) };
+        })
+    }
+
+    /// The compiled body, when there is one for `kern`'s ISA and every window is f32.
+    fn compiled(&self, kern: &Kernels, mem: &Mem) -> Option<&BodyJit> {
+        let jit = self.jit.as_ref()?;
+        let f32s = self.bufs.iter().all(|&b| mem.elems[b] == Elem::F32);
+        (f32s && jit.isa() == kern.isa).then_some(jit)
+    }
+
+    /// Whether the body runs as generated code (on the ISA it was planned for).
+    pub(crate) fn is_compiled(&self) -> bool {
+        self.jit.is_some()
     }
 
     unsafe fn run_part(&self, kern: &Kernels, mem: &Mem, shape: &[usize], base: &[isize]) {
@@ -147,4 +202,36 @@ impl LoopPlan {
             })
         });
     }
+}
+
+/// How each window runs along a row, where the body may be compiled: every load's
+/// innermost step 0 or 1, every store's 1, and no store overlapping another window but
+/// one at the same place; `None` otherwise.
+fn row_access(
+    inner: &[isize],
+    bufs: &[usize],
+    offsets: &[isize],
+    nest: &Nest,
+    stores: &[(usize, usize)],
+) -> Option<Vec<Access>> {
+    let access: Vec<Access> = inner
+        .iter()
+        .map(|&s| match s {
+            0 => Some(Access::Broadcast),
+            1 => Some(Access::Contiguous),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    for &(_, k) in stores {
+        if access[k] != Access::Contiguous {
+            return None;
+        }
+        for w in 0..bufs.len() {
+            let same_place = offsets[w] == offsets[k] && nest.strides[w] == nest.strides[k];
+            if w != k && bufs[w] == bufs[k] && !same_place {
+                return None;
+            }
+        }
+    }
+    Some(access)
 }

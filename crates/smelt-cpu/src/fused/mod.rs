@@ -105,7 +105,7 @@ pub struct CpuPlan {
 
 /// A group's validated, execution-ready form.
 enum Prepared {
-    Loop(LoopPlan),
+    Loop(Box<LoopPlan>),
     Reduction(Box<ReductionPlan>),
     Anchor(Box<AnchorPlan>),
     Copy,
@@ -399,6 +399,7 @@ pub(crate) fn data_ptr_mut(t: &mut Tensor) -> *mut u8 {
 /// The name of the kernel a prepared group runs.
 fn kernel_name(p: &Prepared, body: &GroupBody, kern: &Kernels) -> String {
     match p {
+        Prepared::Loop(l) if l.is_compiled() => kern.name("elementwise.jit"),
         Prepared::Loop(_) => kern.name("elementwise"),
         Prepared::Reduction(r) => r.kernel_name(kern),
         Prepared::Anchor(a) => a.kernel_name(),
@@ -422,7 +423,7 @@ fn prepare(
     kern: &Kernels,
 ) -> Result<Prepared> {
     Ok(match &group.body {
-        GroupBody::Elementwise(l) => Prepared::Loop(LoopPlan::new(c, l, None)?),
+        GroupBody::Elementwise(l) => Prepared::Loop(Box::new(LoopPlan::new(c, l, None, kern)?)),
         GroupBody::Reduction(r) => Prepared::Reduction(Box::new(ReductionPlan::new(c, r)?)),
         GroupBody::Anchor(a) => Prepared::Anchor(Box::new(AnchorPlan::new(
             c,

@@ -114,6 +114,22 @@ pub(crate) fn walk_points(
     }
 }
 
+/// Calls `f(offsets, len)` for each row along the innermost dimension of `shape` (rank
+/// >= 1): the windows' offsets at the row's start, and its length.
+pub(crate) fn walk_rows(
+    shape: &[usize],
+    strides: &[Vec<isize>],
+    base: &[isize],
+    mut f: impl FnMut(&[isize], usize),
+) {
+    let Some((&n, outer)) = shape.split_last() else {
+        return;
+    };
+    if n > 0 {
+        walk_points(outer, strides, base, |offs| f(offs, n));
+    }
+}
+
 /// Calls `f(offsets, len)` for each chunk of at most [`CHUNK`] elements along the innermost
 /// dimension of `shape` (rank >= 1); `inner` holds every window's innermost step.
 pub(crate) fn walk_chunks(
