@@ -10,7 +10,8 @@ use smelt_ir::kernel::{BufferId, Loop, ScalarOp, TensorRef};
 use smelt_ir::{ensure, DType, Result};
 use smelt_kernels::isa::llc_bytes;
 use smelt_kernels::jit::{Access, BodyJit};
-use smelt_kernels::Kernels;
+use smelt_kernels::{Isa, Kernels};
+use std::sync::OnceLock;
 
 /// A validated loop, coalesced; windows are the loads (then the anchor's result) then the stores.
 pub(crate) struct LoopPlan {
@@ -24,8 +25,13 @@ pub(crate) struct LoopPlan {
     keep: Vec<bool>,
     stores: Vec<(usize, usize)>,
     parallel: bool,
-    /// The body compiled for the plan's ISA, where it can be.
-    jit: Option<BodyJit>,
+    /// How the body would be compiled (windows' access, streamed stores) where it can be
+    /// and the loop is long enough to pay for it.
+    jit_spec: Option<(Vec<Access>, bool)>,
+    /// The body compiled for the plan's ISA at its first run (see [`LoopPlan::compiled`]).
+    jit: OnceLock<Option<BodyJit>>,
+    /// The ISA the plan was made for.
+    isa: Isa,
 }
 
 impl LoopPlan {
@@ -101,12 +107,15 @@ impl LoopPlan {
             .all(|b| c.plan.buffer(b).dtype == DType::F32);
         let access = row_access(&inner, &bufs, &offsets, &nest, &stores).filter(|_| f32s);
         // Outputs past the last-level cache are streamed to memory.
-        let stream = (smelt_ir::numel(&l.shape)? * 4 * stores.len()) > llc_bytes();
-        let jit = access
-            .as_ref()
-            .and_then(|a| BodyJit::compile(kern.isa, &ops, &order, a, &stores, stream));
+        let numel = smelt_ir::numel(&l.shape)?;
+        let stream = numel * 4 * stores.len() > llc_bytes();
+        let jit_spec = access
+            .filter(|a| numel >= JIT_MIN && BodyJit::compiles(kern.isa, &ops, &order, a, &stores))
+            .map(|a| (a, stream));
         Ok(LoopPlan {
-            jit,
+            jit_spec,
+            jit: OnceLock::new(),
+            isa: kern.isa,
             inner,
             ops,
             nest,
@@ -165,16 +174,31 @@ impl LoopPlan {
         })
     }
 
-    /// The compiled body, when there is one for `kern`'s ISA and every window is f32.
+    /// The compiled body, when the body can be compiled, `kern` is the plan's ISA and
+    /// every window is f32; compiled at the first run that asks (a plan compiles only the
+    /// loops it runs: most anchors' epilogue loops never run, their epilogues fused).
     fn compiled(&self, kern: &Kernels, mem: &Mem) -> Option<&BodyJit> {
-        let jit = self.jit.as_ref()?;
-        let f32s = self.bufs.iter().all(|&b| mem.elems[b] == Elem::F32);
-        (f32s && jit.isa() == kern.isa).then_some(jit)
+        let (access, stream) = self.jit_spec.as_ref()?;
+        if kern.isa != self.isa || self.bufs.iter().any(|&b| mem.elems[b] != Elem::F32) {
+            return None;
+        }
+        self.jit
+            .get_or_init(|| {
+                BodyJit::compile(
+                    self.isa,
+                    &self.ops,
+                    &self.order,
+                    access,
+                    &self.stores,
+                    *stream,
+                )
+            })
+            .as_ref()
     }
 
     /// Whether the body runs as generated code (on the ISA it was planned for).
     pub(crate) fn is_compiled(&self) -> bool {
-        self.jit.is_some()
+        self.jit_spec.is_some()
     }
 
     unsafe fn run_part(&self, kern: &Kernels, mem: &Mem, shape: &[usize], base: &[isize]) {
@@ -203,6 +227,11 @@ impl LoopPlan {
         });
     }
 }
+
+/// Fewest elements a loop has for its body to be compiled: below, the interpreter's
+/// per-run cost is less than the compile's (about 20 us, plus under a millisecond once
+/// per process for the encoder's tables).
+const JIT_MIN: usize = 1 << 14;
 
 /// How each window runs along a row, where the body may be compiled: every load's
 /// innermost step 0 or 1, every store's 1, and no store overlapping another window but

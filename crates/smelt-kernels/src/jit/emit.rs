@@ -192,7 +192,7 @@ impl VecIsa for Avx512 {
     }
 }
 
-/// AVX2 with FMA (`ymm15` a scratch mask, `ymm14` the tail mask).
+/// AVX2 (`ymm15` a scratch mask, `ymm14` the tail mask).
 pub(super) struct Avx2;
 
 const Y_TMP: usize = 15;

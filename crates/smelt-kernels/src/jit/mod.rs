@@ -6,11 +6,12 @@
 //! tanh..., and reductions' `Acc`/`Reduced`) stay with it. Both give the same bits (NaN
 //! payloads apart).
 //!
-//! `SMELT_JIT=0` turns it off.
+//! x86-64 Linux only (executable memory by `mmap`); elsewhere nothing compiles and every
+//! body is interpreted. `SMELT_JIT=0` turns it off.
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod emit;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod exec;
 mod schedule;
 
@@ -29,6 +30,10 @@ pub enum Access {
 /// Most vectors a group holds per value.
 const MAX_GROUP: usize = 8;
 
+/// Most windows a row may stream its stores with (more run the usual way).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+const MAX_WINDOWS: usize = 32;
+
 /// Whether generated code may be used (`SMELT_JIT=0` says no).
 pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -37,11 +42,11 @@ pub fn enabled() -> bool {
 
 /// A body compiled for one instruction set.
 pub struct BodyJit {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     code: exec::ExecCode,
     /// The same body storing whole vectors past the caches, for rows whose stores are
     /// aligned alike (see [`BodyJit::compile`]).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     streaming: Option<exec::ExecCode>,
     /// The hoisted constants; the code holds their address.
     _consts: Box<[f32]>,
@@ -54,8 +59,30 @@ pub struct BodyJit {
     group: usize,
 }
 
+/// Vectors a group holds per value and lanes in a vector for `sched` on `isa`, or `None`
+/// when the ISA has no code generator or the values need more registers than it has.
+fn group_vectors(isa: Isa, sched: &schedule::Schedule) -> Option<(usize, usize)> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        use emit::VecIsa;
+        let (nregs, temps, lanes) = match isa {
+            Isa::Avx512 => (emit::Avx512::NREGS, emit::Avx512::TEMPS, 16),
+            Isa::Avx2 => (emit::Avx2::NREGS, emit::Avx2::TEMPS, 8),
+            Isa::Portable => return None,
+        };
+        let free = nregs.checked_sub(temps + sched.consts.len())?;
+        let u = (free / sched.slots.max(1)).min(MAX_GROUP);
+        (u > 0).then_some((u, lanes))
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        let _ = (isa, sched);
+        None
+    }
+}
+
 /// The generated function: window row pointers, groups, single vectors, tail mask.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 type Entry = unsafe extern "sysv64" fn(*const *mut f32, usize, usize, *const u32);
 
 impl BodyJit {
@@ -77,6 +104,31 @@ impl BodyJit {
         if !enabled() {
             return None;
         }
+        let sched = Self::checked(ops, order, access, stores)?;
+        Self::generate(isa, ops, access, stores, sched, stream)
+    }
+
+    /// Whether [`BodyJit::compile`] would give code, without generating it (no encoder
+    /// tables, no mapping: what a plan may ask of every loop it holds).
+    pub fn compiles(
+        isa: Isa,
+        ops: &[ScalarOp],
+        order: &[usize],
+        access: &[Access],
+        stores: &[(usize, usize)],
+    ) -> bool {
+        enabled()
+            && Self::checked(ops, order, access, stores)
+                .is_some_and(|s| group_vectors(isa, &s).is_some())
+    }
+
+    /// The body's schedule, when its windows and ops allow code.
+    fn checked(
+        ops: &[ScalarOp],
+        order: &[usize],
+        access: &[Access],
+        stores: &[(usize, usize)],
+    ) -> Option<schedule::Schedule> {
         for op in ops {
             if let ScalarOp::Load(w) = *op {
                 access.get(w)?;
@@ -88,11 +140,10 @@ impl BodyJit {
             }
         }
         let roots: Vec<usize> = stores.iter().map(|s| s.0).collect();
-        let sched = schedule::schedule(ops, order, &roots)?;
-        Self::generate(isa, ops, access, stores, sched, stream)
+        schedule::schedule(ops, order, &roots)
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     fn generate(
         isa: Isa,
         ops: &[ScalarOp],
@@ -101,20 +152,10 @@ impl BodyJit {
         sched: schedule::Schedule,
         stream: bool,
     ) -> Option<BodyJit> {
-        use emit::VecIsa;
         if !isa.is_supported() {
             return None;
         }
-        let (nregs, temps, lanes) = match isa {
-            Isa::Avx512 => (emit::Avx512::NREGS, emit::Avx512::TEMPS, 16),
-            Isa::Avx2 => (emit::Avx2::NREGS, emit::Avx2::TEMPS, 8),
-            Isa::Portable => return None,
-        };
-        let free = nregs.checked_sub(temps + sched.consts.len())?;
-        let u = (free / sched.slots.max(1)).min(MAX_GROUP);
-        if u == 0 {
-            return None;
-        }
+        let (u, lanes) = group_vectors(isa, &sched)?;
         let consts: Box<[f32]> = sched.consts.clone().into_boxed_slice();
         let assemble = |stream: bool| {
             let body = emit::Body {
@@ -145,7 +186,7 @@ impl BodyJit {
         })
     }
 
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     fn generate(
         _: Isa,
         _: &[ScalarOp],
@@ -173,7 +214,7 @@ impl BodyJit {
     /// Each contiguous window must hold `n` f32 at its pointer (readable, and writable for
     /// the stores), each broadcast window one; a stored window overlaps no other window
     /// but one it reads at the same place.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     pub unsafe fn run(&self, ptrs: &[*mut f32], n: usize) {
         assert_eq!(ptrs.len(), self.access.len(), "one pointer per window");
         if let Some(streaming) = &self.streaming {
@@ -181,20 +222,24 @@ impl BodyJit {
             // streamed, when every store is as far from a boundary.
             let bytes = self.lanes * 4;
             let at = |w: usize| ptrs[w] as usize % bytes;
-            let first = at(self.stored[0]);
-            if n >= 4 * self.group && first % 4 == 0 && self.stored.iter().all(|&w| at(w) == first)
+            let first = self.stored.first().map_or(0, |&w| at(w));
+            if n >= 4 * self.group
+                && ptrs.len() <= MAX_WINDOWS
+                && first.is_multiple_of(4)
+                && self.stored.iter().all(|&w| at(w) == first)
             {
                 let head = (bytes - first) % bytes / 4;
-                self.call(&self.code, ptrs, head);
-                let rest: Vec<*mut f32> = ptrs
-                    .iter()
-                    .zip(&self.access)
-                    .map(|(&p, a)| match a {
+                if head > 0 {
+                    self.call(&self.code, ptrs, head);
+                }
+                let mut rest = [std::ptr::null_mut::<f32>(); MAX_WINDOWS];
+                for ((r, &p), a) in rest.iter_mut().zip(ptrs).zip(&self.access) {
+                    *r = match a {
                         Access::Contiguous => p.add(head),
                         Access::Broadcast => p,
-                    })
-                    .collect();
-                self.call(streaming, &rest, n - head);
+                    };
+                }
+                self.call(streaming, &rest[..ptrs.len()], n - head);
                 return;
             }
         }
@@ -202,7 +247,7 @@ impl BodyJit {
     }
 
     /// Runs `code` over `n` elements from `ptrs` (see [`BodyJit::run`]).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     unsafe fn call(&self, code: &exec::ExecCode, ptrs: &[*mut f32], n: usize) {
         let groups = n / self.group;
         let rest = n % self.group;
@@ -226,13 +271,13 @@ impl BodyJit {
     }
 
     /// See the x86-64 form (never compiled elsewhere).
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     pub unsafe fn run(&self, _: &[*mut f32], _: usize) {
         unreachable!("no generated code on this architecture")
     }
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::*;
     use crate::program::{fill_consts, CHUNK, SLOT};
@@ -409,6 +454,34 @@ mod tests {
             if isa.is_supported() {
                 matches_interpreter(isa);
             }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod timing {
+    use super::*;
+    use smelt_ir::kernel::Binary;
+    use smelt_ir::kernel::ScalarOp::{Binary as B, Load};
+
+    /// How long compiling a small body takes, first in the process and then
+    /// (`cargo test --release -p smelt-kernels jit_compile_time -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn jit_compile_time() {
+        let ops = vec![Load(0), Load(1), B(Binary::Add, 0, 1), B(Binary::Mul, 2, 0)];
+        let access = [Access::Contiguous; 3];
+        for k in 0..5 {
+            let t = std::time::Instant::now();
+            let j = BodyJit::compile(
+                Isa::detect(),
+                &ops,
+                &[0, 1, 2, 3],
+                &access,
+                &[(3, 2)],
+                false,
+            );
+            println!("compile {k}: {:?} ({})", t.elapsed(), j.is_some());
         }
     }
 }
