@@ -79,6 +79,15 @@ pub fn plan_arena(plan: &mut KernelPlan) {
             continue;
         };
         let touched = touches(&grp.body);
+        // An anchor's op reads its inputs in its own order (a convolution a pixel's
+        // neighbours, a product a whole row) while its epilogue already stores finished
+        // tiles: no buffer it reads may be overwritten in place.
+        let op_reads: Vec<usize> = match &grp.body {
+            GroupBody::Anchor(a) => (a.inputs.iter().flatten())
+                .map(|r| r.buffer.0 as usize)
+                .collect(),
+            _ => Vec::new(),
+        };
         let mut taken = Vec::new();
         for s in &l.stores {
             let out = s.dst.buffer.0 as usize;
@@ -99,10 +108,10 @@ pub fn plan_arena(plan: &mut KernelPlan) {
                     && ib.len() == ob.len()
                     && same_window(r, &s.dst)
                     && whole(r, ib.len())
+                    && !op_reads.contains(&b)
                     // Every other touch of the input in this group reads the same window.
                     && touched.iter().all(|(t, w)| {
                         t.buffer.0 as usize != b || (!w && same_window(t, r))
-                            || matches!(grp.body, GroupBody::Anchor(_)) && !w
                     })
             });
             if let Some(r) = cand {
