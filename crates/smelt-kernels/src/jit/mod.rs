@@ -1,5 +1,5 @@
-//! Fused elementwise bodies compiled to machine code at plan time (x86-64, AVX-512 or
-//! AVX2): every op's values held in vector registers across the whole body, groups of up
+//! Fused elementwise bodies compiled to machine code (x86-64, AVX-512 or AVX2; a plan
+//! compiles a loop when it first runs it): every op's values held in vector registers across the whole body, groups of up
 //! to 8 vectors at a time, loads and stores straight from and to the tensors' rows. The
 //! interpreter ([`crate::program`]) dispatches once per op and tile and keeps the values
 //! it cannot hold in memory; bodies with an op that has no generated form here (exp, erf,
