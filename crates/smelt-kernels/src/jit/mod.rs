@@ -40,6 +40,11 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("SMELT_JIT").map_or(true, |v| v != "0"))
 }
 
+/// Whether this build generates code at all (x86-64 Linux) and may use it.
+pub fn available() -> bool {
+    cfg!(all(target_arch = "x86_64", target_os = "linux")) && enabled()
+}
+
 /// A body compiled for one instruction set.
 pub struct BodyJit {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -117,7 +122,7 @@ impl BodyJit {
         access: &[Access],
         stores: &[(usize, usize)],
     ) -> bool {
-        enabled()
+        available()
             && Self::checked(ops, order, access, stores)
                 .is_some_and(|s| group_vectors(isa, &s).is_some())
     }

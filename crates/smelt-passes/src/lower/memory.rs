@@ -82,9 +82,10 @@ pub fn plan_arena(plan: &mut KernelPlan) {
         // An anchor's op reads its inputs in its own order (a convolution a pixel's
         // neighbours, a product a whole row) while its epilogue already stores finished
         // tiles: no buffer it reads may be overwritten in place.
+        // (By the chains' first buffers: the memory, whichever buffer names it.)
         let op_reads: Vec<usize> = match &grp.body {
             GroupBody::Anchor(a) => (a.inputs.iter().flatten())
-                .map(|r| r.buffer.0 as usize)
+                .map(|r| alias[r.buffer.0 as usize])
                 .collect(),
             _ => Vec::new(),
         };
@@ -108,7 +109,7 @@ pub fn plan_arena(plan: &mut KernelPlan) {
                     && ib.len() == ob.len()
                     && same_window(r, &s.dst)
                     && whole(r, ib.len())
-                    && !op_reads.contains(&b)
+                    && !op_reads.contains(&root)
                     // Every other touch of the input in this group reads the same window.
                     && touched.iter().all(|(t, w)| {
                         t.buffer.0 as usize != b || (!w && same_window(t, r))

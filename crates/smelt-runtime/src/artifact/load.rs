@@ -620,7 +620,10 @@ fn load_plan(
     );
     // A loop compiled to machine code computes what the interpreter does (SMELT_JIT=0 or
     // a build that cannot compile it): the same kernel as far as the artifact goes.
-    let interp = |n: &str| n.replacen(".jit.", ".", 1);
+    let interp = |n: &str| match n.strip_prefix("elementwise.jit.") {
+        Some(isa) => format!("elementwise.{isa}"),
+        None => n.to_string(),
+    };
     if let Some(i) = (0..names.len()).find(|&i| interp(&names[i]) != interp(&b.kernels[i])) {
         bail!(
             InvalidModel,
