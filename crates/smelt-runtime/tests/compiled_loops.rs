@@ -4,25 +4,13 @@
 //! outputs, against the reference executor. Tolerance: |plan - reference| <= 1e-6 + 1e-5 |reference| (the same ops in
 //! the same order; the reference computes some in f64).
 
-use smelt_ir::{Model, Tensor, Value};
+mod common;
+
+use common::{floats, model, tensor_json};
+use smelt_ir::{Tensor, Value};
 use smelt_kernels::Isa;
 use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
-
-fn floats(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32
-                / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect()
-}
-
-fn tensor_json(shape: &[usize], v: &[f32]) -> String {
-    serde_json::to_string(&Tensor::from_f32(shape.to_vec(), v.to_vec()).expect("tensor"))
-        .expect("json")
-}
 
 #[test]
 fn compiled_loops_match_the_reference() {
@@ -54,14 +42,7 @@ fn compiled_loops_match_the_reference() {
   output %16
 }}"#
     );
-    let graph = smelt_ir::text::parse_graph(&text).expect("parse");
-    smelt_ir::verify::verify(&graph).expect("verify");
-    let model = Model {
-        graph,
-        opsets: vec![(String::new(), 17)],
-        ir_version: 8,
-        producer: "test".into(),
-    };
+    let model = model(&text);
     let len = n * c * h * w;
     let x = Tensor::from_f32(vec![n, c, h, w], floats(len, 9)).expect("x");
     let y = Tensor::from_f32(vec![n, c, h, w], floats(len, 11)).expect("y");

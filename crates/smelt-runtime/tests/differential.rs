@@ -1,24 +1,12 @@
 //! Differential test: the optimized pipeline gives the reference executor's results on a
 //! graph every pass rewrites (BatchNorm folding, inverse transposes, CSE, folding, no-ops).
 
-use smelt_ir::{Model, Tensor, Value};
+mod common;
+
+use common::{floats, model, tensor_json};
+use smelt_ir::{Tensor, Value};
 use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
-
-fn floats(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32
-                / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect()
-}
-
-fn tensor_json(shape: &[usize], v: &[f32]) -> String {
-    serde_json::to_string(&Tensor::from_f32(shape.to_vec(), v.to_vec()).expect("tensor"))
-        .expect("json")
-}
 
 fn graph_text() -> String {
     let w = tensor_json(&[4, 3, 3, 3], &floats(108, 1));
@@ -59,14 +47,7 @@ fn graph_text() -> String {
 
 #[test]
 fn optimized_matches_reference() {
-    let graph = smelt_ir::text::parse_graph(&graph_text()).expect("parse");
-    smelt_ir::verify::verify(&graph).expect("verify");
-    let model = Model {
-        graph,
-        opsets: vec![(String::new(), 17)],
-        ir_version: 8,
-        producer: "test".into(),
-    };
+    let model = model(&graph_text());
     let x = Tensor::from_f32(vec![1, 3, 6, 6], floats(108, 9)).expect("x");
     let run = |level: u8| {
         let s = Session::from_model_with(

@@ -1,6 +1,9 @@
 //! Differential tests for BatchNormalization folding into Conv/ConvTranspose/Gemm/MatMul and
 //! for scalar and bias folding: level 1 gives level 0's results with fewer nodes.
 
+mod common;
+
+use common::floats;
 use smelt_ir::{Model, Tensor, Value};
 use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
@@ -8,17 +11,6 @@ use std::collections::HashMap;
 /// Folding reorders f32 arithmetic: |optimized - reference| <= ATOL + RTOL * |reference|.
 const ATOL: f64 = 1e-5;
 const RTOL: f64 = 1e-4;
-
-/// Deterministic values in [-0.5, 0.5).
-fn floats(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32
-                / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect()
-}
 
 /// A constant's JSON with deterministic values shifted by `lo`.
 fn constant(shape: &[usize], seed: u32, lo: f32) -> String {

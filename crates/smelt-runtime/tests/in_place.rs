@@ -3,35 +3,16 @@
 //! dies there: the sum may not take over `x`'s memory, since the op still reads `x`
 //! while its epilogue stores finished tiles (it did, and gave wrong sums).
 
-use smelt_ir::{Model, Tensor, Value};
+mod common;
+
+use common::{floats, model, tensor_json};
+use smelt_ir::{Tensor, Value};
 use smelt_runtime::{Session, SessionOptions};
 use std::collections::HashMap;
 
-fn floats(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32
-                / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect()
-}
-
-fn tensor_json(shape: &[usize], v: &[f32]) -> String {
-    serde_json::to_string(&Tensor::from_f32(shape.to_vec(), v.to_vec()).expect("tensor"))
-        .expect("json")
-}
-
 /// The graph's outputs at opt level 0 (the reference executor) and at the default.
 fn both(text: &str, x: Tensor) -> (Vec<f64>, Vec<f64>) {
-    let graph = smelt_ir::text::parse_graph(text).expect("parse");
-    smelt_ir::verify::verify(&graph).expect("verify");
-    let model = Model {
-        graph,
-        opsets: vec![(String::new(), 17)],
-        ir_version: 8,
-        producer: "test".into(),
-    };
+    let model = model(text);
     let run = |level: u8| {
         let s = Session::from_model_with(
             model.clone(),

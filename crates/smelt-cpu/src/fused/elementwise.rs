@@ -45,7 +45,7 @@ impl LoopPlan {
         kern: &Kernels,
     ) -> Result<LoopPlan> {
         let n_loads = l.loads.len();
-        smelt_ir::numel(&l.shape)?;
+        let numel = smelt_ir::numel(&l.shape)?;
         validate::body(&l.ops, n_loads, acc.is_some(), 0)?;
         let mut windows: Vec<TensorRef> = Vec::new();
         for (k, r) in l.loads.iter().enumerate() {
@@ -107,8 +107,7 @@ impl LoopPlan {
             .all(|b| c.plan.buffer(b).dtype == DType::F32);
         let access = row_access(&inner, &bufs, &offsets, &nest, &stores).filter(|_| f32s);
         // Outputs past the last-level cache are streamed to memory.
-        let numel = smelt_ir::numel(&l.shape)?;
-        let stream = numel * 4 * stores.len() > llc_bytes();
+        let stream = numel.saturating_mul(4 * stores.len()) > llc_bytes();
         let jit_spec = access
             .filter(|a| numel >= JIT_MIN && BodyJit::compiles(kern.isa, &ops, &order, a, &stores))
             .map(|a| (a, stream));

@@ -215,14 +215,23 @@ unsafe fn transpose_8x8_blocks(
                 _mm256_storeu_ps(dst.add((p + q) * nr + j), v);
             }
         }
-        for p in kn..k {
-            for (jj, cp) in c.iter().enumerate() {
-                *dst.add(p * nr + j + jj) = *cp.add(p);
-            }
-        }
+        tail_rows(&c, kn..k, dst.add(j), nr);
     }
     // The columns past the last whole block of 8, by 4 x 4 blocks.
     jn + transpose_4x4_blocks(b, j0 + jn, cols - jn, k, nr, &mut out[jn..])
+}
+
+/// `dst[p * nr + jj] = c[jj][p]` for the rows `rows` past a transpose's whole blocks.
+///
+/// # Safety
+/// Each column holds those rows; `dst` is writable for them.
+#[inline(always)]
+unsafe fn tail_rows(c: &[*const f32], rows: std::ops::Range<usize>, dst: *mut f32, nr: usize) {
+    for p in rows {
+        for (jj, cp) in c.iter().enumerate() {
+            *dst.add(p * nr + jj) = *cp.add(p);
+        }
+    }
 }
 
 /// Packs `out[p * nr + j] = b[p, j0 + j]` for column-major `b` (`rs == 1`) by 4 x 4 blocks:
@@ -248,11 +257,7 @@ unsafe fn transpose_4x4_blocks(
         for p in (0..kn).step_by(4) {
             transpose_4x4(c, p, dst.add(p * nr + j), nr);
         }
-        for p in kn..k {
-            for (jj, cp) in c.iter().enumerate() {
-                *dst.add(p * nr + j + jj) = *cp.add(p);
-            }
-        }
+        tail_rows(&c, kn..k, dst.add(j), nr);
     }
     jn
 }

@@ -331,11 +331,16 @@ pub(super) struct Body<'a> {
 }
 
 impl Body<'_> {
+    /// The first register of the hoisted constants (past every slot's `u` vectors).
+    fn const_base(&self) -> usize {
+        self.sched.slots * self.u
+    }
+
     /// The vector register holding vector `v` of a group of op `i`'s values.
     fn reg(&self, i: usize, v: usize) -> usize {
         match self.sched.const_of[i] {
             usize::MAX => self.sched.slot[i] * self.u + v,
-            c => self.sched.slots * self.u + c,
+            c => self.const_base() + c,
         }
     }
 
@@ -353,7 +358,7 @@ impl Body<'_> {
     fn pass<A: VecIsa>(&self, a: &mut CodeAssembler, vecs: usize, tail: bool) -> R {
         let consts = Consts {
             sched: self.sched,
-            base: self.sched.slots * self.u,
+            base: self.const_base(),
         };
         for &i in &self.sched.steps {
             let op = &self.ops[i];
@@ -405,7 +410,7 @@ pub(super) fn assemble<A: VecIsa>(body: &Body, windows: usize) -> Result<Vec<u8>
     }
     a.mov(rax, body.consts as u64)?;
     for c in 0..body.sched.consts.len() {
-        A::bcast(&mut a, body.sched.slots * body.u + c, rax + 4 * c as i32)?;
+        A::bcast(&mut a, body.const_base() + c, rax + 4 * c as i32)?;
     }
     a.xor(r8d, r8d)?;
     let (mut singles, mut single_loop) = (a.create_label(), a.create_label());

@@ -203,16 +203,6 @@ impl BodyJit {
         None
     }
 
-    /// The instruction set the code is for.
-    pub fn isa(&self) -> Isa {
-        self.isa
-    }
-
-    /// Elements one group covers (vectors held per value times lanes).
-    pub fn group(&self) -> usize {
-        self.group
-    }
-
     /// Runs the body over `n` elements of one row: `ptrs[w]` is window `w`'s first element.
     ///
     /// # Safety
